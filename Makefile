@@ -1,0 +1,40 @@
+# The README's quick start: `make demo` and `make test` on a fresh machine.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+EXTRAS ?= dev,redis
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint unit integration bench venv clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/kstreamd demo --duration 20
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check kstream store_backends tests examples bench cmd
+	$(VENV)/bin/ruff format --check kstream store_backends tests examples bench cmd
+	$(VENV)/bin/mypy
+
+test: lint
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+unit: $(STAMP)
+	$(PY) -m pytest -q tests/unit tests/property $(PYTEST_ARGS)
+
+integration: $(STAMP)
+	$(PY) -m pytest -q tests/integration tests/e2e $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) -m pip install -q -e '.[$(EXTRAS),bench]'
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache

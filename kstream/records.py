@@ -1,0 +1,161 @@
+"""The record that flows through a topology.
+
+A plain slotted class rather than a dataclass: records are created per input message and per
+forward, so construction cost matters more than conveniences.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+Header = tuple[str, bytes | None]
+Headers = Sequence[Header]
+
+
+class TimestampType(enum.IntEnum):
+    """Where a record's timestamp came from (Kafka's TimestampType)."""
+
+    NOT_AVAILABLE = 0
+    CREATE_TIME = 1
+    LOG_APPEND_TIME = 2
+
+
+class Record:
+    """One key/value pair with its timestamp, headers and, for input records, its origin.
+
+    Headers are a list of `(str, bytes | None)` pairs; keys may repeat, as in Kafka.
+    """
+
+    __slots__ = (
+        "headers",
+        "key",
+        "offset",
+        "partition",
+        "timestamp",
+        "timestamp_type",
+        "topic",
+        "value",
+    )
+
+    def __init__(
+        self,
+        key: Any,
+        value: Any,
+        timestamp: int = 0,
+        headers: Headers = (),
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+        timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    ) -> None:
+        self.key = key
+        self.value = value
+        self.timestamp = timestamp
+        self.headers = headers
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.timestamp_type = timestamp_type
+
+    def with_key(self, key: Any) -> Record:
+        return Record(
+            key,
+            self.value,
+            self.timestamp,
+            self.headers,
+            self.topic,
+            self.partition,
+            self.offset,
+            self.timestamp_type,
+        )
+
+    def with_value(self, value: Any) -> Record:
+        return Record(
+            self.key,
+            value,
+            self.timestamp,
+            self.headers,
+            self.topic,
+            self.partition,
+            self.offset,
+            self.timestamp_type,
+        )
+
+    def with_key_value(self, key: Any, value: Any) -> Record:
+        return Record(
+            key,
+            value,
+            self.timestamp,
+            self.headers,
+            self.topic,
+            self.partition,
+            self.offset,
+            self.timestamp_type,
+        )
+
+    def with_timestamp(self, timestamp: int) -> Record:
+        return Record(
+            self.key,
+            self.value,
+            timestamp,
+            self.headers,
+            self.topic,
+            self.partition,
+            self.offset,
+            self.timestamp_type,
+        )
+
+    def with_headers(self, headers: Headers) -> Record:
+        return Record(
+            self.key,
+            self.value,
+            self.timestamp,
+            headers,
+            self.topic,
+            self.partition,
+            self.offset,
+            self.timestamp_type,
+        )
+
+    def header(self, name: str) -> bytes | None:
+        """The last value of header `name` (Kafka's lastHeader), or None."""
+        found = None
+        for k, v in self.headers:
+            if k == name:
+                found = v
+        return found
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Record):
+            return NotImplemented
+        return (
+            self.key == other.key
+            and self.value == other.value
+            and self.timestamp == other.timestamp
+            and list(self.headers) == list(other.headers)
+            and self.topic == other.topic
+            and self.partition == other.partition
+            and self.offset == other.offset
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        where = ""
+        if self.topic is not None:
+            where = f", topic={self.topic!r}, partition={self.partition}, offset={self.offset}"
+        hdrs = f", headers={list(self.headers)!r}" if self.headers else ""
+        return (
+            f"Record(key={self.key!r}, value={self.value!r}, timestamp={self.timestamp}"
+            f"{hdrs}{where})"
+        )
+
+
+class Windowed(NamedTuple):
+    """A key of a windowed aggregate: the user's key and its window [start, end)."""
+
+    key: Any
+    start: int
+    end: int

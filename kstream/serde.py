@@ -1,0 +1,241 @@
+"""Serializers and deserializers, wire-compatible with Kafka's Java serdes.
+
+A `Serde` pairs two functions. The built-ins do not look at the context, which lets batch code
+call `serde.to_bytes` / `serde.from_bytes` directly without building a context per record;
+user serdes that need topic or headers implement `serialize(value, ctx)` and
+`deserialize(data, ctx)`.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from kstream.errors import SerdeError
+from kstream.records import Headers
+
+
+@dataclass(frozen=True, slots=True)
+class SerdeContext:
+    """Where a value is being (de)serialized: its topic, its headers, key or value."""
+
+    topic: str | None = None
+    headers: Headers = ()
+    is_key: bool = False
+
+
+_NO_CONTEXT = SerdeContext()
+
+
+class Serde:
+    """A serializer/deserializer pair. `None` always passes through (tombstones)."""
+
+    name: str = "custom"
+
+    def __init__(
+        self,
+        to_bytes: Callable[[Any], bytes],
+        from_bytes: Callable[[bytes], Any],
+        name: str = "custom",
+    ) -> None:
+        self._to_bytes = to_bytes
+        self._from_bytes = from_bytes
+        self.name = name
+
+    def to_bytes(self, value: Any) -> bytes | None:
+        """Serialize without a context (fast path used by batch code)."""
+        if value is None:
+            return None
+        return self._to_bytes(value)
+
+    def from_bytes(self, data: bytes | None) -> Any:
+        """Deserialize without a context (fast path used by batch code)."""
+        if data is None:
+            return None
+        return self._from_bytes(data)
+
+    def serialize(self, value: Any, ctx: SerdeContext | None = None) -> bytes | None:
+        return self.to_bytes(value)
+
+    def deserialize(self, data: bytes | None, ctx: SerdeContext | None = None) -> Any:
+        return self.from_bytes(data)
+
+    @property
+    def needs_context(self) -> bool:
+        """True when serialize/deserialize were overridden to use the context."""
+        cls = type(self)
+        return cls.serialize is not Serde.serialize or cls.deserialize is not Serde.deserialize
+
+    def __repr__(self) -> str:
+        return f"Serde({self.name!r})"
+
+
+class ContextSerde(Serde):
+    """Base for user serdes that read the context: override serialize and deserialize."""
+
+    def __init__(self, name: str = "custom") -> None:
+        super().__init__(self._no_ctx_ser, self._no_ctx_de, name)
+
+    def _no_ctx_ser(self, value: Any) -> bytes:
+        out = self.serialize(value, _NO_CONTEXT)
+        if out is None:
+            raise SerdeError(f"serde {self.name!r} returned None for a non-None value")
+        return out
+
+    def _no_ctx_de(self, data: bytes) -> Any:
+        return self.deserialize(data, _NO_CONTEXT)
+
+
+def _bytes_ser(v: Any) -> bytes:
+    if isinstance(v, bytes):
+        return v
+    if isinstance(v, bytearray | memoryview):
+        return bytes(v)
+    raise SerdeError(f"bytes serde expects bytes, got {type(v).__name__}: {v!r:.80}")
+
+
+def _string_ser(v: Any) -> bytes:
+    if not isinstance(v, str):
+        raise SerdeError(f"string serde expects str, got {type(v).__name__}: {v!r:.80}")
+    return v.encode("utf-8")
+
+
+def _string_de(b: bytes) -> str:
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SerdeError(f"string serde: invalid UTF-8 ({e})") from e
+
+
+def _json_ser(v: Any) -> bytes:
+    try:
+        return orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError as e:
+        raise SerdeError(f"json serde: cannot serialize {type(v).__name__}: {e}") from e
+
+
+def _json_de(b: bytes) -> Any:
+    try:
+        return orjson.loads(b)
+    except orjson.JSONDecodeError as e:
+        raise SerdeError(f"json serde: invalid JSON ({e}): {bytes(b)[:80]!r}") from e
+
+
+def _fixed(fmt: str, label: str, kind: type | tuple[type, ...]) -> tuple[Callable, Callable]:
+    s = struct.Struct(fmt)
+    pack, unpack, size = s.pack, s.unpack, s.size
+
+    def ser(v: Any) -> bytes:
+        if (isinstance(v, bool) and kind is not bool) or not isinstance(v, kind):
+            raise SerdeError(f"{label} serde expects {_kind_name(kind)}, got {type(v).__name__}")
+        try:
+            return pack(v)
+        except (struct.error, OverflowError) as e:
+            raise SerdeError(f"{label} serde: {v!r} does not fit ({e})") from e
+
+    def de(b: bytes) -> Any:
+        if len(b) != size:
+            raise SerdeError(f"{label} serde expects {size} bytes, got {len(b)}")
+        return unpack(b)[0]
+
+    return ser, de
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    if isinstance(kind, tuple):
+        return " or ".join(k.__name__ for k in kind)
+    return kind.__name__
+
+
+def _bool_ser(v: Any) -> bytes:
+    if not isinstance(v, bool):
+        raise SerdeError(f"boolean serde expects bool, got {type(v).__name__}")
+    return b"\x01" if v else b"\x00"
+
+
+def _bool_de(b: bytes) -> bool:
+    if b == b"\x01":
+        return True
+    if b == b"\x00":
+        return False
+    raise SerdeError(f"boolean serde expects one byte 0x00 or 0x01, got {bytes(b)!r}")
+
+
+def _uuid_ser(v: Any) -> bytes:
+    if isinstance(v, uuid.UUID):
+        return str(v).encode("ascii")
+    raise SerdeError(f"uuid serde expects uuid.UUID, got {type(v).__name__}")
+
+
+def _uuid_de(b: bytes) -> uuid.UUID:
+    try:
+        return uuid.UUID(b.decode("ascii"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise SerdeError(f"uuid serde: not a UUID string: {bytes(b)[:60]!r}") from e
+
+
+_int_ser, _int_de = _fixed(">i", "integer", int)
+_long_ser, _long_de = _fixed(">q", "long", int)
+_double_ser, _double_de = _fixed(">d", "double", (float, int))
+_float_ser, _float_de = _fixed(">f", "float", (float, int))
+
+BUILTIN: dict[str, Serde] = {
+    "bytes": Serde(_bytes_ser, bytes, "bytes"),
+    "string": Serde(_string_ser, _string_de, "string"),
+    "json": Serde(_json_ser, _json_de, "json"),
+    "integer": Serde(_int_ser, _int_de, "integer"),
+    "long": Serde(_long_ser, _long_de, "long"),
+    "double": Serde(_double_ser, _double_de, "double"),
+    "float": Serde(_float_ser, _float_de, "float"),
+    "boolean": Serde(_bool_ser, _bool_de, "boolean"),
+    "uuid": Serde(_uuid_ser, _uuid_de, "uuid"),
+}
+BUILTIN["str"] = BUILTIN["string"]
+BUILTIN["int"] = BUILTIN["integer"]
+
+SerdeLike = str | Serde | tuple[Callable[[Any], bytes], Callable[[bytes], Any]] | None
+
+
+def serde(spec: SerdeLike) -> Serde:
+    """Resolve a serde given by name, object or `(serializer_fn, deserializer_fn)` pair.
+
+    `None` means the default serde, bytes.
+    """
+    if spec is None:
+        return BUILTIN["bytes"]
+    if isinstance(spec, Serde):
+        return spec
+    if isinstance(spec, str):
+        try:
+            return BUILTIN[spec]
+        except KeyError:
+            names = ", ".join(sorted(k for k in BUILTIN if k not in ("str", "int")))
+            raise SerdeError(f"unknown serde {spec!r}; built-in serdes are: {names}") from None
+    if isinstance(spec, tuple) and len(spec) == 2 and all(callable(f) for f in spec):
+        return Serde(spec[0], spec[1], "custom")
+    if hasattr(spec, "serialize") and hasattr(spec, "deserialize"):
+        return _duck(spec)
+    raise SerdeError(
+        f"cannot use {spec!r} as a serde: give a name, a Serde, or a "
+        "(serializer_fn, deserializer_fn) pair"
+    )
+
+
+def _duck(obj: Any) -> Serde:
+    class _Wrapped(ContextSerde):
+        def serialize(self, value: Any, ctx: SerdeContext | None = None) -> bytes | None:
+            if value is None:
+                return None
+            return bytes(obj.serialize(value, ctx or _NO_CONTEXT))
+
+        def deserialize(self, data: bytes | None, ctx: SerdeContext | None = None) -> Any:
+            if data is None:
+                return None
+            return obj.deserialize(data, ctx or _NO_CONTEXT)
+
+    return _Wrapped(getattr(obj, "name", type(obj).__name__))
