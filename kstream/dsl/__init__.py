@@ -1,0 +1,14 @@
+"""The high-level DSL: StreamBuilder, KStream, KGroupedStream, KTable, GlobalKTable.
+
+Every operator compiles into the low-level `kstream.topology.Topology`; `kstream.dsl.graph`
+documents how operators are added (for the operator modules of windows, joins, grouped tables
+and deduplication).
+"""
+
+from kstream.dsl.builder import StreamBuilder
+from kstream.dsl.grouped import KGroupedStream
+from kstream.dsl.processors import Change
+from kstream.dsl.stream import KStream
+from kstream.dsl.table import GlobalKTable, KTable
+
+__all__ = ["Change", "GlobalKTable", "KGroupedStream", "KStream", "KTable", "StreamBuilder"]

@@ -1,0 +1,101 @@
+"""`StreamBuilder`: where a DSL program starts (Kafka Streams' StreamsBuilder)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kstream.dsl import processors as p
+from kstream.dsl.graph import InternalBuilder, ValueGetter, processor_factory
+from kstream.dsl.stream import KStream
+from kstream.dsl.table import GlobalKTable, KTable
+from kstream.serde import SerdeLike, serde
+from kstream.topology.topology import Topology
+
+
+class StreamBuilder:
+    """Declares streams and tables from topics; `build()` returns the `Topology`."""
+
+    def __init__(self) -> None:
+        self._builder = InternalBuilder()
+
+    @property
+    def topology(self) -> Topology:
+        return self._builder.topology
+
+    def stream(
+        self,
+        topics: str | Sequence[str],
+        key_serde: SerdeLike = None,
+        value_serde: SerdeLike = None,
+        name: str | None = None,
+    ) -> KStream:
+        """A stream of the records of `topics` (serdes default to bytes)."""
+        ks, vs = serde(key_serde), serde(value_serde)
+        node = self._builder.source(topics, ks, vs, name)
+        return KStream(self._builder, node, ks, vs)
+
+    def table(
+        self,
+        topic: str,
+        key_serde: SerdeLike = None,
+        value_serde: SerdeLike = None,
+        store: Any = None,
+        backend: Any = None,
+        name: str | None = None,
+    ) -> KTable:
+        """The latest value per key of `topic`, materialized in `store` (None value: delete)."""
+        b = self._builder
+        ks, vs = serde(key_serde), serde(value_serde)
+        src = b.source(topic, ks, vs, None if name is None else f"{name}-source")
+        node = b.name("SOURCE", name, prefix="KTABLE")
+        spec = _spec(b, store, f"{topic}", backend, ks, vs)
+        b.processor(node, processor_factory(p.TableSourceProcessor, spec.name), src)
+        b.add_store(spec, [node])
+        return KTable(b, node, ks, vs, ValueGetter(spec.name))
+
+    def global_table(
+        self,
+        topic: str,
+        key_serde: SerdeLike = None,
+        value_serde: SerdeLike = None,
+        store: Any = None,
+        backend: Any = None,
+        name: str | None = None,
+    ) -> GlobalKTable:
+        """A table of `topic` held in full by every instance (for joins by any key)."""
+        b = self._builder
+        ks, vs = serde(key_serde), serde(value_serde)
+        src = b.name("SOURCE", None if name is None else f"{name}-source")
+        proc = b.name("GLOBALTABLE-SOURCE", name, prefix="KTABLE")
+        spec = _spec(b, store, topic, backend, ks, vs)
+        spec = _replace(spec, changelog=False)
+        b.topology.add_global_store(
+            spec,
+            topic,
+            ks,
+            vs,
+            processor_factory(p.GlobalTableProcessor, spec.name),
+            source_name=src,
+            processor_name=proc,
+        )
+        return GlobalKTable(spec.name, topic, ks, vs)
+
+    def build(self) -> Topology:
+        return self._builder.topology
+
+
+def _spec(b: InternalBuilder, store: Any, topic: str, backend: Any, ks: Any, vs: Any) -> Any:
+    # Kafka's generated name for a table's store: "<topic>-STATE-STORE-0000000001".
+    if store is None:
+        store = b.name("STATE-STORE", None, prefix=topic)
+    spec = b.store_spec(store, "TABLE", key_serde=ks, value_serde=vs)
+    if backend is not None and spec.backend is None:
+        spec = _replace(spec, backend=backend)
+    return spec
+
+
+def _replace(spec: Any, **changes: Any) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(spec, **changes)

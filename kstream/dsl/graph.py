@@ -1,0 +1,231 @@
+"""How DSL operators add themselves to the topology: the internal API for operator modules.
+
+The DSL writes straight into a low-level `Topology` as methods are called; `StreamBuilder.build()`
+just returns it. Every operator (here and in the window, join, grouped-table and dedup modules)
+follows the same steps, through the `InternalBuilder` that every `KStream`/`KTable` carries as
+`._builder`:
+
+1. Name its nodes with `b.name(OP)` -> `"KSTREAM-<OP>-0000000007"` (one counter per builder,
+   incremented by every generated name, so the same program gives the same names on every
+   run: a restart finds the same stores and topics). A user-given name wins:
+   `b.name(OP, given)`. Store names: `b.store_name(OP, given)` ->
+   `"KSTREAM-<OP>-STATE-STORE-0000000008"`, or normalise a `store=` argument (a name or a
+   `kstream.stores` spec) with `b.store_spec(store, OP, kind=..., key_serde=..., ...)`.
+2. Add processors with `b.processor(name, factory, parents, stores=(...))`. The factory is
+   called once per task and returns a `kstream.topology.Processor`; built-ins subclass
+   `kstream.dsl.processors.BuiltinProcessor`, override `process_batch(records)` and forward with
+   `self.ctx.forward_batch(list)`; `self.task.current = record` before a store write keeps the
+   write's provenance. Stores: `b.add_store(spec, [processor names])`; a processor reading a
+   store owned by another (a join reading a table's store) uses `b.connect(processor, store)`:
+   that also puts both in one sub-topology, so their topics must be co-partitioned.
+3. Repartition before a stateful operator when the input stream has `_repartition_required`
+   (set by key-changing operators: map, flat_map, select_key, group_by, process):
+   `source = b.repartition(stream._node, base_name, key_serde=..., value_serde=...,
+   drop_null_keys=True)` adds `<base>-repartition-filter` (optional), `<base>-repartition-sink`,
+   the internal topic `<base>-repartition` (`<app_id>-<base>-repartition` at run time) and
+   `<base>-repartition-source`, and returns the source's node name to attach to. Kafka uses
+   the store name (or the user's name) as `base`. `KStream._ensure_partitioned(base)` wraps
+   this and returns the node name to read from (the stream's own node when no repartition is
+   needed).
+4. Return a new handle: `KStream(b, node, key_serde, value_serde, repartition_required)`,
+   `KTable(b, node, key_serde, value_serde, getter=ValueGetter(store))`. Table operators emit
+   `kstream.dsl.processors.Change(new, old)` values; `KTable._getter` (a `ValueGetter`) reads
+   the table's current value for a key inside another processor: `getter.stores` names the
+   stores to connect, `getter.bind(ctx)` returns `get(key) -> value | None`.
+
+`KStream`/`KTable`/`KGroupedStream` methods implemented in another module delegate with
+`delegate("kstream.dsl.<module>", "<function>", *args, **kwargs)`, which imports lazily (no
+import cycle, and the method exists even before its module does). The hooks are:
+`kstream.dsl.joins.join_stream(left, other, joiner, *, kind, window, key_selector, name)`,
+`kstream.dsl.joins.join_tables(left, other, joiner, *, kind, name)`,
+`kstream.dsl.windowed.windowed_by(grouped, windows)`,
+`kstream.dsl.grouped_table.group_table(table, selector, key_serde, value_serde)`,
+`kstream.dsl.dedup.deduplicate(stream, id_fn, within, store)`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from kstream.errors import TopologyError
+from kstream.serde import BUILTIN, Serde
+from kstream.topology.processor import Processor, ProcessorContext, ProcessorFactory
+from kstream.topology.topology import Partitioner, Topology
+
+
+def delegate(module: str, function: str, *args: Any, **kwargs: Any) -> Any:
+    """Call `module.function(*args, **kwargs)`, importing the module on first use."""
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name != module:
+            raise
+        raise NotImplementedError(f"{function} is not available: {module} is missing") from e
+    return getattr(mod, function)(*args, **kwargs)
+
+
+AUTO: Serde = BUILTIN["auto"]
+
+
+class InternalBuilder:
+    """Owns the topology being built and the counter of generated names."""
+
+    def __init__(self) -> None:
+        self.topology = Topology()
+        self._index = 0
+        self._source_serdes: dict[str, tuple[Serde | None, Serde | None]] = {}
+
+    # --- names ------------------------------------------------------------------------------
+
+    def name(self, op: str, given: str | None = None, prefix: str = "KSTREAM") -> str:
+        """A node name: `given`, or `<prefix>-<op>-<10-digit index>`."""
+        if given is not None:
+            return given
+        n = f"{prefix}-{op}-{self._index:010d}"
+        self._index += 1
+        return n
+
+    def store_name(self, op: str, given: str | None = None, prefix: str = "KSTREAM") -> str:
+        return self.name(f"{op}-STATE-STORE", given, prefix)
+
+    def store_spec(
+        self,
+        store: Any,
+        op: str,
+        *,
+        kind: str = "key_value",
+        key_serde: Any = None,
+        value_serde: Any = None,
+        prefix: str = "KSTREAM",
+        **spec_kwargs: Any,
+    ) -> Any:
+        """A store spec from a `store=` argument: None (generated name), a name, or a spec.
+
+        Serdes the spec leaves unset are filled with `key_serde`/`value_serde` (None: "auto").
+        """
+        from kstream import stores
+
+        if store is None or isinstance(store, str):
+            name = self.store_name(op, store, prefix)
+            factory = getattr(stores, kind)
+            spec = factory(name, **spec_kwargs)
+        elif hasattr(store, "with_default_serdes"):
+            spec = store
+            if spec.kind != kind:
+                raise TopologyError(
+                    f"store {spec.name!r}: this operator needs a {kind} store, got {spec.kind}"
+                )
+        else:
+            raise TopologyError(f"store= must be a name or a kstream.stores spec, got {store!r}")
+        return spec.with_default_serdes(key_serde, value_serde)
+
+    # --- nodes ------------------------------------------------------------------------------
+
+    def source(
+        self,
+        topics: str | Sequence[str],
+        key_serde: Serde | None,
+        value_serde: Serde | None,
+        name: str | None = None,
+        op: str = "SOURCE",
+        prefix: str = "KSTREAM",
+    ) -> str:
+        n = self.name(op, name, prefix)
+        self.topology.add_source(n, topics, key_serde, value_serde)
+        return n
+
+    def processor(
+        self,
+        name: str,
+        factory: ProcessorFactory,
+        parents: str | Sequence[str],
+        stores: Iterable[str] = (),
+    ) -> str:
+        self.topology.add_processor(name, factory, parents, stores)
+        return name
+
+    def sink(
+        self,
+        topic: str,
+        parents: str | Sequence[str],
+        key_serde: Serde | None,
+        value_serde: Serde | None,
+        partitioner: Partitioner | None = None,
+        name: str | None = None,
+    ) -> str:
+        n = self.name("SINK", name)
+        self.topology.add_sink(n, topic, parents, key_serde, value_serde, partitioner)
+        return n
+
+    def add_store(self, spec: Any, processors: Iterable[str] = ()) -> None:
+        self.topology.add_state_store(spec, list(processors))
+
+    def connect(self, processor: str, store: str) -> None:
+        self.topology.connect_processor_and_store(processor, store)
+
+    def repartition(
+        self,
+        parent: str,
+        base: str,
+        *,
+        key_serde: Serde | None = None,
+        value_serde: Serde | None = None,
+        partitions: int | None = None,
+        drop_null_keys: bool = True,
+    ) -> str:
+        """Route `parent` through the internal topic `<base>-repartition`; returns its source."""
+        topic = f"{base}-repartition"
+        self.topology.add_repartition_topic(topic, partitions)
+        upstream = parent
+        if drop_null_keys:
+            from kstream.dsl.processors import DropNullKeysProcessor
+
+            upstream = self.processor(f"{topic}-filter", DropNullKeysProcessor, parent)
+        ks, vs = key_serde or AUTO, value_serde or AUTO
+        self.sink(topic, upstream, ks, vs, name=f"{topic}-sink")
+        src = f"{topic}-source"
+        self.topology.add_source(src, topic, ks, vs)
+        return src
+
+
+class ValueGetter:
+    """Reads a table's current value for a key from inside another processor.
+
+    Every table chain starts at a materialized store; filters and map_values on top of it are
+    replayed on the stored value (`transforms`), so derived tables need no store of their own.
+    """
+
+    def __init__(self, store: str, transforms: tuple[Callable[[Any, Any], Any], ...] = ()) -> None:
+        self.store = store
+        self.transforms = transforms
+
+    @property
+    def stores(self) -> tuple[str, ...]:
+        return (self.store,)
+
+    def then(self, fn: Callable[[Any, Any], Any]) -> ValueGetter:
+        """A getter applying `fn(key, value) -> value | None` after this one."""
+        return ValueGetter(self.store, (*self.transforms, fn))
+
+    def bind(self, ctx: ProcessorContext) -> Callable[[Any], Any]:
+        get = ctx.get_store(self.store).get
+        fns = self.transforms
+        if not fns:
+            return get
+
+        def value(key: Any) -> Any:
+            v = get(key)
+            for fn in fns:
+                if v is None:
+                    return None
+                v = fn(key, v)
+            return v
+
+        return value
+
+
+def processor_factory(cls: type[Processor], *args: Any) -> ProcessorFactory:
+    """A factory building `cls(*args)` per task (one instance per task, never shared)."""
+    return lambda: cls(*args)

@@ -1,0 +1,373 @@
+"""The built-in processors behind the DSL's stateless and basic stateful operators.
+
+Each works a list at a time (`process_batch`), calls user functions inside a per-record `try`
+(free in Python 3.11 until something raises) and reports failures through `ctx.on_error`, which
+raises or lets the record be skipped. None of them modifies a record it received.
+
+Table operators exchange `Change(new, old)` values: `old` is the previous value of the key
+(None if absent), `new` the value now (None = deleted). Carrying the old value lets filters
+emit a delete only when the key was visible before, and lets grouped tables subtract it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from kstream.records import Record
+from kstream.topology.processor import Processor, ProcessorContext
+
+
+class Change(NamedTuple):
+    """A table update: the key's new value and its old one (None = absent)."""
+
+    new: Any
+    old: Any
+
+
+class BuiltinProcessor(Processor):
+    """Keeps `ctx` and the task (whose `current` record stores use for provenance)."""
+
+    task: Any
+
+    def init(self, ctx: ProcessorContext) -> None:
+        self.ctx = ctx
+        self.task = getattr(ctx, "task", None)
+
+    def process(self, record: Record) -> None:
+        self.process_batch([record])
+
+
+class FilterProcessor(BuiltinProcessor):
+    def __init__(self, predicate: Callable[[Any, Any], Any], negate: bool = False) -> None:
+        self.predicate = predicate
+        self.negate = negate
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        pred, neg, on_error = self.predicate, self.negate, self.ctx.on_error
+        out = []
+        for r in records:
+            try:
+                keep = bool(pred(r.key, r.value)) is not neg
+            except Exception as e:
+                on_error(e, r)
+                continue
+            if keep:
+                out.append(r)
+        self.ctx.forward_batch(out)
+
+
+class MapProcessor(BuiltinProcessor):
+    def __init__(self, fn: Callable[[Any, Any], tuple[Any, Any]]) -> None:
+        self.fn = fn
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        fn, on_error = self.fn, self.ctx.on_error
+        out = []
+        for r in records:
+            try:
+                k, v = fn(r.key, r.value)
+            except Exception as e:
+                on_error(e, r)
+                continue
+            out.append(r.with_key_value(k, v))
+        self.ctx.forward_batch(out)
+
+
+class MapValuesProcessor(BuiltinProcessor):
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        self.fn = fn
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        fn, on_error = self.fn, self.ctx.on_error
+        out = []
+        for r in records:
+            try:
+                v = fn(r.value)
+            except Exception as e:
+                on_error(e, r)
+                continue
+            out.append(r.with_value(v))
+        self.ctx.forward_batch(out)
+
+
+class SelectKeyProcessor(BuiltinProcessor):
+    def __init__(self, fn: Callable[[Any, Any], Any]) -> None:
+        self.fn = fn
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        fn, on_error = self.fn, self.ctx.on_error
+        out = []
+        for r in records:
+            try:
+                k = fn(r.key, r.value)
+            except Exception as e:
+                on_error(e, r)
+                continue
+            out.append(r.with_key(k))
+        self.ctx.forward_batch(out)
+
+
+class FlatMapProcessor(BuiltinProcessor):
+    def __init__(self, fn: Callable[[Any, Any], Any]) -> None:
+        self.fn = fn
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        fn, on_error = self.fn, self.ctx.on_error
+        out = []
+        for r in records:
+            try:
+                pairs = [r.with_key_value(k, v) for k, v in fn(r.key, r.value)]
+            except Exception as e:
+                on_error(e, r)
+                continue
+            out.extend(pairs)
+        self.ctx.forward_batch(out)
+
+
+class FlatMapValuesProcessor(BuiltinProcessor):
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        self.fn = fn
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        fn, on_error = self.fn, self.ctx.on_error
+        out = []
+        for r in records:
+            try:
+                vals = [r.with_value(v) for v in fn(r.value)]
+            except Exception as e:
+                on_error(e, r)
+                continue
+            out.extend(vals)
+        self.ctx.forward_batch(out)
+
+
+class PeekProcessor(BuiltinProcessor):
+    """`peek` (forwards) and `foreach` (terminal: no children, so nothing is forwarded)."""
+
+    def __init__(self, fn: Callable[[Any, Any], Any]) -> None:
+        self.fn = fn
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        fn, on_error = self.fn, self.ctx.on_error
+        bad = None
+        for r in records:
+            try:
+                fn(r.key, r.value)
+            except Exception as e:
+                on_error(e, r)
+                bad = (bad or set()) | {id(r)}
+        out = list(records) if bad is None else [r for r in records if id(r) not in bad]
+        self.ctx.forward_batch(out)
+
+
+class PassThroughProcessor(BuiltinProcessor):
+    """Merge points and branch children: forward what comes in."""
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        self.ctx.forward_batch(list(records))
+
+
+class BranchProcessor(BuiltinProcessor):
+    """First matching predicate wins; records matching none go to `default` or are dropped."""
+
+    def __init__(
+        self,
+        predicates: Sequence[Callable[[Any, Any], Any]],
+        children: Sequence[str],
+        default: str | None,
+    ) -> None:
+        self.predicates = list(predicates)
+        self.children = list(children)
+        self.default = default
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        preds, on_error = self.predicates, self.ctx.on_error
+        n = len(preds)
+        buckets: list[list[Record]] = [[] for _ in range(n + 1)]
+        for r in records:
+            try:
+                i = 0
+                while i < n and not preds[i](r.key, r.value):
+                    i += 1
+            except Exception as e:
+                on_error(e, r)
+                continue
+            buckets[i].append(r)
+        for i, child in enumerate(self.children):
+            if buckets[i]:
+                self.ctx.forward_batch(buckets[i], to=child)
+        if self.default is not None and buckets[n]:
+            self.ctx.forward_batch(buckets[n], to=self.default)
+
+
+class DropNullKeysProcessor(BuiltinProcessor):
+    """Before a repartition for an aggregation: a record without a key has no partition."""
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        self.ctx.forward_batch([r for r in records if r.key is not None])
+
+
+class AggregateProcessor(BuiltinProcessor):
+    """count / reduce / aggregate of a grouped stream into a key-value store.
+
+    `step(key, value, agg_or_None) -> new agg`. Records with a None key or value are skipped,
+    as in Kafka Streams. Emits `Change(new, old)`.
+    """
+
+    def __init__(self, store: str, step: Callable[[Any, Any, Any], Any]) -> None:
+        self.store_name = store
+        self.step = step
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        self.store = ctx.get_store(self.store_name)
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        store, step, task, on_error = self.store, self.step, self.task, self.ctx.on_error
+        get, put = store.get, store.put
+        out = []
+        for r in records:
+            k, v = r.key, r.value
+            if k is None or v is None:
+                continue
+            if task is not None:
+                task.current = r
+            try:
+                old = get(k)
+                new = step(k, v, old)
+            except Exception as e:
+                on_error(e, r)
+                continue
+            put(k, new)
+            out.append(r.with_value(Change(new, old)))
+        if task is not None:
+            task.current = None
+        self.ctx.forward_batch(out)
+
+
+def count_step(_k: Any, _v: Any, agg: Any) -> int:
+    return 1 if agg is None else agg + 1
+
+
+def reduce_step(reducer: Callable[[Any, Any], Any]) -> Callable[[Any, Any, Any], Any]:
+    def step(_k: Any, v: Any, agg: Any) -> Any:
+        return v if agg is None else reducer(agg, v)
+
+    return step
+
+
+def aggregate_step(
+    initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any]
+) -> Callable[[Any, Any, Any], Any]:
+    def step(k: Any, v: Any, agg: Any) -> Any:
+        return aggregator(k, v, initializer() if agg is None else agg)
+
+    return step
+
+
+class TableSourceProcessor(BuiltinProcessor):
+    """Materializes a stream of upserts (None = delete) into a store; emits `Change`s."""
+
+    def __init__(self, store: str) -> None:
+        self.store_name = store
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        self.store = ctx.get_store(self.store_name)
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        store, task, on_error = self.store, self.task, self.ctx.on_error
+        out = []
+        for r in records:
+            k = r.key
+            if k is None:
+                continue
+            if task is not None:
+                task.current = r
+            try:
+                old = store.get(k)
+                store.put(k, r.value)
+            except Exception as e:
+                on_error(e, r)
+                continue
+            out.append(r.with_value(Change(r.value, old)))
+        if task is not None:
+            task.current = None
+        self.ctx.forward_batch(out)
+
+
+class GlobalTableProcessor(BuiltinProcessor):
+    """Keeps a global store equal to its topic (upserts, None deletes)."""
+
+    def __init__(self, store: str) -> None:
+        self.store_name = store
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        self.store = ctx.get_store(self.store_name)
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        put, task = self.store.put, self.task
+        for r in records:
+            if r.key is not None:
+                if task is not None:
+                    task.current = r
+                put(r.key, r.value)
+        if task is not None:
+            task.current = None
+
+
+class TableFilterProcessor(BuiltinProcessor):
+    """Filters a table: a key that stops matching is deleted downstream (if it was visible)."""
+
+    def __init__(self, predicate: Callable[[Any, Any], Any], negate: bool = False) -> None:
+        self.predicate = predicate
+        self.negate = negate
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        pred, neg, on_error = self.predicate, self.negate, self.ctx.on_error
+        out = []
+        for r in records:
+            new, old = r.value
+            k = r.key
+            try:
+                if new is not None and (bool(pred(k, new)) is neg):
+                    new = None
+                if old is not None and (bool(pred(k, old)) is neg):
+                    old = None
+            except Exception as e:
+                on_error(e, r)
+                continue
+            if new is None and old is None:
+                continue
+            out.append(r.with_value(Change(new, old)))
+        self.ctx.forward_batch(out)
+
+
+class TableMapValuesProcessor(BuiltinProcessor):
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        self.fn = fn
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        fn, on_error = self.fn, self.ctx.on_error
+        out = []
+        for r in records:
+            new, old = r.value
+            try:
+                ch = Change(
+                    None if new is None else fn(new),
+                    None if old is None else fn(old),
+                )
+            except Exception as e:
+                on_error(e, r)
+                continue
+            out.append(r.with_value(ch))
+        self.ctx.forward_batch(out)
+
+
+class TableToStreamProcessor(BuiltinProcessor):
+    """A table's updates as a stream: the new value, None for a delete (a tombstone)."""
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        self.ctx.forward_batch([r.with_value(r.value[0]) for r in records])

@@ -1,0 +1,299 @@
+"""A topology split into sub-topologies, with its internal topics resolved for one app id.
+
+Sub-topologies are the connected parts of the graph: nodes joined by parent/child edges or by
+a shared store. A topic written by one part and read by another (a repartition topic) is what
+separates them. A task is (sub-topology, partition).
+
+Each source node of a sub-topology also gets an execution mode. Records normally move through
+the nodes a batch at a time; that gives the same results as Kafka Streams' one-record-at-a-time
+depth-first order only when the nodes reachable from the source form a tree that shares no
+store and writes each topic from one sink. Where that is not so (branches of one source merge
+again, two branches of one source are joined, a store is used by two nodes on one path, two
+sinks write one topic), the source is marked `depth_first` and its records are run one at a
+time, in Kafka's order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kstream.errors import CoPartitioningError, TopologyError
+from kstream.topology.topology import (
+    GlobalStoreDef,
+    NodeDef,
+    ProcessorDef,
+    SinkDef,
+    SourceDef,
+    Topology,
+)
+
+
+@dataclass
+class InternalTopic:
+    """A topic the application creates: `kind` is "repartition" or "changelog".
+
+    `partitions` is fixed when known at build time (a `repartition(partitions=N)`); otherwise it
+    comes from `subtopology` (the writer's input for repartition topics, the owner for changelogs)
+    in `CompiledTopology.resolve_partitions`.
+    """
+
+    name: str
+    kind: str
+    subtopology: int
+    partitions: int | None = None
+    config: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class SubTopology:
+    id: int
+    nodes: list[str]
+    source_topics: list[str]
+    sink_topics: list[str]
+    stores: list[str]
+    depth_first_sources: set[str]
+
+
+@dataclass
+class CompiledTopology:
+    topology: Topology
+    app_id: str
+    subtopologies: list[SubTopology]
+    topic_of_node: dict[str, list[str]]
+    repartition_topics: dict[str, InternalTopic]
+    changelog_topics: dict[str, InternalTopic]
+    global_stores: dict[str, GlobalStoreDef]
+    _by_topic: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def source_topics(self) -> list[str]:
+        return [t for s in self.subtopologies for t in s.source_topics]
+
+    @property
+    def global_topics(self) -> list[str]:
+        return [g.topic for g in self.global_stores.values()]
+
+    @property
+    def external_source_topics(self) -> list[str]:
+        return [t for t in self.source_topics if t not in self.repartition_topics]
+
+    @property
+    def internal_topics(self) -> dict[str, InternalTopic]:
+        return {**self.repartition_topics, **self.changelog_topics}
+
+    def node(self, name: str) -> NodeDef:
+        return self.topology.nodes[name]
+
+    def subtopology_for_topic(self, topic: str) -> SubTopology:
+        try:
+            return self.subtopologies[self._by_topic[topic]]
+        except KeyError:
+            raise TopologyError(f"topic {topic!r} is not read by the topology") from None
+
+    def copartition_groups(self) -> list[list[str]]:
+        """Topics that must have one partition count: the sources of each sub-topology."""
+        return [list(s.source_topics) for s in self.subtopologies if len(s.source_topics) > 1]
+
+    def resolve_partitions(self, external: Mapping[str, int]) -> dict[str, int]:
+        """Partition counts of every source and internal topic, given the external topics' counts.
+
+        Raises `CoPartitioningError` when topics read by one sub-topology differ, and
+        `TopologyError` when an external topic's count is missing.
+        """
+        counts: dict[str, int] = {}
+        for t in self.external_source_topics:
+            if t not in external:
+                raise TopologyError(f"source topic {t!r} does not exist (no partition count)")
+            counts[t] = external[t]
+        for t, it in self.repartition_topics.items():
+            if it.partitions is not None:
+                counts[t] = it.partitions
+        # Unknown repartition counts follow their writer's input; writers may themselves read
+        # repartition topics, so iterate until nothing changes.
+        for _ in range(len(self.subtopologies) + 1):
+            changed = False
+            for t, it in self.repartition_topics.items():
+                if t in counts:
+                    continue
+                writer = self.subtopologies[it.subtopology]
+                known = [counts[s] for s in writer.source_topics if s in counts]
+                if known and len(known) == len(writer.source_topics):
+                    counts[t] = max(known)
+                    changed = True
+            if not changed:
+                break
+        for t in self.repartition_topics:
+            if t not in counts:
+                raise TopologyError(f"cannot determine the partition count of {t!r}")
+        for s in self.subtopologies:
+            self._check_copartitioned(s, counts)
+        for t, it in self.changelog_topics.items():
+            owner = self.subtopologies[it.subtopology]
+            counts[t] = max(counts[x] for x in owner.source_topics)
+        return counts
+
+    def _check_copartitioned(self, s: SubTopology, counts: Mapping[str, int]) -> None:
+        seen = {t: counts[t] for t in s.source_topics}
+        if len(set(seen.values())) > 1:
+            listing = ", ".join(f"{t}={n}" for t, n in seen.items())
+            raise CoPartitioningError(
+                f"sub-topology {s.id} reads topics that are not co-partitioned: {listing} "
+                "(they must have the same number of partitions)"
+            )
+
+    def tasks(self, counts: Mapping[str, int]) -> list[tuple[int, int]]:
+        """Every (sub-topology id, partition) task given resolved partition counts."""
+        out: list[tuple[int, int]] = []
+        for s in self.subtopologies:
+            n = max(counts[t] for t in s.source_topics)
+            out.extend((s.id, p) for p in range(n))
+        return out
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+
+    def find(self, x: str) -> str:
+        self.parent.setdefault(x, x)
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[rb] = ra
+
+
+def _resolve(topic: str, topo: Topology, app_id: str) -> str:
+    if topic in topo.repartition_topics:
+        return f"{app_id}-{topic}" if app_id else topic
+    return topic
+
+
+def compile_topology(topo: Topology, app_id: str) -> CompiledTopology:
+    if not topo.nodes:
+        raise TopologyError("the topology is empty: add a source (or a DSL stream) first")
+    uf = _UnionFind()
+    for name, node in topo.nodes.items():
+        uf.find(name)
+        if not isinstance(node, SourceDef):
+            for p in node.parents:
+                uf.union(p, name)
+    for users in topo.store_users.values():
+        for u in users[1:]:
+            uf.union(users[0], u)
+    for store, users in topo.store_users.items():
+        if not users:
+            raise TopologyError(f"store {store!r} is not connected to any processor")
+
+    groups: dict[str, list[str]] = {}
+    for name in topo.nodes:
+        groups.setdefault(uf.find(name), []).append(name)
+
+    topic_of_node: dict[str, list[str]] = {}
+    subs: list[SubTopology] = []
+    by_topic: dict[str, int] = {}
+    repartition: dict[str, InternalTopic] = {}
+    changelogs: dict[str, InternalTopic] = {}
+    for sid, members in enumerate(groups.values()):
+        sources: list[str] = []
+        sinks: list[str] = []
+        stores: list[str] = []
+        for n in members:
+            node = topo.nodes[n]
+            if isinstance(node, SourceDef):
+                ts = [_resolve(t, topo, app_id) for t in node.topics]
+                topic_of_node[n] = ts
+                sources.extend(ts)
+            elif isinstance(node, SinkDef):
+                t = _resolve(node.topic, topo, app_id)
+                topic_of_node[n] = [t]
+                sinks.append(t)
+            else:
+                stores.extend(s for s in node.stores if s not in stores)
+        if not sources:
+            raise TopologyError(
+                f"nodes {members} are not fed by any source (every processor needs a source)"
+            )
+        for t in sources:
+            by_topic[t] = sid
+        sub = SubTopology(sid, members, sources, sinks, stores, _depth_first(topo, members))
+        subs.append(sub)
+        for n in members:
+            node = topo.nodes[n]
+            if isinstance(node, SinkDef) and node.topic in topo.repartition_topics:
+                rt = topo.repartition_topics[node.topic]
+                full = topic_of_node[n][0]
+                repartition[full] = InternalTopic(full, "repartition", sid, rt.partitions)
+        for s in stores:
+            spec = topo.stores[s]
+            if getattr(spec, "changelog", True):
+                name = _changelog_name(spec, app_id)
+                config_fn = getattr(spec, "changelog_config", None)
+                config = dict(config_fn()) if config_fn else {"cleanup.policy": "compact"}
+                changelogs[name] = InternalTopic(name, "changelog", sid, None, config)
+    for rt_name in topo.repartition_topics:
+        full = f"{app_id}-{rt_name}" if app_id else rt_name
+        if full not in repartition:
+            raise TopologyError(f"repartition topic {rt_name!r} has no sink writing to it")
+        if full not in by_topic:
+            raise TopologyError(f"repartition topic {rt_name!r} has no source reading it")
+    return CompiledTopology(
+        topo,
+        app_id,
+        subs,
+        topic_of_node,
+        repartition,
+        changelogs,
+        dict(topo.global_stores),
+        by_topic,
+    )
+
+
+def _changelog_name(spec: Any, app_id: str) -> str:
+    fn = getattr(spec, "changelog_topic", None)
+    if fn is not None and app_id:
+        return str(fn(app_id))
+    return f"{app_id}-{spec.name}-changelog" if app_id else f"{spec.name}-changelog"
+
+
+def _depth_first(topo: Topology, members: list[str]) -> set[str]:
+    """Source nodes whose reachable graph needs one-record-at-a-time execution."""
+    out: set[str] = set()
+    for n in members:
+        if not isinstance(topo.nodes[n], SourceDef):
+            continue
+        reach: list[str] = []
+        seen = {n}
+        stack = [n]
+        while stack:
+            cur = stack.pop()
+            reach.append(cur)
+            for c in topo.children.get(cur, ()):
+                if c not in seen:
+                    seen.add(c)
+                    stack.append(c)
+        store_uses: dict[str, int] = {}
+        sink_topics: set[str] = set()
+        converges = False
+        for r in reach:
+            node = topo.nodes[r]
+            if not isinstance(node, SourceDef) and sum(p in seen for p in node.parents) > 1:
+                converges = True
+            if isinstance(node, ProcessorDef):
+                for s in node.stores:
+                    store_uses[s] = store_uses.get(s, 0) + 1
+                    if store_uses[s] > 1:
+                        converges = True
+            if isinstance(node, SinkDef):
+                if node.topic in sink_topics:
+                    converges = True
+                sink_topics.add(node.topic)
+        if converges:
+            out.add(n)
+    return out

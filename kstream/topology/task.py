@@ -1,0 +1,694 @@
+"""The execution core: one `Task` runs one sub-topology for one partition.
+
+The runtime and the test driver both run topologies through this module, so what the driver
+shows is what production does.
+
+How records move
+----------------
+`Task.process(records)` takes a time-ordered list of input records whose key and value are still
+bytes. It cuts the list into runs of consecutive records of one source node (and, when
+stream-time punctuations are scheduled, at the points where stream time reaches the next one),
+and hands each run to its source node, which deserializes the run and passes the resulting list
+to its children. Every node takes a list and hands lists on:
+
+- built-in processors override `Processor.process_batch` and forward with `ctx.forward_batch`;
+- user processors get one `process(record)` call per record; what they `ctx.forward` is
+  collected and handed to the children as one list after the run;
+- sinks serialize the list and give each record to the `RecordCollector`.
+
+Batching changes the order in which nodes see records, never the order of records on one path.
+That is invisible except where the graph of one source re-converges or shares a store on one
+path; `compile` marks such sources `depth_first` (see `kstream.topology.compiled`) and their
+records are run one at a time, each completely, forwards included, before the next: Kafka
+Streams' order.
+
+Nodes never modify a record they receive (the same list may go to several children): they make
+new records (`Record.with_value` etc.). Source nodes are the exception: they own the input
+records and fill in the deserialized key and value in place.
+
+Errors
+------
+A record whose key or value cannot be deserialized, and a record on which user code raises,
+are reported as `DeserializationError` / `ProcessingError` (naming the input topic, partition
+and offset) to the task's `error_handler`. The handler raises to fail, or returns to skip the
+record at the node where it failed; the default handler raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from kstream.duration import DurationLike, duration
+from kstream.errors import (
+    ConfigError,
+    DeserializationError,
+    ProcessingError,
+    RecordError,
+    TopologyError,
+)
+from kstream.records import Headers, Record
+from kstream.serde import Serde, SerdeContext
+from kstream.topology.compiled import CompiledTopology
+from kstream.topology.processor import (
+    Processor,
+    PunctuationType,
+    PunctuationTypeLike,
+    overrides_batch,
+)
+from kstream.topology.topology import NodeDef, ProcessorDef, SinkDef, SourceDef
+
+
+class RecordCollector(Protocol):
+    """Where sinks send records (the runtime's producer, the test driver's topics)."""
+
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        headers: Headers,
+        partition: int | None,
+    ) -> None: ...
+
+    def partitions_for(self, topic: str) -> int: ...
+
+
+ErrorHandler = Callable[[RecordError, Record], None]
+StoreOpener = Callable[[Any, int], Any]
+
+
+def fail_on_error(error: RecordError, record: Record) -> None:
+    """The default error handler: stop processing."""
+    raise error
+
+
+class Schedule:
+    """A punctuation: `callback(time)` when the chosen clock reaches `due`."""
+
+    __slots__ = ("callback", "cancelled", "ctx", "due", "interval", "type")
+
+    def __init__(
+        self,
+        ctx: NodeContext,
+        interval: int,
+        type: PunctuationType,
+        callback: Callable[[int], None],
+        due: int,
+    ) -> None:
+        self.ctx = ctx
+        self.interval = interval
+        self.type = type
+        self.callback = callback
+        self.due = due
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def advance(self, now: int) -> None:
+        """Next due time on this schedule's grid after `now` (missed ones fire once, not many)."""
+        missed = (now - self.due) // self.interval
+        self.due += (missed + 1) * self.interval
+
+
+class Node:
+    """A runtime node: takes a list of records, hands lists to its children."""
+
+    __slots__ = ("children", "name", "task")
+
+    def __init__(self, name: str, task: Task) -> None:
+        self.name = name
+        self.task = task
+        self.children: list[Node] = []
+
+    def process_batch(self, records: list[Record]) -> None:
+        raise NotImplementedError
+
+    def emit(self, records: list[Record], children: Sequence[Node] | None = None) -> None:
+        if not records:
+            return
+        kids = self.children if children is None else children
+        if self.task.depth_first:
+            for r in records:
+                one = [r]
+                for c in kids:
+                    c.process_batch(one)
+        else:
+            for c in kids:
+                c.process_batch(records)
+
+
+class SourceNode(Node):
+    __slots__ = ("key_serde", "value_serde")
+
+    def __init__(self, name: str, task: Task, key_serde: Serde, value_serde: Serde) -> None:
+        super().__init__(name, task)
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+
+    def process_batch(self, records: list[Record]) -> None:
+        ks, vs = self.key_serde, self.value_serde
+        if ks.needs_context or vs.needs_context:
+            records = self._with_context(records)
+        else:
+            kd, vd = ks.from_bytes, vs.from_bytes
+            bad: set[int] | None = None
+            for r in records:
+                try:
+                    k = kd(r.key)
+                except Exception as e:
+                    bad = self._bad(bad, e, r, "key")
+                    continue
+                try:
+                    v = vd(r.value)
+                except Exception as e:
+                    bad = self._bad(bad, e, r, "value")
+                    continue
+                r.key = k
+                r.value = v
+            if bad is not None:
+                records = [r for r in records if id(r) not in bad]
+        self.emit(records)
+
+    def _with_context(self, records: list[Record]) -> list[Record]:
+        ks, vs = self.key_serde, self.value_serde
+        out = []
+        for r in records:
+            try:
+                k = ks.deserialize(r.key, SerdeContext(r.topic, r.headers, True))
+            except Exception as e:
+                self._bad(None, e, r, "key")
+                continue
+            try:
+                v = vs.deserialize(r.value, SerdeContext(r.topic, r.headers, False))
+            except Exception as e:
+                self._bad(None, e, r, "value")
+                continue
+            r.key = k
+            r.value = v
+            out.append(r)
+        return out
+
+    def _bad(self, bad: set[int] | None, e: Exception, r: Record, what: str) -> set[int]:
+        err = DeserializationError(
+            f"source {self.name!r}: cannot deserialize the record's {what}: {e}",
+            topic=r.topic,
+            partition=r.partition,
+            offset=r.offset,
+        )
+        err.__cause__ = e
+        self.task.error_handler(err, r)
+        out = bad if bad is not None else set()
+        out.add(id(r))
+        return out
+
+
+class ProcessorNode(Node):
+    __slots__ = ("batch", "ctx", "processor")
+
+    def __init__(self, name: str, task: Task, processor: Processor, stores: list[str]) -> None:
+        super().__init__(name, task)
+        self.processor = processor
+        self.ctx = NodeContext(self, stores)
+        self.batch = overrides_batch(processor)
+
+    def process_batch(self, records: list[Record]) -> None:
+        ctx = self.ctx
+        if self.batch:
+            self.processor.process_batch(records)
+        else:
+            task = self.task
+            process = self.processor.process
+            for r in records:
+                task.current = r
+                try:
+                    process(r)
+                except Exception as e:
+                    ctx.on_error(e, r)
+        if ctx.pending or ctx.pending_to:
+            ctx.flush()
+
+
+class SinkNode(Node):
+    __slots__ = ("key_serde", "partitioner", "topic", "value_serde")
+
+    def __init__(
+        self,
+        name: str,
+        task: Task,
+        topic: str,
+        key_serde: Serde,
+        value_serde: Serde,
+        partitioner: Callable[[Any, Any, int], int] | None,
+    ) -> None:
+        super().__init__(name, task)
+        self.topic = topic
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self.partitioner = partitioner
+
+    def process_batch(self, records: list[Record]) -> None:
+        topic = self.topic
+        task = self.task
+        send = task.collector.send
+        ks, vs = self.key_serde, self.value_serde
+        ctx_needed = ks.needs_context or vs.needs_context
+        kser, vser = ks.to_bytes, vs.to_bytes
+        part = self.partitioner
+        n = task.collector.partitions_for(topic) if part is not None else 0
+        for r in records:
+            try:
+                if ctx_needed:
+                    k = ks.serialize(r.key, SerdeContext(topic, r.headers, True))
+                    v = vs.serialize(r.value, SerdeContext(topic, r.headers, False))
+                else:
+                    k = kser(r.key)
+                    v = vser(r.value)
+                p = part(r.key, r.value, n) if part is not None else None
+            except Exception as e:
+                task.report(e, r, f"sink {self.name!r} (topic {topic!r})")
+                continue
+            task.current = r  # the collector may ask task.source() for provenance
+            send(topic, k, v, r.timestamp, r.headers, p)
+
+
+class NodeContext:
+    """The `ProcessorContext` of one processor node in one task."""
+
+    __slots__ = ("_stores", "node", "pending", "pending_to", "task")
+
+    def __init__(self, node: ProcessorNode, stores: list[str]) -> None:
+        self.node = node
+        self.task = node.task
+        self._stores = stores
+        self.pending: list[Record] = []
+        self.pending_to: dict[str, list[Record]] = {}
+
+    # record metadata: the input record being processed (Kafka's record context)
+    @property
+    def app_id(self) -> str:
+        return self.task.app_id
+
+    @property
+    def task_id(self) -> str:
+        return self.task.id
+
+    @property
+    def topic(self) -> str | None:
+        cur = self.task.current
+        return cur.topic if cur is not None else None
+
+    @property
+    def partition(self) -> int | None:
+        cur = self.task.current
+        return cur.partition if cur is not None else None
+
+    @property
+    def offset(self) -> int | None:
+        cur = self.task.current
+        return cur.offset if cur is not None else None
+
+    @property
+    def timestamp(self) -> int:
+        cur = self.task.current
+        return cur.timestamp if cur is not None else self.task.punctuation_time
+
+    @property
+    def headers(self) -> Headers:
+        cur = self.task.current
+        return cur.headers if cur is not None else ()
+
+    @property
+    def stream_time(self) -> int:
+        return self.task.stream_time
+
+    @property
+    def record(self) -> Record | None:
+        return self.task.current
+
+    def _children(self, to: str | None) -> list[Node]:
+        if to is None:
+            return self.node.children
+        for c in self.node.children:
+            if c.name == to:
+                return [c]
+        names = [c.name for c in self.node.children]
+        raise TopologyError(
+            f"processor {self.node.name!r}: cannot forward to {to!r}, its children are {names}"
+        )
+
+    def forward(self, record: Record, to: str | None = None) -> None:
+        cur = self.task.current
+        if record.topic is None and cur is not None:
+            # Keep the provenance of the input record on what it caused.
+            record = Record(
+                record.key,
+                record.value,
+                record.timestamp,
+                record.headers,
+                cur.topic,
+                cur.partition,
+                cur.offset,
+                record.timestamp_type,
+            )
+        if self.task.depth_first:
+            one = [record]
+            for c in self._children(to):
+                c.process_batch(one)
+            self.task.current = cur
+        elif to is None:
+            self.pending.append(record)
+        else:
+            self._children(to)
+            self.pending_to.setdefault(to, []).append(record)
+
+    def forward_batch(self, records: list[Record], to: str | None = None) -> None:
+        """Hand a list to the children now (built-in processors call this once per run)."""
+        self.node.emit(records, None if to is None else self._children(to))
+
+    def flush(self) -> None:
+        pending, self.pending = self.pending, []
+        self.node.emit(pending)
+        if self.pending_to:
+            named, self.pending_to = self.pending_to, {}
+            for to, recs in named.items():
+                self.node.emit(recs, self._children(to))
+
+    def get_store(self, name: str) -> Any:
+        if name in self._stores:
+            return self.task.stores[name]
+        glob = self.task.global_stores.get(name)
+        if glob is not None:
+            return glob
+        raise TopologyError(
+            f"processor {self.node.name!r} is not connected to store {name!r} "
+            f"(connected: {self._stores}); connect it with add_state_store/stores=..."
+        )
+
+    def schedule(
+        self,
+        interval: DurationLike,
+        type: PunctuationTypeLike,
+        callback: Callable[[int], None],
+    ) -> Schedule:
+        ms = duration(interval, name="punctuation interval")
+        if ms < 1:
+            raise ConfigError(f"processor {self.node.name!r}: punctuation interval must be >= 1ms")
+        try:
+            kind = PunctuationType(type)
+        except ValueError:
+            raise ConfigError(
+                f"processor {self.node.name!r}: punctuation type must be 'stream_time' or "
+                f"'wall_clock', got {type!r}"
+            ) from None
+        return self.task.add_schedule(self, ms, kind, callback)
+
+    def commit(self) -> None:
+        self.task.commit_requested = True
+
+    def on_error(self, exc: BaseException, record: Record) -> None:
+        self.task.report(exc, record, f"processor {self.node.name!r}")
+
+
+class Task:
+    """Runs one sub-topology (or the global stores) for one partition.
+
+    `open_store(spec, partition)` opens a store; by default `kstream.state.open_store` with
+    `state_dir` and `default_backend`. `global_stores` are the instance's global stores,
+    readable by every processor.
+    """
+
+    def __init__(
+        self,
+        compiled: CompiledTopology,
+        subtopology: int | None,
+        partition: int,
+        *,
+        collector: RecordCollector,
+        app_id: str | None = None,
+        state_dir: str = "",
+        default_backend: str = "memory",
+        open_store: StoreOpener | None = None,
+        error_handler: ErrorHandler = fail_on_error,
+        global_stores: Mapping[str, Any] | None = None,
+        wall_clock_ms: int = 0,
+    ) -> None:
+        self.compiled = compiled
+        self.app_id = compiled.app_id if app_id is None else app_id
+        self.subtopology = subtopology
+        self.partition = partition
+        self.id = f"{subtopology}_{partition}" if subtopology is not None else "global"
+        self.collector = collector
+        self.error_handler = error_handler
+        self.global_stores: Mapping[str, Any] = global_stores or {}
+        self.stream_time = -1
+        self.wall_clock = wall_clock_ms
+        self.punctuation_time = -1
+        self.current: Record | None = None
+        self.depth_first = False
+        self.commit_requested = False
+        self.schedules: list[Schedule] = []
+        self._state_dir = state_dir
+        self._default_backend = default_backend
+        self._open = open_store or self._default_open
+
+        topo = compiled.topology
+        if subtopology is None:
+            defs: list[NodeDef] = []
+            specs = {}
+            for name, g in compiled.global_stores.items():
+                defs += [g.source, g.processor]
+                specs[name] = g.spec
+            topics = {g.source.name: [g.topic] for g in compiled.global_stores.values()}
+            children = {g.source.name: [g.processor.name] for g in compiled.global_stores.values()}
+            self._depth_first_sources: set[str] = set()
+        else:
+            sub = compiled.subtopologies[subtopology]
+            defs = [topo.nodes[n] for n in sub.nodes]
+            specs = {s: topo.stores[s] for s in sub.stores}
+            topics = compiled.topic_of_node
+            children = topo.children
+            self._depth_first_sources = sub.depth_first_sources
+
+        self.stores: dict[str, Any] = {}
+        try:
+            for name, spec in specs.items():
+                store = self._open(spec, partition)
+                if hasattr(store, "source"):
+                    store.source = self.source
+                self.stores[name] = store
+            self.nodes: dict[str, Node] = {}
+            self._sources: dict[str, SourceNode] = {}
+            for d in defs:
+                self.nodes[d.name] = self._make_node(d, topics)
+            for d in defs:
+                node = self.nodes[d.name]
+                node.children = [self.nodes[c] for c in children.get(d.name, ()) if c in self.nodes]
+            for node in self.nodes.values():
+                if isinstance(node, ProcessorNode):
+                    self.current = None
+                    node.processor.init(node.ctx)
+        except BaseException:
+            for s in self.stores.values():
+                s.close()
+            raise
+
+    def _default_open(self, spec: Any, partition: int) -> Any:
+        from kstream.state import open_store
+
+        return open_store(
+            spec,
+            app_id=self.app_id,
+            partition=partition,
+            state_dir=self._state_dir,
+            default_backend=self._default_backend,
+        )
+
+    def _make_node(self, d: NodeDef, topics: Mapping[str, list[str]]) -> Node:
+        if isinstance(d, SourceDef):
+            node = SourceNode(d.name, self, d.key_serde, d.value_serde)
+            for t in topics[d.name]:
+                self._sources[t] = node
+            return node
+        if isinstance(d, SinkDef):
+            return SinkNode(
+                d.name, self, topics[d.name][0], d.key_serde, d.value_serde, d.partitioner
+            )
+        assert isinstance(d, ProcessorDef)
+        proc = d.factory()
+        if not isinstance(proc, Processor) and not hasattr(proc, "process"):
+            raise TopologyError(
+                f"processor {d.name!r}: factory returned {proc!r}, which is not a Processor"
+            )
+        return ProcessorNode(d.name, self, proc, list(d.stores))
+
+    # --- provenance and errors -------------------------------------------------------------
+
+    def source(self) -> tuple[str, int, int] | None:
+        cur = self.current
+        if cur is None or cur.topic is None or cur.partition is None or cur.offset is None:
+            return None
+        return (cur.topic, cur.partition, cur.offset)
+
+    def report(self, exc: BaseException, record: Record, where: str) -> None:
+        """Turn an exception on `record` into a `ProcessingError` for the error handler."""
+        if isinstance(exc, RecordError | TopologyError):
+            # Already reported (a handler re-raised it further down), or a bug in the topology
+            # that skipping records cannot fix.
+            raise exc
+        err = ProcessingError(
+            f"{where} failed on a record: {type(exc).__name__}: {exc}",
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+        )
+        err.__cause__ = exc
+        self.error_handler(err, record)
+
+    # --- processing ------------------------------------------------------------------------
+
+    @property
+    def source_topics(self) -> list[str]:
+        return list(self._sources)
+
+    def process(self, records: list[Record]) -> None:
+        """Process a time-ordered list of input records (key and value still bytes)."""
+        n = len(records)
+        i = 0
+        sources = self._sources
+        while i < n:
+            topic = records[i].topic
+            src = sources.get(topic)  # type: ignore[arg-type]
+            if src is None:
+                raise TopologyError(
+                    f"task {self.id}: got a record of topic {topic!r}, which it does not read "
+                    f"(it reads {sorted(sources)})"
+                )
+            j = i + 1
+            while j < n and (records[j].topic == topic or sources.get(records[j].topic) is src):  # type: ignore[arg-type]
+                j += 1
+            self._run(src, records[i:j] if (i or j != n) else records)
+            i = j
+
+    def _run(self, src: SourceNode, run: list[Record]) -> None:
+        stream_scheds = [s for s in self.schedules if s.type is PunctuationType.STREAM_TIME]
+        if src.name in self._depth_first_sources:
+            for r in run:
+                self._one(src, [r], r.timestamp)
+                self._punctuate_stream_time(stream_scheds)
+            return
+        if not stream_scheds:
+            hi = self.stream_time
+            for r in run:
+                if r.timestamp > hi:
+                    hi = r.timestamp
+            self._one(src, run, hi)
+            return
+        # Cut the run where stream time reaches the next punctuation, so it fires between the
+        # same records as it would one record at a time.
+        start = 0
+        hi = self.stream_time
+        for k, r in enumerate(run):
+            if r.timestamp > hi:
+                hi = r.timestamp
+            due = min((s.due for s in stream_scheds if not s.cancelled), default=None)
+            if due is not None and hi >= due:
+                self._one(src, run[start : k + 1], hi)
+                self._punctuate_stream_time(stream_scheds)
+                stream_scheds = [s for s in self.schedules if s.type is PunctuationType.STREAM_TIME]
+                start = k + 1
+        if start < len(run):
+            self._one(src, run[start:], hi)
+
+    def _one(self, src: SourceNode, run: list[Record], stream_time: int) -> None:
+        self.depth_first = src.name in self._depth_first_sources
+        if stream_time > self.stream_time:
+            self.stream_time = stream_time
+        self.current = run[0] if len(run) == 1 else None
+        try:
+            src.process_batch(run)
+        finally:
+            self.current = None
+            self.depth_first = False
+
+    # --- punctuation -----------------------------------------------------------------------
+
+    def add_schedule(
+        self,
+        ctx: NodeContext,
+        interval: int,
+        kind: PunctuationType,
+        callback: Callable[[int], None],
+    ) -> Schedule:
+        # Stream time: fire as soon as there is data, then on the grid of `interval` from 0.
+        # Wall clock: first after one interval.
+        due = 0 if kind is PunctuationType.STREAM_TIME else self.wall_clock + interval
+        sched = Schedule(ctx, interval, kind, callback, due)
+        self.schedules.append(sched)
+        return sched
+
+    def _fire(self, scheds: Iterable[Schedule], now: int) -> None:
+        for s in list(scheds):
+            if s.cancelled or now < s.due:
+                continue
+            s.advance(now)
+            self.current = None
+            self.punctuation_time = now
+            ctx = s.ctx
+            try:
+                s.callback(now)
+            finally:
+                self.punctuation_time = -1
+            if ctx.pending or ctx.pending_to:
+                ctx.flush()
+        self.schedules = [s for s in self.schedules if not s.cancelled]
+
+    def _punctuate_stream_time(self, scheds: list[Schedule]) -> None:
+        if self.stream_time >= 0:
+            self._fire(scheds, self.stream_time)
+
+    def punctuate_wall_clock(self, now_ms: int) -> None:
+        """Advance the wall clock to `now_ms` and fire the wall-clock punctuations now due."""
+        if now_ms > self.wall_clock:
+            self.wall_clock = now_ms
+        self._fire(
+            [s for s in self.schedules if s.type is PunctuationType.WALL_CLOCK], self.wall_clock
+        )
+
+    # --- state -----------------------------------------------------------------------------
+
+    def flush_stores(self, checkpoints: Mapping[str, dict[str, Any]] | None = None) -> dict:
+        """Apply every store's write cache; returns `{store: [ChangelogEntry, ...]}`."""
+        out = {}
+        for name, store in self.stores.items():
+            cp = checkpoints.get(name) if checkpoints is not None else None
+            out[name] = store.flush(cp)
+        self.commit_requested = False
+        return out
+
+    def discard(self) -> None:
+        """Drop the pending writes of every store (the batch is being retried)."""
+        for store in self.stores.values():
+            store.discard()
+
+    def close(self) -> None:
+        """Close processors, then stores (pending writes are not flushed)."""
+        first: BaseException | None = None
+        for node in self.nodes.values():
+            if isinstance(node, ProcessorNode):
+                try:
+                    node.processor.close()
+                except Exception as e:
+                    first = first or e
+        for store in self.stores.values():
+            try:
+                store.close()
+            except Exception as e:
+                first = first or e
+        if first is not None:
+            raise first
+
+    def __repr__(self) -> str:
+        return f"Task({self.id})"

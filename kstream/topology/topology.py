@@ -1,0 +1,259 @@
+"""The low-level graph users (and the DSL) build: sources, processors, sinks and stores.
+
+A `Topology` only records definitions; nothing runs here. `compile()` turns it into the
+sub-topologies the runtime and the test driver execute (see `kstream.topology.compiled`).
+
+Internal topics (repartition topics) are named here without the application id, as Kafka
+Streams does; `compile(app_id)` prefixes them (`<app_id>-<name>`), so one topology can run under
+several application ids and its description does not depend on the id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kstream.errors import TopologyError
+from kstream.serde import Serde, SerdeLike, serde
+from kstream.topology.processor import ProcessorFactory
+
+if TYPE_CHECKING:
+    from kstream.topology.compiled import CompiledTopology
+    from kstream.topology.describe import TopologyDescription
+
+Partitioner = Callable[[Any, Any, int], int]
+
+
+@dataclass
+class SourceDef:
+    name: str
+    topics: tuple[str, ...]
+    key_serde: Serde
+    value_serde: Serde
+
+
+@dataclass
+class ProcessorDef:
+    name: str
+    factory: ProcessorFactory
+    parents: tuple[str, ...]
+    stores: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SinkDef:
+    name: str
+    topic: str
+    parents: tuple[str, ...]
+    key_serde: Serde
+    value_serde: Serde
+    partitioner: Partitioner | None = None
+
+
+NodeDef = SourceDef | ProcessorDef | SinkDef
+
+
+@dataclass
+class RepartitionTopicDef:
+    """A repartition topic of the topology; `partitions=None` means "as its writer's input"."""
+
+    name: str
+    partitions: int | None = None
+
+
+@dataclass
+class GlobalStoreDef:
+    """A store replicated in full on every instance, fed by `topic` through `processor`."""
+
+    spec: Any
+    topic: str
+    source: SourceDef
+    processor: ProcessorDef
+
+
+def _names(value: str | Iterable[str], what: str) -> tuple[str, ...]:
+    names = (value,) if isinstance(value, str) else tuple(value)
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise TopologyError(f"{what} must be a non-empty string or list of strings, got {value!r}")
+    return names
+
+
+class Topology:
+    """A graph of named nodes (Kafka Streams' `Topology`); every `add_*` returns the topology."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeDef] = {}
+        self.children: dict[str, list[str]] = {}
+        self.stores: dict[str, Any] = {}
+        self.store_users: dict[str, list[str]] = {}
+        self.repartition_topics: dict[str, RepartitionTopicDef] = {}
+        self.global_stores: dict[str, GlobalStoreDef] = {}
+        self._topic_owner: dict[str, str] = {}
+
+    # --- building ---------------------------------------------------------------------------
+
+    def _check_new(self, name: str) -> None:
+        if not isinstance(name, str) or not name:
+            raise TopologyError(f"node name must be a non-empty string, got {name!r}")
+        if name in self.nodes or any(
+            g.source.name == name or g.processor.name == name for g in self.global_stores.values()
+        ):
+            raise TopologyError(f"node {name!r} is already in the topology")
+
+    def _check_parents(self, name: str, parents: tuple[str, ...]) -> None:
+        for p in parents:
+            node = self.nodes.get(p)
+            if node is None:
+                raise TopologyError(f"node {name!r}: parent {p!r} is not in the topology")
+            if isinstance(node, SinkDef):
+                raise TopologyError(f"node {name!r}: parent {p!r} is a sink (no children)")
+
+    def add_source(
+        self,
+        name: str,
+        topics: str | Iterable[str],
+        key_serde: SerdeLike = None,
+        value_serde: SerdeLike = None,
+    ) -> Topology:
+        """Read `topics` into the graph; each topic may be read by one source only."""
+        self._check_new(name)
+        names = _names(topics, f"source {name!r}: topics")
+        for t in names:
+            owner = self._topic_owner.get(t)
+            if owner is not None:
+                raise TopologyError(
+                    f"source {name!r}: topic {t!r} is already read by source {owner!r}"
+                )
+        for t in names:
+            self._topic_owner[t] = name
+        self.nodes[name] = SourceDef(name, names, serde(key_serde), serde(value_serde))
+        self.children[name] = []
+        return self
+
+    def add_processor(
+        self,
+        name: str,
+        factory: ProcessorFactory,
+        parents: str | Sequence[str],
+        stores: Iterable[str] = (),
+    ) -> Topology:
+        """Add a processor created by `factory()` once per task, fed by `parents`."""
+        self._check_new(name)
+        if not callable(factory):
+            raise TopologyError(f"processor {name!r}: factory must be callable, got {factory!r}")
+        ps = _names(parents, f"processor {name!r}: parents")
+        self._check_parents(name, ps)
+        self.nodes[name] = ProcessorDef(name, factory, ps)
+        self.children[name] = []
+        for p in ps:
+            self.children[p].append(name)
+        for s in stores:
+            self.connect_processor_and_store(name, s)
+        return self
+
+    def add_sink(
+        self,
+        name: str,
+        topic: str,
+        parents: str | Sequence[str],
+        key_serde: SerdeLike = None,
+        value_serde: SerdeLike = None,
+        partitioner: Partitioner | None = None,
+    ) -> Topology:
+        """Write the records of `parents` to `topic`."""
+        self._check_new(name)
+        if not isinstance(topic, str) or not topic:
+            raise TopologyError(f"sink {name!r}: topic must be a non-empty string, got {topic!r}")
+        ps = _names(parents, f"sink {name!r}: parents")
+        self._check_parents(name, ps)
+        ks, vs = serde(key_serde), serde(value_serde)
+        self.nodes[name] = SinkDef(name, topic, ps, ks, vs, partitioner)
+        for p in ps:
+            self.children[p].append(name)
+        return self
+
+    def add_state_store(self, spec: Any, processors: str | Iterable[str] = ()) -> Topology:
+        """Register a store (a `kstream.stores` spec) and connect it to `processors`."""
+        name = getattr(spec, "name", None)
+        if not isinstance(name, str) or not name:
+            raise TopologyError(f"add_state_store expects a store spec with a name, got {spec!r}")
+        if name in self.stores or name in self.global_stores:
+            raise TopologyError(f"store {name!r} is already in the topology")
+        self.stores[name] = spec
+        self.store_users[name] = []
+        for p in (processors,) if isinstance(processors, str) else processors:
+            self.connect_processor_and_store(p, name)
+        return self
+
+    def connect_processor_and_store(self, processor: str, store: str) -> Topology:
+        node = self.nodes.get(processor)
+        if not isinstance(node, ProcessorDef):
+            raise TopologyError(f"store {store!r}: no processor {processor!r} in the topology")
+        if store not in self.stores:
+            raise TopologyError(
+                f"processor {processor!r}: store {store!r} is not in the topology "
+                "(add it with add_state_store first)"
+            )
+        if store not in node.stores:
+            node.stores.append(store)
+            self.store_users[store].append(processor)
+        return self
+
+    def add_global_store(
+        self,
+        spec: Any,
+        topic: str,
+        key_serde: SerdeLike,
+        value_serde: SerdeLike,
+        processor_factory: ProcessorFactory,
+        source_name: str | None = None,
+        processor_name: str | None = None,
+    ) -> Topology:
+        """Add a store every instance holds in full, kept up to date from `topic`.
+
+        `processor_factory()` gets each record of the topic and is expected to write it into the
+        store (`ctx.get_store(spec.name)`); the store has no changelog: the topic is one.
+        """
+        name = getattr(spec, "name", None)
+        if not isinstance(name, str) or not name:
+            raise TopologyError(f"add_global_store expects a store spec with a name, got {spec!r}")
+        if name in self.stores or name in self.global_stores:
+            raise TopologyError(f"store {name!r} is already in the topology")
+        src_name = source_name or f"{name}-global-source"
+        proc_name = processor_name or f"{name}-global-processor"
+        self._check_new(src_name)
+        self._check_new(proc_name)
+        owner = self._topic_owner.get(topic)
+        if owner is not None:
+            raise TopologyError(f"global store {name!r}: topic {topic!r} is read by {owner!r}")
+        self._topic_owner[topic] = src_name
+        src = SourceDef(src_name, (topic,), serde(key_serde), serde(value_serde))
+        proc = ProcessorDef(proc_name, processor_factory, (src_name,), [name])
+        self.global_stores[name] = GlobalStoreDef(spec, topic, src, proc)
+        return self
+
+    def add_repartition_topic(self, name: str, partitions: int | None = None) -> Topology:
+        """Declare `name` an internal repartition topic (created by the app, id-prefixed)."""
+        if name in self.repartition_topics:
+            raise TopologyError(f"repartition topic {name!r} is already in the topology")
+        if partitions is not None and (not isinstance(partitions, int) or partitions < 1):
+            raise TopologyError(f"repartition topic {name!r}: partitions must be >= 1")
+        self.repartition_topics[name] = RepartitionTopicDef(name, partitions)
+        return self
+
+    # --- using ------------------------------------------------------------------------------
+
+    def compile(self, app_id: str = "") -> CompiledTopology:
+        """Split into sub-topologies and name internal topics for `app_id`."""
+        from kstream.topology.compiled import compile_topology
+
+        return compile_topology(self, app_id)
+
+    def describe(self) -> TopologyDescription:
+        from kstream.topology.describe import describe
+
+        return describe(self.compile())
+
+    def __repr__(self) -> str:
+        return f"Topology({len(self.nodes)} nodes, {len(self.stores)} stores)"

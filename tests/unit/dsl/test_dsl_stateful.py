@@ -1,0 +1,306 @@
+"""Grouping, aggregations, tables (tombstones included) and stores through the test driver."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kstream import stores
+from kstream.dsl import StreamBuilder
+from kstream.dsl.graph import ValueGetter
+from kstream.errors import ProcessingError
+from kstream.records import Record
+from kstream.testing.driver import TopologyTestDriver
+from kstream.topology import Processor, ProcessorContext, Topology
+
+Pairs = list[tuple[Any, Any]]
+
+
+def test_count_by_key_without_repartition() -> None:
+    b = StreamBuilder()
+    b.stream("in", "string", "string").group_by_key().count(store="c").to_stream().to(
+        "out", "string", "long"
+    )
+    topo = b.build()
+    assert len(topo.compile().subtopologies) == 1
+    with TopologyTestDriver(topo) as d:
+        d.input_topic("in", "string", "string").pipe_many(
+            [("a", "x"), ("b", "y"), ("a", "z"), (None, "skipped"), ("b", None)]
+        )
+        assert d.output_topic("out", "string", "long").read_key_values() == [
+            ("a", 1),
+            ("b", 1),
+            ("a", 2),
+        ]
+        assert d.get_store("c").get("a") == 2
+
+
+def test_reduce_and_aggregate_after_group_by() -> None:
+    b = StreamBuilder()
+    grouped = b.stream("in", "string", "json").group_by(lambda k, v: v["team"], key_serde="string")
+    grouped.reduce(
+        lambda agg, v: {"team": v["team"], "n": agg["n"] + v["n"]}, store="sum"
+    ).to_stream().map_values(lambda v: v["n"]).to("sums", "string", "json")
+    grouped.aggregate(
+        list, lambda k, v, agg: [*agg, v["n"]], store=stores.key_value("hist", backend="memory")
+    ).to_stream().to("hist", "string", "json")
+    recs = [
+        ("u1", {"team": "red", "n": 1}),
+        ("u2", {"team": "blue", "n": 5}),
+        ("u3", {"team": "red", "n": 2}),
+    ]
+    with TopologyTestDriver(b, app_id="app") as d:
+        d.input_topic("in", "string", "json").pipe_many(recs)
+        assert d.output_topic("sums", "string", "json").read_key_values() == [
+            ("red", 1),
+            ("blue", 5),
+            ("red", 3),
+        ]
+        assert d.output_topic("hist", "string", "json").read_key_values() == [
+            ("red", [1]),
+            ("blue", [5]),
+            ("red", [1, 2]),
+        ]
+        assert sorted(d.compiled.repartition_topics) == [
+            "app-hist-repartition",
+            "app-sum-repartition",
+        ]
+
+
+def test_aggregation_error_is_a_processing_error() -> None:
+    b = StreamBuilder()
+    b.stream("in", "string", "json").group_by_key().reduce(lambda a, v: a + v).to_stream().to(
+        "out", "string", "json"
+    )
+    with TopologyTestDriver(b) as d:
+        inp = d.input_topic("in", "string", "json")
+        inp.pipe("a", 1)
+        with pytest.raises(ProcessingError, match="KSTREAM-REDUCE") as ei:
+            inp.pipe("a", "text")
+        assert ei.value.offset == 1
+
+
+def table_outputs(build: Any, records: Pairs) -> Pairs:
+    b = StreamBuilder()
+    table = b.table("t", "string", "json", store="ts")
+    build(table).to_stream().to("out", "string", "json")
+    with TopologyTestDriver(b) as d:
+        d.input_topic("t", "string", "json").pipe_many(records)
+        return d.output_topic("out", "string", "json").read_key_values()
+
+
+TABLE_INPUT: Pairs = [("a", 1), ("a", 2), ("b", 3), ("a", None), ("c", None), ("b", 0)]
+
+
+def test_table_source_emits_every_update_and_tombstones() -> None:
+    assert table_outputs(lambda t: t, TABLE_INPUT) == [
+        ("a", 1),
+        ("a", 2),
+        ("b", 3),
+        ("a", None),
+        ("c", None),
+        ("b", 0),
+    ]
+
+
+def test_table_filter_deletes_only_what_was_visible() -> None:
+    assert table_outputs(lambda t: t.filter(lambda k, v: v > 1), TABLE_INPUT) == [
+        ("a", 2),
+        ("b", 3),
+        ("a", None),  # deleted upstream
+        ("b", None),  # stopped matching
+    ]
+    assert table_outputs(lambda t: t.filter_not(lambda k, v: v > 1), TABLE_INPUT) == [
+        ("a", 1),
+        ("a", None),  # 2 does not match filter_not: the visible 1 is deleted
+        ("b", 0),
+    ]
+
+
+def test_table_map_values_keeps_tombstones() -> None:
+    assert table_outputs(lambda t: t.map_values(lambda v: v * 10), TABLE_INPUT[:4]) == [
+        ("a", 10),
+        ("a", 20),
+        ("b", 30),
+        ("a", None),
+    ]
+
+
+def test_table_store_holds_latest_values() -> None:
+    b = StreamBuilder()
+    b.table("t", "string", "json", store="ts")
+    with TopologyTestDriver(b) as d:
+        d.input_topic("t", "string", "json").pipe_many(TABLE_INPUT)
+        with d.get_store("ts").all() as cur:
+            assert list(cur) == [("b", 0)]
+
+
+def test_stream_to_table_after_key_change_repartitions() -> None:
+    b = StreamBuilder()
+    table = (
+        b.stream("in", "string", "json").select_key(lambda k, v: v["id"]).to_table(store="latest")
+    )
+    table.to_stream().map_values(lambda v: v["x"]).to("out", "auto", "json")
+    with TopologyTestDriver(b, app_id="app") as d:
+        d.input_topic("in", "string", "json").pipe_many(
+            [("k", {"id": 7, "x": "a"}), ("k", {"id": 7, "x": "b"})]
+        )
+        assert d.output_topic("out", "auto", "json").read_key_values() == [(7, "a"), (7, "b")]
+        assert d.get_store("latest").get(7) == {"id": 7, "x": "b"}
+        assert "app-latest-repartition" in d.compiled.repartition_topics
+
+
+def test_value_getter_of_derived_table() -> None:
+    """What joins use: a derived table's current value, computed from its source's store."""
+    b = StreamBuilder()
+    table = b.table("t", "string", "json", store="ts").filter(lambda k, v: v > 1).map_values(str)
+    getter: ValueGetter = table._getter
+
+    class Lookup(Processor):
+        def init(self, ctx: ProcessorContext) -> None:
+            super().init(ctx)
+            self.get = getter.bind(ctx)
+
+        def process(self, record: Record) -> None:
+            self.ctx.forward(record.with_value(self.get(record.key)))
+
+    b2 = b.stream("s", "string", "string")
+    b2.process(Lookup, stores=getter.stores).to("out", "string", "json")
+    with TopologyTestDriver(b) as d:
+        d.input_topic("t", "string", "json").pipe_many([("a", 1), ("b", 2)])
+        d.input_topic("s", "string", "string").pipe_many([("a", "?"), ("b", "?"), ("z", "?")])
+        assert d.output_topic("out", "string", "json").read_key_values() == [
+            ("a", None),
+            ("b", "2"),
+            ("z", None),
+        ]
+
+
+class CountingProcessor(Processor):
+    """Counts per key in a store and forwards the counts on a stream-time punctuation."""
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        self.store = ctx.get_store("counts")
+        ctx.schedule(100, "stream_time", self.emit)
+
+    def process(self, record: Record) -> None:
+        self.store.put(record.key, (self.store.get(record.key) or 0) + 1)
+
+    def emit(self, ts: int) -> None:
+        with self.store.all() as cur:
+            for k, v in cur:
+                self.ctx.forward(Record(k, v, ts))
+
+
+def test_processor_api_with_store_and_punctuation() -> None:
+    t = (
+        Topology()
+        .add_source("src", "in", "string", "string")
+        .add_processor("count", CountingProcessor, "src")
+        .add_state_store(
+            stores.key_value("counts", key_serde="string", value_serde="long"), "count"
+        )
+        .add_sink("out", "out", "count", "string", "long")
+    )
+    with TopologyTestDriver(t) as d:
+        inp = d.input_topic("in", "string", "string")
+        inp.pipe("a", "", timestamp=0)  # first punctuation: stream time 0
+        inp.pipe("b", "", timestamp=50)
+        inp.pipe("a", "", timestamp=120)  # crosses 100
+        out = d.output_topic("out", "string", "long")
+        assert [(r.key, r.value, r.timestamp) for r in out.read_records()] == [
+            ("a", 1, 0),
+            ("a", 2, 120),
+            ("b", 1, 120),
+        ]
+        # the driver's store is writable, and processing sees what the test wrote
+        d.get_store("counts").put("b", 41)
+        inp.pipe("b", "", timestamp=130)
+        assert d.get_store("counts").get("b") == 42
+
+
+def test_global_table_readable_from_every_processor() -> None:
+    b = StreamBuilder()
+    countries = b.global_table("countries", "string", "string", store="countries")
+
+    class Enrich(Processor):
+        def init(self, ctx: ProcessorContext) -> None:
+            super().init(ctx)
+            self.countries = ctx.get_store(countries.store_name)
+
+        def process(self, record: Record) -> None:
+            self.ctx.forward(record.with_value(self.countries.get(record.value)))
+
+    b.stream("users", "string", "string").process(Enrich).to("out", "string", "string")
+    with TopologyTestDriver(b) as d:
+        d.input_topic("countries", "string", "string").pipe_many(
+            [("fr", "France"), ("de", "Germany")]
+        )
+        d.input_topic("countries", "string", "string").pipe("de", None)
+        d.input_topic("users", "string", "string").pipe_many([("u1", "fr"), ("u2", "de")])
+        assert d.output_topic("out", "string", "string").read_key_values() == [
+            ("u1", "France"),
+            ("u2", None),
+        ]
+        assert d.get_store("countries").get("fr") == "France"
+
+
+def test_interleaved_topics_in_one_batch_keep_time_order() -> None:
+    """A table update and a stream lookup in one batch: each sees what came before it."""
+    b = StreamBuilder()
+    getter: ValueGetter = b.table("t", "string", "json", store="ts")._getter
+
+    class Lookup(Processor):
+        def init(self, ctx: ProcessorContext) -> None:
+            super().init(ctx)
+            self.get = getter.bind(ctx)
+
+        def process(self, record: Record) -> None:
+            self.ctx.forward(record.with_value(self.get(record.key)))
+
+    b.stream("s", "string", "string").process(Lookup, stores=getter.stores).to(
+        "out", "string", "json"
+    )
+    with TopologyTestDriver(b) as d:
+        task = d.tasks[0]
+        batch = [
+            Record(b"a", b"1", 1, (), "t", 0, 0),
+            Record(b"a", b"?", 2, (), "s", 0, 0),
+            Record(b"a", b"2", 3, (), "t", 0, 1),
+            Record(b"a", b"?", 4, (), "s", 0, 1),
+            Record(b"a", None, 5, (), "t", 0, 2),
+            Record(b"a", b"?", 6, (), "s", 0, 2),
+        ]
+        task.process(batch)
+        assert d.output_topic("out", "string", "json").read_values() == [1, 2, None]
+
+
+def test_store_writes_carry_their_input_record() -> None:
+    """The runtime's exactly-once restore needs the source offset of every changelog write."""
+    b = StreamBuilder()
+    b.stream("in", "string", "string").group_by_key().count(store="c")
+    with TopologyTestDriver(b) as d:
+        task = d.tasks[0]
+        task.process([Record(b"k", b"v", i, (), "in", 0, 10 + i) for i in range(3)])
+        task.process([Record(b"j", b"v", 5, (), "in", 0, 20)])
+        entries = task.stores["c"].pending()
+        assert [e.source for e in entries] == [("in", 0, 12), ("in", 0, 20)]
+
+
+def test_commit_request_from_processor() -> None:
+    class Committer(Processor):
+        def process(self, record: Record) -> None:
+            if record.value == "now":
+                self.ctx.commit()
+
+    t = Topology().add_source("src", "in", "string", "string").add_processor("p", Committer, "src")
+    with TopologyTestDriver(t) as d:
+        task = d.tasks[0]
+        task.process([Record(b"k", b"later", 0, (), "in", 0, 0)])
+        assert task.commit_requested is False
+        task.process([Record(b"k", b"now", 0, (), "in", 0, 1)])
+        assert task.commit_requested is True
+        task.flush_stores()
+        assert task.commit_requested is False
