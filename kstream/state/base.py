@@ -1,0 +1,235 @@
+"""What every typed store shares: the write cache, flush/discard, checkpoints, read-only views.
+
+Typed stores map user keys to *physical* backend keys (possibly with a time segment prefix)
+and to *logical* changelog keys (no segment: the changelog must not depend on how a store lays
+out its data). `_to_changelog` and `_from_changelog` translate between the two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, NamedTuple
+
+from kstream.errors import StoreError
+from kstream.serde import Serde
+from kstream.state.cache import WriteCache, merged
+from kstream.state.spec import StoreSpec
+from store_backends.base import Backend, Cursor
+
+Writes = Iterable[tuple[bytes, bytes | None]]
+"""Physical writes (None = delete)."""
+
+Source = tuple[str, int, int]
+"""Provenance of a write: the (topic, partition, offset) of the input record that caused it."""
+
+
+class ChangelogEntry(NamedTuple):
+    """One record for the changelog: logical key bytes, value bytes (None = tombstone)."""
+
+    key: bytes
+    value: bytes | None
+    source: Source | None = None
+
+
+class StateStore:
+    """Base of the typed stores. Subclasses add the typed read and write methods."""
+
+    kind = "state"
+    READ_METHODS: frozenset[str] = frozenset({"name", "spec", "partition", "kind"})
+
+    def __init__(
+        self,
+        spec: StoreSpec,
+        backend: Backend,
+        partition: int,
+        key_serde: Serde,
+        value_serde: Serde,
+    ) -> None:
+        self.name = spec.name
+        self.spec = spec
+        self.partition = partition
+        self.backend = backend
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self._cache = WriteCache()
+        self._sources: dict[bytes, Source | None] = {}
+        self.source: Callable[[], Source | None] | None = None
+        """Set by the runtime: returns the provenance of the record being processed."""
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, partition={self.partition})"
+
+    # --- the write cache ------------------------------------------------------------------------
+
+    def _write(self, pkey: bytes, value: bytes | None) -> None:
+        if self._closed:
+            raise StoreError(f"store {self.name!r} partition {self.partition} is closed")
+        self._cache.put(pkey, value)
+        if self.source is not None:
+            self._sources[pkey] = self.source()
+
+    def _read(self, pkey: bytes) -> bytes | None:
+        data = self._cache.data
+        if pkey in data:
+            return data[pkey]
+        return self.backend.get(pkey)
+
+    def _scan(
+        self, lo: bytes | None, hi: bytes | None, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Physical entries in [lo, hi] as the store sees them (backend + pending writes)."""
+        return merged(self.backend.range(lo, hi, reverse), self._cache, lo, hi, reverse)
+
+    def _to_changelog(self, pkey: bytes, value: bytes | None) -> tuple[bytes, bytes | None] | None:
+        """The changelog record for a physical write, or None when it is not logged."""
+        return pkey, value
+
+    def _from_changelog(self, key: bytes, value: bytes | None) -> Writes:
+        """The physical writes that replay one changelog record."""
+        return ((key, value),)
+
+    def _extra_writes(self) -> Writes:
+        """Physical writes a store adds at flush time (expiry, metadata); never logged."""
+        return ()
+
+    def has_pending(self) -> bool:
+        return bool(self._cache)
+
+    def pending(self) -> list[ChangelogEntry]:
+        """The changelog records of the pending writes, without applying them.
+
+        The runtime produces these inside the transaction, then calls `flush` after commit.
+        """
+        out: list[ChangelogEntry] = []
+        sources = self._sources
+        for pk, v in self._cache.data.items():
+            logged = self._to_changelog(pk, v)
+            if logged is not None:
+                out.append(ChangelogEntry(logged[0], logged[1], sources.get(pk)))
+        return out
+
+    def flush(self, checkpoint: dict[str, Any] | None = None) -> list[ChangelogEntry]:
+        """Apply pending writes and `checkpoint` in one atomic backend write.
+
+        Returns the changelog records of the applied writes in write order (one per key, the
+        last write wins).
+        """
+        if self._closed:
+            raise StoreError(f"store {self.name!r} partition {self.partition} is closed")
+        entries = self.pending()
+        puts: dict[bytes, bytes] = {}
+        deletes: list[bytes] = []
+        for k, v in self._cache.data.items():
+            if v is None:
+                deletes.append(k)
+            else:
+                puts[k] = v
+        for k, v in self._extra_writes():
+            if v is None:
+                puts.pop(k, None)
+                deletes.append(k)
+            else:
+                puts[k] = v
+        if puts or deletes or checkpoint is not None:
+            self.backend.write_batch(puts, deletes, checkpoint)
+        self._cache.clear()
+        self._sources = {}
+        self._after_flush()
+        return entries
+
+    def _after_flush(self) -> None:
+        """Hook: state to remember once pending writes are durable."""
+
+    def discard(self) -> None:
+        """Drop pending writes (the transaction aborted)."""
+        self._cache.clear()
+        self._sources = {}
+        self._after_discard()
+
+    def _after_discard(self) -> None:
+        """Hook: roll in-memory state back to the last flush."""
+
+    def apply_changelog(
+        self, records: Iterable[tuple[bytes, bytes | None]], checkpoint: dict[str, Any] | None
+    ) -> int:
+        """Restore: write changelog records straight to the backend with `checkpoint`.
+
+        Returns the number of records applied. Pending writes must be empty (restore runs
+        before processing).
+        """
+        if self._cache:
+            raise StoreError(f"store {self.name!r}: cannot restore with pending writes")
+        puts: dict[bytes, bytes] = {}
+        deletes: set[bytes] = set()
+        n = 0
+        for key, value in records:
+            n += 1
+            for pk, pv in self._from_changelog(key, value):
+                if pv is None:
+                    puts.pop(pk, None)
+                    deletes.add(pk)
+                else:
+                    deletes.discard(pk)
+                    puts[pk] = pv
+        for pk, pv in self._extra_writes():
+            if pv is None:
+                puts.pop(pk, None)
+                deletes.add(pk)
+            else:
+                deletes.discard(pk)
+                puts[pk] = pv
+        self.backend.write_batch(puts, deletes, checkpoint)
+        self._after_flush()
+        return n
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def checkpoint(self) -> dict[str, Any]:
+        return self.backend.checkpoint()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._cache.clear()
+            self.backend.close()
+
+    def destroy(self) -> None:
+        self._closed = True
+        self._cache.clear()
+        self.backend.destroy()
+
+    def read_only(self) -> ReadOnlyView:
+        return ReadOnlyView(self)
+
+
+class ReadOnlyView:
+    """A store seen by queries: only its read methods are reachable."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: StateStore) -> None:
+        self._store = store
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr in type(self._store).READ_METHODS:
+            return getattr(self._store, attr)
+        raise AttributeError(
+            f"store {self._store.name!r} is read-only here: {attr!r} is not a read method"
+        )
+
+    def __repr__(self) -> str:
+        return f"ReadOnly({self._store!r})"
+
+
+class MappedCursor(Cursor):
+    """A cursor over `it` that also closes `inner` (the backend cursor it reads from)."""
+
+    def __init__(self, it: Iterator[Any], inner: Iterable[Cursor] = ()) -> None:
+        inners = list(inner)
+
+        def close_inner() -> None:
+            for c in inners:
+                c.close()
+
+        super().__init__(it, close_inner)

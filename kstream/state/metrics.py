@@ -1,0 +1,84 @@
+"""Hooks for store metrics: operation counts and latency, restore progress.
+
+The service layer implements `StoreMetrics` (Prometheus) and passes it to `instrument`; stores
+that are not instrumented pay nothing, because timing wrappers are installed per instance
+instead of being checked on every call.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from kstream.state.base import StateStore
+
+TIMED_OPERATIONS = frozenset(
+    {
+        "get",
+        "put",
+        "put_if_absent",
+        "delete",
+        "range",
+        "prefix_scan",
+        "all",
+        "fetch",
+        "fetch_range",
+        "find_sessions",
+        "remove",
+        "check_and_mark",
+        "contains",
+        "flush",
+    }
+)
+
+
+class StoreMetrics(Protocol):
+    def record_operation(self, store: str, partition: int, op: str, seconds: float) -> None:
+        """One store operation took `seconds` (count it and observe its latency)."""
+
+    def record_restore(
+        self, store: str, partition: int, restored: int, end_offset: int | None
+    ) -> None:
+        """Restore progress: `restored` records applied so far, end offset if known."""
+
+
+def instrument(store: StateStore, metrics: StoreMetrics) -> StateStore:
+    """Time the store's operations into `metrics` (returns the same store object).
+
+    Scans are timed until the cursor is created, not while the caller iterates it.
+    """
+    name, part = store.name, store.partition
+    record = metrics.record_operation
+    for op in TIMED_OPERATIONS:
+        fn = getattr(store, op, None)
+        if fn is None or not callable(fn):
+            continue
+        setattr(store, op, _timed(fn, name, part, op, record))
+    return store
+
+
+def _timed(
+    fn: Callable[..., Any],
+    name: str,
+    part: int,
+    op: str,
+    record: Callable[[str, int, str, float], None],
+) -> Callable[..., Any]:
+    clock = time.perf_counter
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        t0 = clock()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            record(name, part, op, clock() - t0)
+
+    return wrapper
+
+
+def restore_progress(metrics: StoreMetrics) -> Callable[[str, int, int, int | None], None]:
+    """A `progress` callback for `kstream.state.restore.restore` that feeds `metrics`."""
+    return metrics.record_restore

@@ -1,0 +1,53 @@
+"""The provenance header every record kstream produces carries (DESIGN.md section 4).
+
+`kstream.src` = the source topic, partition and offset of the input record that caused the
+output, plus the output's index among that input's outputs. It is deterministic, so a retry of
+the same input produces the same ids. Restore uses it to skip changelog records whose source
+offset was never committed (records of aborted transactions that a broker still shows).
+
+Binary form: version byte 0x01, partition (int32), offset (int64), index (int32), all
+big-endian, then the topic in UTF-8 (the rest of the value).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+HEADER = "kstream.src"
+_V1 = 1
+_FMT = struct.Struct(">BiqI")
+
+
+class Provenance(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    output_index: int = 0
+
+
+def encode(topic: str, partition: int, offset: int, index: int = 0) -> bytes:
+    return _FMT.pack(_V1, partition, offset, index) + topic.encode("utf-8")
+
+
+def decode(value: bytes | None) -> Provenance | None:
+    """The provenance in a header value, or None when absent or not in a known form."""
+    if value is None or len(value) < _FMT.size or value[0] != _V1:
+        return None
+    _, partition, offset, index = _FMT.unpack_from(value)
+    try:
+        topic = value[_FMT.size :].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return Provenance(topic, partition, offset, index)
+
+
+def from_headers(headers: list[tuple[str, bytes | None]] | None) -> Provenance | None:
+    """The last `kstream.src` header of a message (None if it has none)."""
+    if not headers:
+        return None
+    found = None
+    for k, v in headers:
+        if k == HEADER:
+            found = v
+    return decode(found)

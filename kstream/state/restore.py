@@ -1,0 +1,230 @@
+"""Restore a store from its changelog (DESIGN.md sections 4 and 5).
+
+Reads from the backend's checkpoint (`changelog_offset`, the next offset to read) to the end of
+the changelog partition, where "the end" is what the consumer's fetches reach (partition EOF),
+never a ListOffsets answer. A record is applied only when its provenance says its source
+offset was committed: `offset < committed[(topic, partition)]`. Records of transactions that
+never committed (which some brokers still show to read_committed readers) are skipped; later
+records for a key win.
+
+Local state is wiped and rebuilt from offset 0 when it is missing its checkpoint but holds
+data, is of an incompatible format, or is corrupt (`StoreCorruptedError` from the backend).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kstream.errors import StoreCorruptedError, StoreError
+from kstream.state import open_backend, open_store
+from kstream.state.base import StateStore
+from kstream.state.changelog import CHANGELOG_OFFSET
+from kstream.state.provenance import from_headers
+from kstream.state.spec import StoreSpec
+
+log = logging.getLogger("kstream.state.restore")
+
+Committed = Mapping[tuple[str, int], int]
+Progress = Callable[[str, int, int, int | None], None]
+"""progress(store, partition, records_restored, end_offset or None)."""
+
+
+@dataclass
+class RestoreResult:
+    store: StateStore
+    start_offset: int
+    end_offset: int
+    applied: int
+    skipped: int
+    wiped: bool
+
+
+def is_committed(headers: Any, committed: Committed | None) -> bool:
+    """True when a changelog record may be applied under the committed source offsets."""
+    if committed is None:
+        return True
+    src = from_headers(headers)
+    if src is None:
+        return True
+    done = committed.get((src.topic, src.partition))
+    return done is not None and src.offset < done
+
+
+def open_for_restore(
+    spec: StoreSpec,
+    *,
+    app_id: str,
+    partition: int,
+    state_dir: str,
+    default_backend: str = "memory",
+) -> tuple[StateStore, bool]:
+    """Open the store, wiping local state that cannot be trusted. Returns (store, wiped)."""
+
+    def fresh() -> StateStore:
+        return open_store(
+            spec,
+            app_id=app_id,
+            partition=partition,
+            state_dir=state_dir,
+            default_backend=default_backend,
+        )
+
+    store: StateStore | None = None
+    try:
+        store = fresh()
+        cp = store.checkpoint()
+        if cp and not isinstance(cp.get(CHANGELOG_OFFSET, 0), int):
+            raise StoreCorruptedError(f"store {spec.name!r}: bad checkpoint {cp!r}")
+        verify = getattr(store.backend, "verify", None)
+        if verify is not None:
+            verify()
+        if not cp and store.backend.approximate_num_entries() > 0:
+            log.warning(
+                "store %r partition %d has data but no checkpoint: wiping", spec.name, partition
+            )
+            store.destroy()
+            return fresh(), True
+        return store, False
+    except StoreCorruptedError as e:
+        if store is not None:
+            store.close()
+        log.warning("store %r partition %d: %s; wiping and restoring", spec.name, partition, e)
+        wipe(
+            spec,
+            app_id=app_id,
+            partition=partition,
+            state_dir=state_dir,
+            default_backend=default_backend,
+        )
+        return fresh(), True
+
+
+def wipe(
+    spec: StoreSpec, *, app_id: str, partition: int, state_dir: str, default_backend: str
+) -> None:
+    """Remove a store partition's local state even when it cannot be opened."""
+    import shutil
+
+    from store_backends.lmdb_backend import store_path
+
+    url = spec.backend if spec.backend is not None else default_backend
+    if isinstance(url, str) and url.split("://", 1)[0].lower() == "lmdb":
+        lurl = url if "://" in url else url + "://"
+        path = store_path(
+            lurl, name=spec.name, partition=partition, state_dir=state_dir, namespace=app_id
+        )
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    be = open_backend(
+        spec,
+        app_id=app_id,
+        partition=partition,
+        state_dir=state_dir,
+        default_backend=default_backend,
+    )
+    be.destroy()
+
+
+def restore(
+    store: StateStore,
+    *,
+    bootstrap_servers: str,
+    app_id: str,
+    committed: Committed | None,
+    kafka: Mapping[str, Any] | None = None,
+    batch: int = 5000,
+    idle_timeout: float = 60.0,
+    progress: Progress | None = None,
+    wiped: bool = False,
+) -> RestoreResult:
+    """Bring `store` up to the end of its changelog partition.
+
+    `committed`: the task's committed input offsets; None applies every record (for stores
+    fed by no transactional task, e.g. global tables).
+    """
+    from kstream.kafka.consumer import Consumer
+
+    topic = store.spec.changelog_topic(app_id)
+    part = store.partition
+    start = int(store.checkpoint().get(CHANGELOG_OFFSET, 0))
+    nxt = start
+    applied = skipped = 0
+    consumer = Consumer(bootstrap_servers, kafka=kafka)
+    try:
+        consumer.assign([(topic, part, start)])
+        last_progress = time.monotonic()
+        while True:
+            msgs = consumer.consume_batch(batch, 0.2)
+            records: list[tuple[bytes, bytes | None]] = []
+            for m in msgs:
+                off = m.offset()
+                if off is None or off < nxt:
+                    continue
+                nxt = off + 1
+                if is_committed(m.headers(), committed):
+                    key = m.key()
+                    if key is None:
+                        raise StoreError(
+                            f"changelog {topic}[{part}] offset {off}: record has no key"
+                        )
+                    records.append((key, m.value()))
+                else:
+                    skipped += 1
+            eof = consumer.eof_offset(topic, part)
+            done = eof is not None and eof >= nxt and not msgs
+            if done and eof is not None:
+                nxt = eof  # control records (commit/abort markers) may follow the last record
+            if records or done or msgs:
+                applied += store.apply_changelog(records, {CHANGELOG_OFFSET: nxt})
+                last_progress = time.monotonic()
+                if progress is not None:
+                    progress(store.name, part, applied, eof)
+            if done:
+                break
+            if time.monotonic() - last_progress > idle_timeout:
+                raise StoreError(
+                    f"restore of store {store.name!r} from {topic}[{part}] made no progress for "
+                    f"{idle_timeout:g}s at offset {nxt}"
+                )
+    finally:
+        consumer.close()
+    return RestoreResult(store, start, nxt, applied, skipped, wiped)
+
+
+def open_and_restore(
+    spec: StoreSpec,
+    *,
+    app_id: str,
+    partition: int,
+    state_dir: str,
+    bootstrap_servers: str,
+    committed: Committed | None,
+    default_backend: str = "memory",
+    kafka: Mapping[str, Any] | None = None,
+    progress: Progress | None = None,
+) -> RestoreResult:
+    """Open a store partition (wiping untrustworthy state) and restore it from its changelog."""
+    store, wiped = open_for_restore(
+        spec,
+        app_id=app_id,
+        partition=partition,
+        state_dir=state_dir,
+        default_backend=default_backend,
+    )
+    try:
+        return restore(
+            store,
+            bootstrap_servers=bootstrap_servers,
+            app_id=app_id,
+            committed=committed,
+            kafka=kafka,
+            progress=progress,
+            wiped=wiped,
+        )
+    except BaseException:
+        store.close()
+        raise

@@ -1,0 +1,302 @@
+"""LMDB backend: one environment (directory) per store x partition.
+
+Layout: named database `data` holds the entries, `meta` holds the format marker and the
+checkpoint; a `write_batch` is one LMDB write transaction, so data and checkpoint always agree.
+
+Integrity: every stored value is prefixed with a CRC-32 of key and value. A damaged page is
+therefore reported as `StoreCorruptedError` (as are LMDB's own structural errors and a missing
+or foreign format marker), never returned as state; the runtime then wipes the directory and
+restores from the changelog.
+
+Durability (URL options): `sync=true` (default) fsyncs on every commit, so a committed batch
+survives an OS crash. `sync=false` skips the fsync: a process crash loses nothing, an OS crash
+may roll back the last commits (data and checkpoint together, so restore simply replays more of
+the changelog). `map_size=BYTES` sets the initial map size (default 16 MiB); it doubles
+whenever a write finds the map full.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import zlib
+from collections.abc import Iterable, Iterator
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import lmdb
+import orjson
+
+from kstream.errors import ConfigError, StoreCorruptedError, StoreError
+from store_backends.base import Cursor, check_bytes, prefix_upper_bound
+
+FORMAT = b"kstream-lmdb-1"
+MAX_KEY = 511
+_CRC = struct.Struct(">I")
+
+
+def _seal(key: bytes, value: bytes) -> bytes:
+    return _CRC.pack(zlib.crc32(value, zlib.crc32(key))) + value
+
+
+class LMDBBackend:
+    """An ordered map in an LMDB environment at `path` (created if missing)."""
+
+    def __init__(
+        self,
+        path: str,
+        name: str = "store",
+        partition: int = 0,
+        sync: bool = True,
+        map_size: int = 16 << 20,
+    ) -> None:
+        self.path = path
+        self.name = name
+        self.partition = partition
+        self._closed = False
+        os.makedirs(path, exist_ok=True)
+        fresh = not os.path.exists(os.path.join(path, "data.mdb"))
+        try:
+            self._env = lmdb.open(
+                path, map_size=map_size, max_dbs=2, sync=sync, metasync=sync, readahead=False
+            )
+            self._data = self._env.open_db(b"data")
+            self._meta = self._env.open_db(b"meta")
+            with self._env.begin(write=fresh) as txn:
+                fmt = txn.get(b"format", db=self._meta)
+                if fresh and fmt is None:
+                    txn.put(b"format", FORMAT, db=self._meta)
+                    fmt = FORMAT
+        except lmdb.Error as e:
+            self._close_env()
+            raise StoreCorruptedError(f"{self._where()}: cannot open LMDB environment: {e}") from e
+        if fmt != FORMAT:
+            self._close_env()
+            raise StoreCorruptedError(
+                f"{self._where()}: local state has format {fmt!r}, expected {FORMAT!r}; "
+                "it must be wiped and restored"
+            )
+
+    def __repr__(self) -> str:
+        return f"LMDBBackend({self.path!r})"
+
+    def _where(self) -> str:
+        return f"lmdb store {self.name!r} partition {self.partition} at {self.path}"
+
+    def _close_env(self) -> None:
+        env = getattr(self, "_env", None)
+        if env is not None:
+            env.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"{self._where()} is closed")
+
+    def _key(self, key: bytes) -> bytes:
+        check_bytes("key", key)
+        if not key or len(key) > MAX_KEY:
+            raise StoreError(
+                f"{self._where()}: keys must be 1..{MAX_KEY} bytes, got {len(key)} bytes"
+            )
+        return key
+
+    def _open(self, key: bytes, raw: bytes) -> bytes:
+        if len(raw) < 4 or _CRC.unpack_from(raw)[0] != zlib.crc32(raw[4:], zlib.crc32(key)):
+            raise StoreCorruptedError(f"{self._where()}: checksum mismatch for key {key[:60]!r}")
+        return raw[4:]
+
+    # --- point operations ----------------------------------------------------------------------
+
+    def get(self, key: bytes) -> bytes | None:
+        self._check_open()
+        try:
+            with self._env.begin(db=self._data) as txn:
+                raw = txn.get(key) if key else None
+        except lmdb.Error as e:
+            raise StoreCorruptedError(f"{self._where()}: read failed: {e}") from e
+        return None if raw is None else self._open(key, raw)
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self.write_batch({key: value}, ())
+
+    def delete(self, key: bytes) -> None:
+        self.write_batch({}, (key,))
+
+    def write_batch(
+        self,
+        puts: dict[bytes, bytes],
+        deletes: Iterable[bytes],
+        checkpoint: dict[str, Any] | None = None,
+    ) -> None:
+        self._check_open()
+        dels = [self._key(k) for k in deletes]
+        items = []
+        for k, v in puts.items():
+            check_bytes("value", v)
+            items.append((self._key(k), _seal(k, v)))
+        cp = None if checkpoint is None else orjson.dumps(checkpoint)
+        while True:
+            try:
+                with self._env.begin(write=True) as txn:
+                    for k in dels:
+                        txn.delete(k, db=self._data)
+                    if items:
+                        with txn.cursor(db=self._data) as cur:
+                            cur.putmulti(items)
+                    if cp is not None:
+                        txn.put(b"checkpoint", cp, db=self._meta)
+                return
+            except lmdb.MapFullError:
+                # The transaction was aborted as a whole; grow the map and write it again.
+                size = self._env.info()["map_size"]
+                self._env.set_mapsize(size * 2)
+            except lmdb.Error as e:
+                raise StoreError(f"{self._where()}: write failed: {e}") from e
+
+    # --- scans ---------------------------------------------------------------------------------
+
+    def range(
+        self, lo: bytes | None = None, hi: bytes | None = None, reverse: bool = False
+    ) -> Cursor:
+        self._check_open()
+        txn = self._env.begin(db=self._data)
+        cur = txn.cursor()
+
+        def done() -> None:
+            cur.close()
+            txn.abort()
+
+        return Cursor(self._walk(cur, lo, hi, reverse), done)
+
+    def _walk(
+        self, cur: Any, lo: bytes | None, hi: bytes | None, reverse: bool
+    ) -> Iterator[tuple[bytes, bytes]]:
+        try:
+            if not reverse:
+                ok = cur.first() if not lo else cur.set_range(lo)
+                while ok:
+                    k = cur.key()
+                    if hi is not None and k > hi:
+                        break
+                    yield k, self._open(k, cur.value())
+                    ok = cur.next()
+            else:
+                if hi is None:
+                    ok = cur.last()
+                else:
+                    ok = cur.set_range(hi) if hi else False
+                    if ok and cur.key() > hi:
+                        ok = cur.prev()
+                    elif not ok:
+                        ok = cur.last() if hi else False
+                while ok:
+                    k = cur.key()
+                    if lo is not None and k < lo:
+                        break
+                    yield k, self._open(k, cur.value())
+                    ok = cur.prev()
+        except lmdb.Error as e:
+            raise StoreCorruptedError(f"{self._where()}: scan failed: {e}") from e
+
+    def prefix_scan(self, prefix: bytes) -> Cursor:
+        end = prefix_upper_bound(prefix)
+        if end is None:
+            return self.range(prefix or None, None)
+        cur = self.range(prefix or None, end)
+        return Cursor((kv for kv in cur if kv[0] != end), cur.close)
+
+    def verify(self) -> int:
+        """Read every entry and check its checksum; returns the entry count.
+
+        Run once when local state is adopted at start-up, so damage is found before the state
+        is used rather than at the first read of a damaged key.
+        """
+        n = 0
+        with self.range() as cur:
+            for _ in cur:
+                n += 1
+        return n
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    def checkpoint(self) -> dict[str, Any]:
+        self._check_open()
+        try:
+            with self._env.begin(db=self._meta) as txn:
+                raw = txn.get(b"checkpoint")
+        except lmdb.Error as e:
+            raise StoreCorruptedError(f"{self._where()}: cannot read checkpoint: {e}") from e
+        if raw is None:
+            return {}
+        try:
+            cp = orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            raise StoreCorruptedError(f"{self._where()}: checkpoint is not JSON: {e}") from e
+        if not isinstance(cp, dict):
+            raise StoreCorruptedError(f"{self._where()}: checkpoint is not an object: {cp!r}")
+        return cp
+
+    def approximate_num_entries(self) -> int:
+        self._check_open()
+        with self._env.begin(db=self._data) as txn:
+            return int(txn.stat(self._data)["entries"])
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._env.close()
+
+    def destroy(self) -> None:
+        self.close()
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _flag(url: str, query: dict[str, list[str]], key: str, default: bool) -> bool:
+    raw = query.get(key, [None])[-1]
+    if raw is None:
+        return default
+    if raw.lower() in ("1", "true", "yes", "on"):
+        return True
+    if raw.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"lmdb backend URL {url!r}: {key} must be true or false, got {raw!r}")
+
+
+def store_path(
+    url: str, *, name: str, partition: int, state_dir: str | None, namespace: str
+) -> str:
+    """Where the environment of one store partition lives for `url`.
+
+    `lmdb:///abs/root` -> /abs/root/<namespace>/<name>/<partition>; a relative root (or none
+    at all, as in `"lmdb"`) is taken under `state_dir`.
+    """
+    parts = urlsplit(url)
+    root = parts.netloc + parts.path
+    if not os.path.isabs(root):
+        if state_dir is None:
+            raise ConfigError(
+                f"lmdb backend URL {url!r} has a relative path and no state_dir was given"
+            )
+        root = os.path.join(state_dir, root)
+    segs = [root] + ([namespace] if namespace else []) + [name, str(partition)]
+    return os.path.join(*segs)
+
+
+def open_url(
+    url: str,
+    *,
+    name: str = "store",
+    partition: int = 0,
+    state_dir: str | None = None,
+    namespace: str = "",
+) -> LMDBBackend:
+    """Registry factory for `lmdb:///abs/dir`, `lmdb://rel/dir` and the short name `lmdb`."""
+    query = parse_qs(urlsplit(url).query)
+    sync = _flag(url, query, "sync", True)
+    try:
+        map_size = int(query.get("map_size", [str(16 << 20)])[-1])
+    except ValueError:
+        raise ConfigError(f"lmdb backend URL {url!r}: map_size must be an integer") from None
+    path = store_path(url, name=name, partition=partition, state_dir=state_dir, namespace=namespace)
+    return LMDBBackend(path, name, partition, sync=sync, map_size=map_size)

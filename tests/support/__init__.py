@@ -1,0 +1,1 @@
+"""Helpers shared by tests: real servers started on free ports."""

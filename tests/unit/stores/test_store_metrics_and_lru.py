@@ -1,0 +1,84 @@
+"""Metric hooks, LRU eviction and the backend registry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import store_backends
+from kstream import stores
+from kstream.errors import ConfigError
+from kstream.state import KeyValueStore, open_store
+from kstream.state.metrics import instrument
+from store_backends.lru import LRUBackend
+from store_backends.memory import MemoryBackend
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.ops: list[tuple[str, int, str]] = []
+        self.restores: list[tuple[str, int, int, int | None]] = []
+
+    def record_operation(self, store: str, partition: int, op: str, seconds: float) -> None:
+        assert seconds >= 0
+        self.ops.append((store, partition, op))
+
+    def record_restore(
+        self, store: str, partition: int, restored: int, end_offset: int | None
+    ) -> None:
+        self.restores.append((store, partition, restored, end_offset))
+
+
+def test_instrumented_store_reports_each_operation(tmp_path: Path) -> None:
+    rec = Recorder()
+    kv = open_store(stores.key_value("kv"), app_id="a", partition=2, state_dir=str(tmp_path))
+    assert isinstance(kv, KeyValueStore)
+    instrument(kv, rec)
+    kv.put("a", 1)
+    assert kv.get("a") == 1
+    assert list(kv.range("a", "b")) == [("a", 1)]
+    kv.flush()
+    assert rec.ops == [("kv", 2, "put"), ("kv", 2, "get"), ("kv", 2, "range"), ("kv", 2, "flush")]
+
+
+def test_lru_evicts_least_recently_used_locally() -> None:
+    be = LRUBackend(3)
+    for k in (b"a", b"b", b"c"):
+        be.put(k, k)
+    assert be.get(b"a") == b"a"  # refreshes a
+    be.put(b"d", b"d")  # evicts b
+    assert be.get(b"b") is None
+    assert [k for k, _ in be.range()] == [b"a", b"c", b"d"]
+    assert be.evictions == 1
+    be.write_batch({b"e": b"e", b"f": b"f"}, (), {"o": 1})
+    assert [k for k, _ in be.range()] == [b"d", b"e", b"f"]
+    assert be.checkpoint() == {"o": 1}
+
+
+def test_registry_opens_by_url_and_short_name(tmp_path: Path) -> None:
+    assert isinstance(store_backends.open("memory"), MemoryBackend)
+    lru = store_backends.open("lru://?max_entries=7")
+    assert isinstance(lru, LRUBackend) and lru.max_entries == 7
+    be = store_backends.open(
+        "lmdb://rel", name="s", partition=1, state_dir=str(tmp_path), namespace="app"
+    )
+    assert be.path == str(tmp_path / "rel" / "app" / "s" / "1")  # type: ignore[attr-defined]
+    be.close()
+    assert {"memory", "lru", "lmdb", "redis"} <= set(store_backends.schemes())
+    with pytest.raises(ConfigError, match="unknown store backend 'nope'"):
+        store_backends.open("nope://x")
+    with pytest.raises(ConfigError, match="max_entries"):
+        store_backends.open("lru://?max_entries=many")
+
+
+def test_registered_factory_is_used() -> None:
+    made: list[str] = []
+
+    def factory(url: str, **kw: object) -> MemoryBackend:
+        made.append(url)
+        return MemoryBackend()
+
+    store_backends.register("custom-test", factory)
+    assert isinstance(store_backends.open("custom-test://x"), MemoryBackend)
+    assert made == ["custom-test://x"]
