@@ -4,8 +4,9 @@ Micro-batch stream processing over Kafka with a Kafka Streams DSL, a Processor A
 state stores and exactly-once results.
 """
 
-from kstream import errors
+from kstream import errors, stores
 from kstream.config import Config
+from kstream.dsl import Change, GlobalKTable, KGroupedStream, KStream, KTable, StreamBuilder
 from kstream.duration import duration
 from kstream.errors import (
     ConfigError,
@@ -16,23 +17,35 @@ from kstream.errors import (
 )
 from kstream.records import Record, TimestampType, Windowed
 from kstream.serde import Serde, SerdeContext, serde
+from kstream.topology import Processor, ProcessorContext, PunctuationType, Topology
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Change",
     "Config",
     "ConfigError",
     "DeserializationError",
+    "GlobalKTable",
+    "KGroupedStream",
+    "KStream",
     "KStreamError",
+    "KTable",
     "ProcessingError",
+    "Processor",
+    "ProcessorContext",
+    "PunctuationType",
     "Record",
     "Serde",
     "SerdeContext",
+    "StreamBuilder",
     "TimestampType",
+    "Topology",
     "TopologyError",
     "Windowed",
     "__version__",
     "duration",
     "errors",
     "serde",
+    "stores",
 ]
