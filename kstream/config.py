@@ -115,7 +115,8 @@ class Config:
             not isinstance(self.http_token, str) or not self.http_token
         ):
             raise ConfigError("http_token: expected a non-empty string")
-        if not isinstance(self.replication_factor, int) or self.replication_factor == 0:
+        rf = self.replication_factor
+        if isinstance(rf, bool) or not isinstance(rf, int) or (rf < 1 and rf != -1):
             raise ConfigError(
                 f"replication_factor: expected a positive int or -1 (broker default), "
                 f"got {self.replication_factor!r}"

@@ -37,12 +37,14 @@ _PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Zµ]+)\s*")
 DurationLike = int | float | _dt.timedelta | tuple[int | float, str] | str
 
 
-def _unit(name: str, original: object) -> float:
+def _unit(unit: str, original: object, param: str) -> float:
     try:
-        return UNITS_MS[_ALIASES[name.lower()]]
+        return UNITS_MS[_ALIASES[unit.lower()]]
     except KeyError:
         units = "ns, us, ms, s, m, h, d (or nanoseconds ... days)"
-        raise ConfigError(f"unknown duration unit {name!r} in {original!r}; use {units}") from None
+        raise ConfigError(
+            f"{param}: unknown duration unit {unit!r} in {original!r}; use {units}"
+        ) from None
 
 
 def duration(value: DurationLike, *, name: str = "duration") -> int:
@@ -65,7 +67,7 @@ def duration(value: DurationLike, *, name: str = "duration") -> int:
             raise ConfigError(f"{name}: expected (amount, unit), got {value!r}")
         if not isinstance(value[0], int | float):
             raise ConfigError(f"{name}: amount must be a number in {value!r}")
-        ms = value[0] * _unit(value[1], value)
+        ms = value[0] * _unit(value[1], value, name)
     elif isinstance(value, str):
         text = value.strip()
         if re.fullmatch(r"\d+", text):
@@ -75,7 +77,7 @@ def duration(value: DurationLike, *, name: str = "duration") -> int:
             for m in _PART.finditer(text):
                 if m.start() != pos:
                     break
-                total += float(m.group(1)) * _unit(m.group(2), value)
+                total += float(m.group(1)) * _unit(m.group(2), value, name)
                 pos = m.end()
             if pos != len(text) or not text:
                 raise ConfigError(
@@ -90,4 +92,5 @@ def duration(value: DurationLike, *, name: str = "duration") -> int:
         )
     if ms < 0:
         raise ConfigError(f"{name}: duration must not be negative, got {value!r}")
-    return round(ms)
+    # Half a millisecond rounds up (not to even): (1.5, "ms") is 2 and (0.5, "ms") is 1.
+    return int(ms + 0.5)

@@ -1,0 +1,46 @@
+"""Thin adapters over confluent-kafka: Admin, Producer, Consumer and the embedded broker.
+
+Names are loaded on first use: `kstream.config` imports `kstream.kafka.security` at start-up,
+and that should not pull in the client classes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kstream.kafka.admin import Admin, TopicDescription, TopicSpec
+    from kstream.kafka.broker import EmbeddedBroker
+    from kstream.kafka.consumer import Consumer
+    from kstream.kafka.partitioner import default_partition, murmur2
+    from kstream.kafka.producer import Producer
+
+_EXPORTS = {
+    "Admin": "kstream.kafka.admin",
+    "TopicDescription": "kstream.kafka.admin",
+    "TopicSpec": "kstream.kafka.admin",
+    "EmbeddedBroker": "kstream.kafka.broker",
+    "Consumer": "kstream.kafka.consumer",
+    "Producer": "kstream.kafka.producer",
+    "default_partition": "kstream.kafka.partitioner",
+    "murmur2": "kstream.kafka.partitioner",
+}
+
+__all__ = [
+    "Admin",
+    "Consumer",
+    "EmbeddedBroker",
+    "Producer",
+    "TopicDescription",
+    "TopicSpec",
+    "default_partition",
+    "murmur2",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kstream.kafka' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,135 @@
+"""Translation of confluent-kafka errors into kstream exceptions.
+
+librdkafka reports everything as a `KafkaError` code; callers of kstream need to decide between
+"retry the batch", "recreate the producer" and "stop", so the mapping below sorts codes into
+the exception classes of `kstream.errors` (plus the few finer ones defined here).
+"""
+
+from __future__ import annotations
+
+from confluent_kafka import KafkaError, KafkaException
+
+from kstream.errors import (
+    BrokerUnreachableError,
+    KafkaClientError,
+    ProduceError,
+    ProducerFencedError,
+    TopicError,
+    TransactionError,
+)
+
+__all__ = [
+    "AuthenticationError",
+    "BrokerStartError",
+    "BrokerUnreachableError",
+    "FatalTransactionError",
+    "KafkaClientError",
+    "ProduceError",
+    "ProducerFencedError",
+    "TopicError",
+    "TransactionAbortableError",
+    "TransactionError",
+    "map_error",
+]
+
+
+class AuthenticationError(KafkaClientError):
+    """TLS or SASL negotiation failed: a certificate, CA or credential is wrong."""
+
+
+class BrokerStartError(KafkaClientError):
+    """The embedded broker process could not be started or did not answer in time."""
+
+
+class TransactionAbortableError(TransactionError):
+    """The transaction must be aborted; the producer stays usable for the retry."""
+
+
+class FatalTransactionError(TransactionError):
+    """The producer can no longer be used (includes commit timeouts): recreate it."""
+
+
+_UNREACHABLE = {
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._RESOLVE,
+    KafkaError._TIMED_OUT,
+}
+_AUTH = {
+    KafkaError._SSL,
+    KafkaError._AUTHENTICATION,
+    KafkaError.SASL_AUTHENTICATION_FAILED,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+}
+_FENCED = {
+    KafkaError._FENCED,
+    KafkaError.PRODUCER_FENCED,
+    KafkaError.INVALID_PRODUCER_EPOCH,
+}
+_TOPIC = {
+    KafkaError.TOPIC_ALREADY_EXISTS,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError.TOPIC_EXCEPTION,
+    KafkaError.INVALID_PARTITIONS,
+    KafkaError.INVALID_REPLICATION_FACTOR,
+    KafkaError.INVALID_CONFIG,
+    KafkaError.POLICY_VIOLATION,
+}
+
+
+def _describe(err: KafkaError) -> str:
+    return f"{err.name()}: {err.str()}"
+
+
+def map_error(
+    err: KafkaError | KafkaException | BaseException,
+    context: str,
+    *,
+    transactional: bool = False,
+) -> KafkaClientError:
+    """Return the kstream exception for a confluent-kafka error, prefixed with `context`.
+
+    `context` says what was being done ("producing to 'clicks'", "committing offsets") so the
+    message is useful on its own. With `transactional=True`, errors that are not fencing become
+    `TransactionAbortableError` or `FatalTransactionError` as librdkafka classifies them.
+    """
+    if isinstance(err, KafkaClientError):
+        return err
+    if isinstance(err, KafkaException) and err.args and isinstance(err.args[0], KafkaError):
+        err = err.args[0]
+    if not isinstance(err, KafkaError):
+        return KafkaClientError(f"{context}: {err}")
+    code = err.code()
+    msg = f"{context}: {_describe(err)}"
+    name = err.name()
+    retriable = bool(err.retriable())
+    if code in _FENCED:
+        return ProducerFencedError(
+            f"{msg} (a newer producer with the same transactional.id took over)", code=name
+        )
+    if transactional:
+        if err.txn_requires_abort():
+            return TransactionAbortableError(msg, code=name, retriable=True)
+        if err.fatal() or code in (KafkaError._TIMED_OUT, KafkaError._STATE):
+            return FatalTransactionError(msg, code=name)
+        return TransactionError(msg, code=name, retriable=retriable)
+    if code in _AUTH:
+        return AuthenticationError(msg, code=name)
+    if code in _UNREACHABLE:
+        return BrokerUnreachableError(msg, code=name, retriable=True)
+    if code in _TOPIC:
+        return TopicError(msg, code=name, retriable=retriable)
+    if code in (
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError.RECORD_LIST_TOO_LARGE,
+        KafkaError.INVALID_RECORD,
+        KafkaError._QUEUE_FULL,
+    ):
+        return ProduceError(msg, code=name, retriable=retriable)
+    return KafkaClientError(msg, code=name, retriable=retriable)

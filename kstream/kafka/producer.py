@@ -1,0 +1,316 @@
+"""Producer: plain, idempotent or transactional, with delivery errors that always surface.
+
+librdkafka reports a failed delivery only to a callback; a producer that never looks loses
+records silently. Here every failure is recorded and raised from the next `flush()` (and
+`poll()`), so at-least-once code that flushes before committing offsets cannot skip a loss.
+Only failures produce callbacks (`delivery.report.only.error`), keeping the hot path cheap.
+
+Keys are placed with `murmur2_random`, Kafka's Java default, so a key lands on the partition
+`kstream.kafka.partitioner.default_partition` computes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Producer as _RawProducer
+
+from kstream.duration import DurationLike
+from kstream.errors import ConfigError, KafkaClientError, ProduceError, TopicError
+from kstream.kafka.client import ErrorLog, build_config, check_connected, connect_timeout_s
+from kstream.kafka.errors import map_error
+
+__all__ = ["DeliveryFailure", "Producer"]
+
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    "partitioner": "murmur2_random",
+    "linger.ms": 5,
+    "acks": "all",
+}
+
+
+class DeliveryFailure:
+    """One record that could not be delivered: where it was going and why."""
+
+    __slots__ = ("error", "key", "partition", "topic")
+
+    def __init__(self, error: KafkaError, topic: str, partition: int, key: bytes | None) -> None:
+        self.error = error
+        self.topic = topic
+        self.partition = partition
+        self.key = key
+
+    def __str__(self) -> str:
+        return (
+            f"topic={self.topic!r} partition={self.partition} key={self.key!r:.60}: "
+            f"{self.error.name()}: {self.error.str()}"
+        )
+
+
+class Producer:
+    """A Kafka producer.
+
+    `transactional_id` makes it transactional (and idempotent); `init_transactions` runs in
+    the constructor. `idempotent=True` alone gives per-partition exactly-once delivery without
+    transactions. `kafka` holds librdkafka settings (including security), applied over the
+    defaults; `connect_timeout` bounds the start-up check.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        *,
+        kafka: Mapping[str, Any] | None = None,
+        transactional_id: str | None = None,
+        idempotent: bool = False,
+        connect_timeout: DurationLike | None = None,
+        transaction_timeout: DurationLike = 30_000,
+        client_id: str | None = None,
+    ) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.transactional_id = transactional_id
+        self._errors = ErrorLog()
+        self._failures: list[DeliveryFailure] = []
+        self._failed_total = 0
+        self._lock = threading.Lock()
+        self._timeout = connect_timeout_s(connect_timeout)
+        self._txn_timeout = connect_timeout_s(transaction_timeout)
+        forced: dict[str, Any] = {
+            "on_delivery": self._on_delivery,
+            "delivery.report.only.error": True,
+        }
+        if transactional_id is not None:
+            if not isinstance(transactional_id, str) or not transactional_id:
+                raise ConfigError(
+                    f"transactional_id must be a non-empty string, got {transactional_id!r}"
+                )
+            forced["transactional.id"] = transactional_id
+            forced["enable.idempotence"] = True
+        elif idempotent:
+            forced["enable.idempotence"] = True
+        if client_id:
+            forced["client.id"] = client_id
+        conf = build_config(
+            bootstrap_servers,
+            kafka,
+            defaults=PRODUCER_DEFAULTS,
+            forced=forced,
+            errors=self._errors,
+            where="Producer",
+        )
+        try:
+            self._p = _RawProducer(conf)
+        except KafkaException as e:
+            raise ConfigError(f"Producer: invalid kafka settings: {e}") from None
+        check_connected(self._p, bootstrap_servers, self._timeout, self._errors, "Producer")
+        self._in_txn = False
+        if transactional_id is not None:
+            try:
+                self._p.init_transactions(self._txn_timeout)
+            except KafkaException as e:
+                raise map_error(
+                    e, f"initialising transactions for transactional.id={transactional_id!r}"
+                ) from None
+
+    @property
+    def raw(self) -> _RawProducer:
+        """The underlying confluent-kafka Producer (its callbacks belong to this object)."""
+        return self._p
+
+    @property
+    def transactional(self) -> bool:
+        return self.transactional_id is not None
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._in_txn
+
+    # -- producing -------------------------------------------------------------------------
+
+    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        if err is None:
+            return
+        with self._lock:
+            self._failed_total += 1
+            if len(self._failures) < 100:
+                part = msg.partition()
+                self._failures.append(
+                    DeliveryFailure(
+                        err, msg.topic() or "?", -1 if part is None else part, msg.key()
+                    )
+                )
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        *,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+    ) -> None:
+        """Queue one record; a full local queue is drained (poll) and the call retried."""
+        kwargs: dict[str, Any] = {}
+        if partition is not None:
+            kwargs["partition"] = partition
+        if timestamp:
+            kwargs["timestamp"] = timestamp
+        if headers:
+            kwargs["headers"] = list(headers)
+        while True:
+            try:
+                self._p.produce(topic, value, key, **kwargs)
+                return
+            except BufferError:
+                self._p.poll(0.05)
+            except KafkaException as e:
+                where = f"topic {topic!r}"
+                if partition is not None:
+                    where += f" partition {partition}"
+                exc = map_error(e, f"producing to {where}")
+                if type(exc) in (KafkaClientError, TopicError):
+                    exc = ProduceError(str(exc), code=exc.code, retriable=exc.retriable)
+                raise exc from None
+
+    def poll(self, timeout: float = 0.0) -> int:
+        """Serve callbacks; raises if a delivery failed since the last check."""
+        n = int(self._p.poll(timeout))
+        self.raise_delivery_errors()
+        return n
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Wait until every queued record is delivered; raise ProduceError on any failure.
+
+        Records still queued after `timeout` seconds are an error too: the caller must not
+        commit input offsets for them.
+        """
+        remaining = int(self._p.flush(timeout))
+        self.raise_delivery_errors()
+        if remaining:
+            raise ProduceError(
+                f"{remaining} record(s) not delivered to {self.bootstrap_servers!r} within "
+                f"{timeout:g}s" + _error_suffix(self._errors),
+                retriable=True,
+            )
+
+    def raise_delivery_errors(self) -> None:
+        """Raise ProduceError describing delivery failures recorded so far (and clear them)."""
+        with self._lock:
+            if not self._failed_total:
+                return
+            failures, total = self._failures, self._failed_total
+            self._failures, self._failed_total = [], 0
+        first = failures[0]
+        more = f" (and {total - 1} more)" if total > 1 else ""
+        raise ProduceError(
+            f"delivery failed for {total} record(s); first: {first}{more}",
+            code=first.error.name(),
+            retriable=bool(first.error.retriable()),
+        )
+
+    def __len__(self) -> int:
+        """Records queued and not yet delivered."""
+        return len(self._p)
+
+    # -- transactions ----------------------------------------------------------------------
+
+    def _require_txn(self, op: str) -> None:
+        if self.transactional_id is None:
+            raise ConfigError(f"Producer.{op}: this producer has no transactional_id")
+
+    def begin(self) -> None:
+        """Begin a transaction."""
+        self._require_txn("begin")
+        try:
+            self._p.begin_transaction()
+        except KafkaException as e:
+            raise map_error(e, self._ctx("beginning a transaction"), transactional=True) from None
+        self._in_txn = True
+
+    def send_offsets(
+        self,
+        offsets: Sequence[TopicPartition],
+        group_metadata: Any,
+        timeout: float | None = None,
+    ) -> None:
+        """Add consumed offsets (the next offsets to read) to the open transaction."""
+        self._require_txn("send_offsets")
+        try:
+            self._p.send_offsets_to_transaction(
+                list(offsets), group_metadata, self._txn_timeout if timeout is None else timeout
+            )
+        except KafkaException as e:
+            raise map_error(
+                e, self._ctx("sending offsets to the transaction"), transactional=True
+            ) from None
+
+    def commit(self, timeout: float | None = None) -> None:
+        """Commit the open transaction.
+
+        Any failure, including a timeout, leaves the outcome to `TransactionError` subclasses:
+        `TransactionAbortableError` (abort and retry), `ProducerFencedError` and
+        `FatalTransactionError` (recreate the producer). librdkafka cannot safely retry a
+        timed-out commit without KIP-890, so a timeout counts as fatal.
+        """
+        self._require_txn("commit")
+        try:
+            self._p.commit_transaction(self._txn_timeout if timeout is None else timeout)
+        except KafkaException as e:
+            failures = self._take_failures()
+            exc = map_error(e, self._ctx("committing a transaction"), transactional=True)
+            if failures:
+                exc.args = (f"{exc.args[0]}; delivery failures: {failures}",)
+            raise exc from None
+        self._in_txn = False
+        self.raise_delivery_errors()
+
+    def abort(self, timeout: float | None = None) -> None:
+        """Abort the open transaction; records produced in it are discarded by readers."""
+        self._require_txn("abort")
+        try:
+            self._p.abort_transaction(self._txn_timeout if timeout is None else timeout)
+        except KafkaException as e:
+            raise map_error(e, self._ctx("aborting a transaction"), transactional=True) from None
+        finally:
+            self._take_failures()
+        self._in_txn = False
+
+    def _take_failures(self) -> str:
+        with self._lock:
+            failures, self._failures, self._failed_total = self._failures, [], 0
+        return "; ".join(str(f) for f in failures[:3])
+
+    def _ctx(self, what: str) -> str:
+        return f"{what} (transactional.id={self.transactional_id!r})"
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Deliver what is queued (raising on failures); an open transaction is aborted."""
+        if self._in_txn:
+            try:
+                self.abort(timeout)
+            except Exception:
+                pass
+        self.flush(timeout)
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is None:
+            self.close()
+        elif self._in_txn:
+            try:
+                self.abort()
+            except Exception:
+                pass
+
+
+def _error_suffix(errors: ErrorLog) -> str:
+    text = errors.summary()
+    return f"; last client errors: {text}" if text else ""

@@ -1,0 +1,177 @@
+"""Config validation: unknown keys, bad values, durations, kafka pass-through."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kstream import Config, ConfigError
+from kstream.config import validate_guarantee
+
+
+def test_defaults() -> None:
+    c = Config()
+    assert (c.batch_max_records, c.batch_max_wait, c.commit_interval) == (10_000, 100, 100)
+    assert c.on_deserialization_error == c.on_processing_error == "fail"
+    assert c.kafka == {}
+    assert c.connect_timeout == 10_000
+
+
+def test_unknown_key_lists_the_valid_ones() -> None:
+    with pytest.raises(ConfigError) as e:
+        Config.from_mapping({"batch_size": 5, "commit_intervall": 1})
+    msg = str(e.value)
+    assert msg.startswith(
+        "unknown config key(s) 'batch_size', 'commit_intervall'; valid keys are: "
+    )
+    assert msg.endswith(", ".join(Config.keys()))
+    for key in ("batch_max_records", "batch_max_wait", "commit_interval", "state_dir", "kafka"):
+        assert key in msg
+
+
+def test_durations_in_every_form_are_normalised() -> None:
+    c = Config.from_mapping(
+        {
+            "batch_max_wait": "250ms",
+            "commit_interval": (2, "seconds"),
+            "dedup_retention": dt.timedelta(hours=1),
+            "connect_timeout": "5s",
+        },
+        shutdown_timeout=1500,
+    )
+    assert c.batch_max_wait == 250
+    assert c.commit_interval == 2_000
+    assert c.dedup_retention == 3_600_000
+    assert c.connect_timeout == 5_000
+    assert c.shutdown_timeout == 1_500
+
+
+def test_kafka_settings_pass_through_as_a_copy() -> None:
+    kafka = {"compression.type": "lz4", "fetch.min.bytes": 1}
+    c = Config.from_mapping({"kafka": kafka})
+    assert c.kafka == kafka
+    kafka["compression.type"] = "zstd"
+    assert c.kafka["compression.type"] == "lz4"
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"batch_max_records": 0}, "batch_max_records: expected a positive int, got 0"),
+        ({"batch_max_records": "10"}, "batch_max_records: expected a positive int, got '10'"),
+        ({"batch_max_records": True}, "batch_max_records: expected a positive int, got True"),
+        ({"batch_max_wait": "fast"}, "batch_max_wait: cannot parse duration 'fast'"),
+        ({"commit_interval": -5}, "commit_interval: duration must not be negative, got -5"),
+        ({"dedup_retention": 0}, "dedup_retention: must be greater than zero"),
+        ({"connect_timeout": "0s"}, "connect_timeout: must be greater than zero"),
+        ({"state_dir": ""}, "state_dir: expected a directory path, got ''"),
+        ({"default_backend": ""}, "default_backend: expected a backend name or URL such as"),
+        (
+            {"on_processing_error": "ignore"},
+            "on_processing_error: expected one of fail, skip, dlq, got 'ignore'",
+        ),
+        (
+            {"on_deserialization_error": "dlq"},
+            "dlq_topic: required when an error policy is 'dlq'",
+        ),
+        ({"dlq_topic": "bad topic!"}, "dlq_topic: 'bad topic!' is not a valid topic name"),
+        (
+            {"http": "8080"},
+            "http: expected 'HOST:PORT' such as '127.0.0.1:8080', got '8080'",
+        ),
+        ({"http": "localhost:99999"}, "http: expected 'HOST:PORT'"),
+        ({"http_token": ""}, "http_token: expected a non-empty string"),
+        (
+            {"replication_factor": 0},
+            "replication_factor: expected a positive int or -1 (broker default), got 0",
+        ),
+        ({"kafka": "acks=all"}, "kafka: expected a dict of librdkafka settings, got 'acks=all'"),
+        ({"kafka": {1: "x"}}, "kafka: setting names must be strings, got [1]"),
+    ],
+)
+def test_bad_values_name_the_key_and_the_expected_form(
+    settings: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError) as e:
+        Config.from_mapping(settings)
+    assert str(e.value).startswith(message)
+
+
+def test_valid_error_policies_and_http() -> None:
+    c = Config(
+        on_processing_error="dlq", dlq_topic="app.dlq", http="0.0.0.0:8080", http_token="s3cret"
+    )
+    assert (c.on_processing_error, c.dlq_topic, c.http) == ("dlq", "app.dlq", "0.0.0.0:8080")
+    assert Config(http="[::1]:9000").http == "[::1]:9000"
+
+
+def test_state_dir_accepts_paths(tmp_path: Path) -> None:
+    assert Config(state_dir=tmp_path).state_dir == str(tmp_path)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kafka", "message"),
+    [
+        (
+            {"security.protocol": "TLS"},
+            "kafka['security.protocol'] = 'TLS' is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, "
+            "SASL_SSL",
+        ),
+        (
+            {"security.protocol": "SSL", "ssl.ca.location": "/no/such/ca.pem"},
+            "kafka['ssl.ca.location']: file not found: '/no/such/ca.pem'",
+        ),
+        (
+            {"security.protocol": "SSL", "ssl.key.location": "/no/such/key.pem"},
+            "kafka['ssl.key.location']: file not found: '/no/such/key.pem'",
+        ),
+        (
+            {"security.protocol": "SASL_SSL", "sasl.mechanism": "MAGIC"},
+            "kafka['sasl.mechanism'] = 'MAGIC' is not one of PLAIN, SCRAM-SHA-256",
+        ),
+        (
+            {
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": "u",
+            },
+            "kafka['sasl.password'] is required with security.protocol=SASL_PLAINTEXT and "
+            "sasl.mechanism=SCRAM-SHA-512",
+        ),
+        (
+            {"sasl.username": "u", "sasl.password": "p"},
+            "kafka: sasl.password, sasl.username set but security.protocol=PLAINTEXT does not "
+            "use SASL; use SASL_PLAINTEXT or SASL_SSL",
+        ),
+    ],
+)
+def test_security_settings_are_checked_at_construction(kafka: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        Config(kafka=kafka)
+    assert str(e.value).startswith(message)
+
+
+def test_valid_security_settings(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    c = Config(kafka={"security.protocol": "ssl", "ssl.ca.location": str(ca)})
+    assert c.kafka["ssl.ca.location"] == str(ca)
+    sasl = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "u",
+        "sasl.password": "p",
+    }
+    assert Config(kafka=sasl).kafka == sasl
+
+
+def test_processing_guarantee() -> None:
+    assert validate_guarantee("exactly_once") == "exactly_once"
+    with pytest.raises(ConfigError) as e:
+        validate_guarantee("exactly-once")
+    assert str(e.value) == (
+        "processing_guarantee: expected one of exactly_once, at_least_once, got 'exactly-once'"
+    )

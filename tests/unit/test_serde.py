@@ -1,0 +1,171 @@
+"""Built-in serdes: Java wire formats, tombstones, clear errors, custom serdes."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+import kstream
+from kstream.errors import SerdeError
+from kstream.serde import ContextSerde, Serde, SerdeContext, serde
+
+JAVA_BYTES = [
+    ("long", 1, "0000000000000001"),
+    ("long", -1, "ffffffffffffffff"),
+    ("long", 2**63 - 1, "7fffffffffffffff"),
+    ("long", -(2**63), "8000000000000000"),
+    ("integer", -1, "ffffffff"),
+    ("integer", 1, "00000001"),
+    ("integer", 2**31 - 1, "7fffffff"),
+    ("integer", 256, "00000100"),
+    ("double", 1.0, "3ff0000000000000"),
+    ("double", -2.5, "c004000000000000"),
+    ("float", 1.0, "3f800000"),
+    ("float", -2.5, "c0200000"),
+    ("boolean", True, "01"),
+    ("boolean", False, "00"),
+    ("string", "héllo", "68c3a96c6c6f"),
+    ("string", "", ""),
+    ("bytes", b"\x00\xff", "00ff"),
+    (
+        "uuid",
+        uuid.UUID("123e4567-e89b-12d3-a456-426614174000"),
+        b"123e4567-e89b-12d3-a456-426614174000".hex(),
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "hexbytes"), JAVA_BYTES)
+def test_java_wire_format(name: str, value: Any, hexbytes: str) -> None:
+    s = serde(name)
+    data = s.serialize(value, SerdeContext(topic="t"))
+    assert data == bytes.fromhex(hexbytes)
+    assert s.deserialize(data, SerdeContext(topic="t")) == value
+    assert s.to_bytes(value) == data
+
+
+@pytest.mark.parametrize(
+    "name", ["bytes", "string", "json", "integer", "long", "double", "float", "boolean", "uuid"]
+)
+def test_none_is_a_tombstone_both_ways(name: str) -> None:
+    s = serde(name)
+    assert s.serialize(None) is None
+    assert s.deserialize(None) is None
+    assert s.to_bytes(None) is None
+    assert s.from_bytes(None) is None
+
+
+def test_json_is_utf8_json() -> None:
+    s = serde("json")
+    assert s.to_bytes({"a": [1, 2.5, None, "é"]}) == '{"a":[1,2.5,null,"é"]}'.encode()
+    assert s.from_bytes(b'{"n": 3}') == {"n": 3}
+
+
+def test_serde_is_exported_and_default_is_bytes() -> None:
+    assert kstream.serde is serde
+    assert serde(None).name == "bytes"
+    assert serde("str") is serde("string")
+    assert serde("int") is serde("integer")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("string", 5, "string serde expects str, got int: 5"),
+        ("bytes", "x", "bytes serde expects bytes, got str: 'x'"),
+        ("integer", 2**31, "integer serde: 2147483648 does not fit"),
+        ("integer", True, "integer serde expects int, got bool"),
+        ("long", 1.5, "long serde expects int, got float"),
+        ("double", "1", "double serde expects float or int, got str"),
+        ("boolean", 1, "boolean serde expects bool, got int"),
+        ("uuid", "123e4567-e89b-12d3-a456-426614174000", "uuid serde expects uuid.UUID, got str"),
+        ("json", {1, 2}, "json serde: cannot serialize set"),
+    ],
+)
+def test_serialize_errors_name_serde_and_type(name: str, value: Any, message: str) -> None:
+    with pytest.raises(SerdeError) as e:
+        serde(name).serialize(value)
+    assert str(e.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "message"),
+    [
+        ("integer", b"\x00\x01", "integer serde expects 4 bytes, got 2"),
+        ("long", b"\x00" * 4, "long serde expects 8 bytes, got 4"),
+        ("double", b"", "double serde expects 8 bytes, got 0"),
+        ("boolean", b"\x02", "boolean serde expects one byte 0x00 or 0x01, got b'\\x02'"),
+        ("string", b"\xff", "string serde: invalid UTF-8"),
+        ("uuid", b"not-a-uuid", "uuid serde: not a UUID string: b'not-a-uuid'"),
+        ("json", b"{", "json serde: invalid JSON"),
+    ],
+)
+def test_deserialize_errors(name: str, data: bytes, message: str) -> None:
+    with pytest.raises(SerdeError) as e:
+        serde(name).deserialize(data)
+    assert str(e.value).startswith(message)
+
+
+def test_unknown_serde_lists_the_builtins() -> None:
+    with pytest.raises(SerdeError) as e:
+        serde("avro")
+    msg = str(e.value)
+    assert msg.startswith("unknown serde 'avro'; built-in serdes are: ")
+    for name in ("bytes", "string", "json", "integer", "long", "double", "float", "boolean"):
+        assert name in msg
+
+
+def test_bad_serde_spec() -> None:
+    with pytest.raises(SerdeError) as e:
+        serde(42)  # type: ignore[arg-type]
+    assert str(e.value) == (
+        "cannot use 42 as a serde: give a name, a Serde, or a (serializer_fn, deserializer_fn) pair"
+    )
+
+
+def test_function_pair_serde() -> None:
+    s = serde((lambda v: str(v * 2).encode(), lambda b: int(b) // 2))
+    assert s.to_bytes(21) == b"42"
+    assert s.from_bytes(b"42") == 21
+    assert s.serialize(None) is None
+    assert not s.needs_context
+
+
+def test_duck_typed_serde_sees_the_context() -> None:
+    seen: list[SerdeContext] = []
+
+    class Prefixed:
+        def serialize(self, value: str, ctx: SerdeContext) -> bytes:
+            seen.append(ctx)
+            return f"{ctx.topic}:{value}".encode()
+
+        def deserialize(self, data: bytes, ctx: SerdeContext) -> str:
+            seen.append(ctx)
+            return data.decode().split(":", 1)[1]
+
+    s = serde(Prefixed())
+    ctx = SerdeContext(topic="orders", headers=[("h", b"1")], is_key=True)
+    assert s.needs_context
+    assert s.serialize("x", ctx) == b"orders:x"
+    assert s.deserialize(b"orders:x", ctx) == "x"
+    assert s.serialize(None, ctx) is None
+    assert seen == [ctx, ctx]
+    assert s.to_bytes("y") == b"None:y"  # the context-free path uses an empty context
+
+
+def test_context_serde_subclass() -> None:
+    class Upper(ContextSerde):
+        def serialize(self, value: Any, ctx: SerdeContext | None = None) -> bytes | None:
+            return None if value is None else value.upper().encode()
+
+        def deserialize(self, data: bytes | None, ctx: SerdeContext | None = None) -> Any:
+            return None if data is None else data.decode().lower()
+
+    s = Upper("upper")
+    assert isinstance(s, Serde)
+    assert s.needs_context
+    assert s.to_bytes("ab") == b"AB"
+    assert s.from_bytes(b"AB") == "ab"
+    assert repr(s) == "Serde('upper')"
