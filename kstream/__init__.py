@@ -7,6 +7,8 @@ state stores and exactly-once results.
 from kstream import errors, stores
 from kstream.config import Config
 from kstream.dsl import Change, GlobalKTable, KGroupedStream, KStream, KTable, StreamBuilder
+from kstream.dsl.windowed import session_windowed_serde, time_windowed_serde
+from kstream.dsl.windows import JoinWindows, SessionWindows, SlidingWindows, TimeWindows
 from kstream.duration import duration
 from kstream.errors import (
     ConfigError,
@@ -27,6 +29,7 @@ __all__ = [
     "ConfigError",
     "DeserializationError",
     "GlobalKTable",
+    "JoinWindows",
     "KGroupedStream",
     "KStream",
     "KStreamError",
@@ -38,7 +41,10 @@ __all__ = [
     "Record",
     "Serde",
     "SerdeContext",
+    "SessionWindows",
+    "SlidingWindows",
     "StreamBuilder",
+    "TimeWindows",
     "TimestampType",
     "Topology",
     "TopologyError",
@@ -47,5 +53,7 @@ __all__ = [
     "duration",
     "errors",
     "serde",
+    "session_windowed_serde",
     "stores",
+    "time_windowed_serde",
 ]

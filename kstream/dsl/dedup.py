@@ -1,0 +1,116 @@
+"""`KStream.deduplicate`: drop records whose id was already seen recently.
+
+The ids live in a dedup store (id -> first-seen time, changelogged like any store), so the
+filter survives restarts and rebalances. A record is dropped when its id was first seen at most
+`within` before the newest timestamp the operator has seen; otherwise it is kept and its time
+becomes the id's first-seen time. For a time-ordered stream that is simply "duplicates less
+than `within` after the first occurrence are dropped". A record whose id is None is kept and
+not remembered.
+
+Only the id decides, so equal ids must reach the same task: when the id is the record key and
+the key was changed upstream, the stream is repartitioned first. An id taken from the value is
+the caller's to co-partition (key the stream by it, or by something it depends on).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kstream.dsl.graph import processor_factory
+from kstream.dsl.processors import BuiltinProcessor
+from kstream.duration import duration
+from kstream.errors import TopologyError
+from kstream.records import Record
+from kstream.topology.processor import ProcessorContext
+
+if TYPE_CHECKING:
+    from kstream.dsl.stream import KStream
+
+OP = "DEDUPLICATE"
+
+
+class DeduplicateProcessor(BuiltinProcessor):
+    """Forwards a record unless the dedup store already holds its id within retention."""
+
+    def __init__(self, store: str, id_fn: Callable[[Any, Any], Any] | None) -> None:
+        self.store_name = store
+        self.id_fn = id_fn
+        self.dropped_duplicates = 0
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        self.store = ctx.get_store(self.store_name)
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        id_fn, task, on_error = self.id_fn, self.task, self.ctx.on_error
+        check = self.store.check_and_mark
+        out = []
+        for r in records:
+            try:
+                id_ = r.key if id_fn is None else id_fn(r.key, r.value)
+            except Exception as e:
+                on_error(e, r)
+                continue
+            if id_ is None:
+                out.append(r)
+                continue
+            if task is not None:
+                task.current = r
+            try:
+                new = check(id_, r.timestamp)
+            except Exception as e:
+                on_error(e, r)
+                continue
+            if new:
+                out.append(r)
+            else:
+                self.dropped_duplicates += 1
+        if task is not None:
+            task.current = None
+        self.ctx.forward_batch(out)
+
+
+def deduplicate(
+    stream: KStream,
+    id_fn: Callable[[Any, Any], Any] | None,
+    within: Any,
+    store: Any,
+    name: str | None = None,
+) -> KStream:
+    """The hook behind `KStream.deduplicate(id_fn=None, within=..., store=None)`."""
+    from kstream.dsl.stream import KStream
+
+    if id_fn is not None and not callable(id_fn):
+        raise TopologyError(f"deduplicate: id_fn must be callable(key, value), got {id_fn!r}")
+    given = getattr(store, "retention", None) if store is not None else None
+    if within is None and given is None:
+        raise TopologyError(
+            "deduplicate needs within=<duration> (how long an id is remembered), "
+            'e.g. deduplicate(within="10m")'
+        )
+    ms = given if within is None else duration(within, name="deduplicate within")
+    if ms is None or ms <= 0:
+        raise TopologyError(f"deduplicate: within must be > 0, got {within!r}")
+    if given is not None and given != ms:
+        raise TopologyError(
+            f"deduplicate: store {store.name!r} has retention {given} ms but within is {ms} ms; "
+            "give one of them (or make them equal)"
+        )
+    b = stream._builder
+    node = b.name(OP, name)
+    spec = b.store_spec(store, OP, kind="dedup", retention=ms)
+    parent = stream._node
+    repartitioned = False
+    if id_fn is None and stream._repartition_required:
+        parent = stream._ensure_partitioned(spec.name)
+        repartitioned = True
+    b.processor(node, processor_factory(DeduplicateProcessor, spec.name, id_fn), parent)
+    b.add_store(spec, [node])
+    return KStream(
+        b,
+        node,
+        stream._key_serde,
+        stream._value_serde,
+        stream._repartition_required and not repartitioned,
+    )

@@ -1,0 +1,379 @@
+"""Windowed streams: `KGroupedStream.windowed_by(windows)` and their count/reduce/aggregate.
+
+Results are tables keyed by `Windowed(key, start, end)`, materialized in a window store (time
+and sliding windows) or a session store, so they can be queried. How windows close, what is
+late and how `emit="final"` also closes windows on the wall clock is described in
+`kstream.dsl.windowed_processors`.
+
+The result tables' key serde writes Kafka's windowed formats (`time_windowed_serde`,
+`session_windowed_serde`), so Java consumers read them with `WindowedSerdes`.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kstream.dsl import processors as p
+from kstream.dsl.graph import ValueGetter, processor_factory
+from kstream.dsl.windowed_processors import (
+    SessionWindowAggregateProcessor,
+    SlidingWindowAggregateProcessor,
+    TimeWindowAggregateProcessor,
+)
+from kstream.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
+from kstream.duration import DurationLike, duration
+from kstream.errors import ConfigError, TopologyError
+from kstream.records import Windowed
+from kstream.serde import Serde, SerdeLike, serde
+from kstream.topology.processor import ProcessorContext
+
+if TYPE_CHECKING:
+    from kstream.dsl.grouped import KGroupedStream
+    from kstream.dsl.table import KTable
+
+LONG = serde("long")
+_Q = struct.Struct(">q")
+_QQ = struct.Struct(">qq")
+
+__all__ = [
+    "SessionWindowedKStream",
+    "TimeWindowedKStream",
+    "session_windowed_serde",
+    "time_windowed_serde",
+    "windowed_by",
+]
+
+
+def windowed_by(grouped: KGroupedStream, windows: Any) -> Any:
+    """The hook behind `KGroupedStream.windowed_by`."""
+    if isinstance(windows, TimeWindows | SlidingWindows):
+        return TimeWindowedKStream(grouped, windows)
+    if isinstance(windows, SessionWindows):
+        return SessionWindowedKStream(grouped, windows)
+    raise TopologyError(
+        "windowed_by expects TimeWindows, SlidingWindows or SessionWindows, "
+        f"got {type(windows).__name__}: {windows!r}"
+    )
+
+
+# --- serdes ----------------------------------------------------------------------------------
+
+
+def time_windowed_serde(inner: SerdeLike, window_size: DurationLike) -> Serde:
+    """Kafka's time-windowed key format: inner key bytes + 8-byte start (end = start + size)."""
+    ks = serde(inner)
+    size = duration(window_size, name="window_size")
+
+    def ser(w: Windowed) -> bytes:
+        kb = ks.to_bytes(w.key)
+        return (kb or b"") + _Q.pack(w.start)
+
+    def de(b: bytes) -> Windowed:
+        start = _Q.unpack_from(b, len(b) - 8)[0]
+        return Windowed(ks.from_bytes(bytes(b[:-8])), start, start + size)
+
+    return Serde(ser, de, f"time_windowed({ks.name})")
+
+
+def session_windowed_serde(inner: SerdeLike) -> Serde:
+    """Kafka's session-windowed key format: inner key bytes + 8-byte end + 8-byte start."""
+    ks = serde(inner)
+
+    def ser(w: Windowed) -> bytes:
+        kb = ks.to_bytes(w.key)
+        return (kb or b"") + _QQ.pack(w.end, w.start)
+
+    def de(b: bytes) -> Windowed:
+        end, start = _QQ.unpack_from(b, len(b) - 16)
+        return Windowed(ks.from_bytes(bytes(b[:-16])), start, end)
+
+    return Serde(ser, de, f"session_windowed({ks.name})")
+
+
+# --- reading a windowed table from another processor -----------------------------------------
+
+
+class WindowedValueGetter(ValueGetter):
+    """`get(Windowed) -> value` over a window store (`session=False`) or a session store."""
+
+    def __init__(
+        self,
+        store: str,
+        session: bool,
+        transforms: tuple[Callable[[Any, Any], Any], ...] = (),
+    ) -> None:
+        super().__init__(store, transforms)
+        self.session = session
+
+    def then(self, fn: Callable[[Any, Any], Any]) -> ValueGetter:
+        return WindowedValueGetter(self.store, self.session, (*self.transforms, fn))
+
+    def bind(self, ctx: ProcessorContext) -> Callable[[Any], Any]:
+        store = ctx.get_store(self.store)
+        fns = self.transforms
+        session = self.session
+
+        def value(w: Windowed) -> Any:
+            found = None
+            if session:
+                with store.find_sessions(w.key, w.end, w.start) as cur:
+                    for s, v in cur:
+                        if s == w:
+                            found = v
+            else:
+                with store.fetch(w.key, w.start, w.start) as cur:
+                    for _, v in cur:
+                        found = v
+            for fn in fns:
+                if found is None:
+                    return None
+                found = fn(w, found)
+            return found
+
+        return value
+
+
+# --- the windowed streams --------------------------------------------------------------------
+
+_EMITS = ("update", "final")
+
+
+def _check_emit(emit: str) -> bool:
+    if emit not in _EMITS:
+        raise ConfigError(f'emit must be "update" or "final", got {emit!r}')
+    return emit == "final"
+
+
+def _idle_close(idle_close: DurationLike | None) -> int | None:
+    if idle_close is None:
+        return None
+    ms = duration(idle_close, name="idle_close")
+    if ms <= 0:
+        raise ConfigError(
+            f"idle_close must be > 0 (or None to close on stream time only), got {ms}"
+        )
+    return ms
+
+
+def _opt_serde(s: SerdeLike) -> Serde | None:
+    return None if s is None else serde(s)
+
+
+def _sum_merger(_k: Any, a: Any, b: Any) -> Any:
+    return a + b
+
+
+class _Windowed:
+    def __init__(self, grouped: KGroupedStream, windows: Any) -> None:
+        self._grouped = grouped
+        self._windows = windows
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._grouped._node}, {self._windows!r})"
+
+    def _source(self, base: str) -> str:
+        return self._grouped._source(base)
+
+
+class TimeWindowedKStream(_Windowed):
+    """A grouped stream over time windows (tumbling, hopping) or sliding windows."""
+
+    _windows: TimeWindows | SlidingWindows
+
+    def count(
+        self,
+        store: Any = None,
+        emit: str = "update",
+        name: str | None = None,
+        idle_close: DurationLike | None = "1s",
+    ) -> KTable:
+        """Records per key and window (values are ints, serde "long")."""
+        return self._build("COUNT", p.count_step, store, LONG, emit, name, idle_close)
+
+    def reduce(
+        self,
+        reducer: Callable[[Any, Any], Any],
+        store: Any = None,
+        emit: str = "update",
+        name: str | None = None,
+        idle_close: DurationLike | None = "1s",
+    ) -> KTable:
+        """`reducer(agg, value)` per window; a window's first value is its initial aggregate."""
+        vs = self._grouped._value_serde
+        return self._build("REDUCE", p.reduce_step(reducer), store, vs, emit, name, idle_close)
+
+    def aggregate(
+        self,
+        initializer: Callable[[], Any],
+        aggregator: Callable[[Any, Any, Any], Any],
+        store: Any = None,
+        value_serde: SerdeLike = None,
+        emit: str = "update",
+        name: str | None = None,
+        idle_close: DurationLike | None = "1s",
+    ) -> KTable:
+        """`aggregator(key, value, agg)` per window, starting from `initializer()`."""
+        step = p.aggregate_step(initializer, aggregator)
+        vs = _opt_serde(value_serde)
+        return self._build("AGGREGATE", step, store, vs, emit, name, idle_close)
+
+    def _build(
+        self,
+        op: str,
+        step: Callable[[Any, Any, Any], Any],
+        store: Any,
+        value_serde: Serde | None,
+        emit: str,
+        name: str | None,
+        idle_close: DurationLike | None,
+    ) -> KTable:
+        from kstream.dsl.table import KTable
+
+        final = _check_emit(emit)
+        idle = _idle_close(idle_close)
+        g = self._grouped
+        b = g._builder
+        w = self._windows
+        sliding = isinstance(w, SlidingWindows)
+        size = w.max_difference_ms if isinstance(w, SlidingWindows) else w.size_ms
+        # sliding windows reach one past their size (a record's right window)
+        retention = size + w.grace_ms + (1 if sliding else 0)
+        node = b.name(f"{'SLIDING' if sliding else 'TIME'}-WINDOW-{op}", name)
+        spec = b.store_spec(
+            store,
+            f"{'SLIDING' if sliding else 'TIME'}-WINDOW-{op}",
+            kind="window",
+            key_serde=g._key_serde,
+            value_serde=value_serde,
+            retention=retention,
+            window_size=size,
+        )
+        if spec.window_size != size or (spec.retention or 0) < retention:
+            raise TopologyError(
+                f"store {spec.name!r}: a window store for these windows needs window_size={size} "
+                f"and retention >= {retention} (size + grace), got "
+                f"window_size={spec.window_size}, retention={spec.retention}"
+            )
+        parent = self._source(spec.name)
+        if isinstance(w, SlidingWindows):
+            rec_spec = b.store_spec(
+                f"{spec.name}-records",
+                "SLIDING-WINDOW-RECORDS",
+                kind="window",
+                key_serde=g._key_serde,
+                value_serde=g._value_serde,
+                retention=2 * size + w.grace_ms + 2,
+                window_size=size,
+                retain_duplicates=True,
+            )
+            factory = processor_factory(
+                SlidingWindowAggregateProcessor, spec.name, rec_spec.name, step, w, final, idle
+            )
+            b.processor(node, factory, parent)
+            b.add_store(rec_spec, [node])
+        else:
+            factory = processor_factory(
+                TimeWindowAggregateProcessor, spec.name, step, w, final, idle
+            )
+            b.processor(node, factory, parent)
+        b.add_store(spec, [node])
+        ks = time_windowed_serde(g._key_serde, size)
+        return KTable(b, node, ks, value_serde, WindowedValueGetter(spec.name, session=False))
+
+
+class SessionWindowedKStream(_Windowed):
+    """A grouped stream over session windows."""
+
+    _windows: SessionWindows
+
+    def count(
+        self,
+        store: Any = None,
+        emit: str = "update",
+        name: str | None = None,
+        idle_close: DurationLike | None = "1s",
+    ) -> KTable:
+        """Records per session (values are ints, serde "long")."""
+        step = p.aggregate_step(lambda: 0, lambda _k, _v, n: n + 1)
+        return self._build("COUNT", step, _sum_merger, store, LONG, emit, name, idle_close)
+
+    def reduce(
+        self,
+        reducer: Callable[[Any, Any], Any],
+        store: Any = None,
+        emit: str = "update",
+        name: str | None = None,
+        idle_close: DurationLike | None = "1s",
+    ) -> KTable:
+        """`reducer(agg, value)` per session; merged sessions combine as `reducer(a1, a2)`."""
+
+        def merger(_k: Any, a: Any, b: Any) -> Any:
+            return reducer(a, b)
+
+        vs = self._grouped._value_serde
+        return self._build(
+            "REDUCE", p.reduce_step(reducer), merger, store, vs, emit, name, idle_close
+        )
+
+    def aggregate(
+        self,
+        initializer: Callable[[], Any],
+        aggregator: Callable[[Any, Any, Any], Any],
+        merger: Callable[[Any, Any, Any], Any],
+        store: Any = None,
+        value_serde: SerdeLike = None,
+        emit: str = "update",
+        name: str | None = None,
+        idle_close: DurationLike | None = "1s",
+    ) -> KTable:
+        """`aggregator(key, value, agg)` per session; `merger(key, agg1, agg2)` joins the
+        aggregates of sessions that a record brings together (older session first)."""
+        if not callable(merger):
+            raise TopologyError("session aggregate needs merger(key, agg1, agg2)")
+        step = p.aggregate_step(initializer, aggregator)
+        vs = _opt_serde(value_serde)
+        return self._build("AGGREGATE", step, merger, store, vs, emit, name, idle_close)
+
+    def _build(
+        self,
+        op: str,
+        step: Callable[[Any, Any, Any], Any],
+        merger: Callable[[Any, Any, Any], Any],
+        store: Any,
+        value_serde: Serde | None,
+        emit: str,
+        name: str | None,
+        idle_close: DurationLike | None,
+    ) -> KTable:
+        from kstream.dsl.table import KTable
+
+        final = _check_emit(emit)
+        idle = _idle_close(idle_close)
+        g = self._grouped
+        b = g._builder
+        w = self._windows
+        retention = w.gap_ms + w.grace_ms
+        node = b.name(f"SESSION-WINDOW-{op}", name)
+        spec = b.store_spec(
+            store,
+            f"SESSION-WINDOW-{op}",
+            kind="session",
+            key_serde=g._key_serde,
+            value_serde=value_serde,
+            retention=retention,
+        )
+        if (spec.retention or 0) < retention:
+            raise TopologyError(
+                f"store {spec.name!r}: a session store for these windows needs retention >= "
+                f"{retention} (gap + grace), got {spec.retention}"
+            )
+        parent = self._source(spec.name)
+        factory = processor_factory(
+            SessionWindowAggregateProcessor, spec.name, step, merger, w, final, idle
+        )
+        b.processor(node, factory, parent)
+        b.add_store(spec, [node])
+        ks = session_windowed_serde(g._key_serde)
+        return KTable(b, node, ks, value_serde, WindowedValueGetter(spec.name, session=True))

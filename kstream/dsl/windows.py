@@ -1,0 +1,119 @@
+"""Window definitions: immutable value objects validated when they are made.
+
+They only describe windows (sizes, grace); the operators in `kstream.dsl.windowed` and the
+joins apply them. Validation happens here so that a bad argument fails while the topology is
+being written, not on the first record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kstream.duration import DurationLike, duration
+from kstream.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class TimeWindows:
+    """Fixed-size windows aligned to the epoch: tumbling (advance == size) or hopping.
+
+    A record at `ts` belongs to every window `[start, start + size)` with
+    `start % advance == 0` and `start <= ts < start + size`.
+    """
+
+    size_ms: int
+    advance_ms: int
+    grace_ms: int = 0
+
+    @classmethod
+    def of(
+        cls, size: DurationLike, advance: DurationLike | None = None, grace: DurationLike = 0
+    ) -> TimeWindows:
+        size_ms = duration(size, name="TimeWindows size")
+        if size_ms <= 0:
+            raise ConfigError(f"TimeWindows size must be > 0 ms, got {size!r}")
+        advance_ms = size_ms if advance is None else duration(advance, name="TimeWindows advance")
+        if not 0 < advance_ms <= size_ms:
+            raise ConfigError(
+                f"TimeWindows advance must be > 0 and <= size ({size_ms} ms), got {advance!r}"
+            )
+        return cls(size_ms, advance_ms, duration(grace, name="TimeWindows grace"))
+
+    def advance_by(self, advance: DurationLike) -> TimeWindows:
+        """The same windows hopping by `advance` (Kafka's `advanceBy`)."""
+        return TimeWindows.of(self.size_ms, advance, self.grace_ms)
+
+    def window_starts(self, ts: int) -> list[int]:
+        """Starts of the windows containing `ts`, ascending (none start before the epoch)."""
+        start = ts - ts % self.advance_ms
+        starts = []
+        while start > ts - self.size_ms and start >= 0:
+            starts.append(start)
+            start -= self.advance_ms
+        starts.reverse()
+        return starts
+
+
+@dataclass(frozen=True, slots=True)
+class SlidingWindows:
+    """Windows `[t - max_difference, t]`, both ends inclusive, one per distinct record time.
+
+    As in Kafka Streams, a windowed result is keyed `Windowed(key, start, end)` where `end` is
+    the inclusive last timestamp of the window (`end - start == max_difference`).
+    """
+
+    max_difference_ms: int
+    grace_ms: int = 0
+
+    @classmethod
+    def of(cls, max_difference: DurationLike, grace: DurationLike = 0) -> SlidingWindows:
+        diff = duration(max_difference, name="SlidingWindows max_difference")
+        if diff <= 0:
+            raise ConfigError(
+                f"SlidingWindows max_difference must be > 0 ms, got {max_difference!r}"
+            )
+        return cls(diff, duration(grace, name="SlidingWindows grace"))
+
+
+@dataclass(frozen=True, slots=True)
+class SessionWindows:
+    """Sessions of activity: records of a key closer than `gap` apart share one session.
+
+    A session `[start, end]` spans its first and last record times (both inclusive).
+    """
+
+    gap_ms: int
+    grace_ms: int = 0
+
+    @classmethod
+    def with_gap(cls, gap: DurationLike, grace: DurationLike = 0) -> SessionWindows:
+        gap_ms = duration(gap, name="SessionWindows gap")
+        if gap_ms <= 0:
+            raise ConfigError(f"SessionWindows gap must be > 0 ms, got {gap!r}")
+        return cls(gap_ms, duration(grace, name="SessionWindows grace"))
+
+
+@dataclass(frozen=True, slots=True)
+class JoinWindows:
+    """How far apart two records' timestamps may be to join in a stream-stream join.
+
+    A left record at `t` joins right records with timestamps in `[t - before, t + after]`.
+    `after` defaults to `before` (a symmetric window, Kafka's `JoinWindows.of`).
+    """
+
+    before_ms: int
+    after_ms: int
+    grace_ms: int = 0
+
+    @classmethod
+    def of(
+        cls, before: DurationLike, after: DurationLike | None = None, grace: DurationLike = 0
+    ) -> JoinWindows:
+        before_ms = duration(before, name="JoinWindows before")
+        after_ms = before_ms if after is None else duration(after, name="JoinWindows after")
+        return cls(before_ms, after_ms, duration(grace, name="JoinWindows grace"))
+
+    @property
+    def size_ms(self) -> int:
+        """The span of timestamps one record can join with (before + after)."""
+        return self.before_ms + self.after_ms
