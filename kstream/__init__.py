@@ -7,6 +7,7 @@ state stores and exactly-once results.
 from kstream import errors, stores
 from kstream.config import Config
 from kstream.dsl import Change, GlobalKTable, KGroupedStream, KStream, KTable, StreamBuilder
+from kstream.dsl.grouped_table import KGroupedTable
 from kstream.dsl.windowed import session_windowed_serde, time_windowed_serde
 from kstream.dsl.windows import JoinWindows, SessionWindows, SlidingWindows, TimeWindows
 from kstream.duration import duration
@@ -31,6 +32,7 @@ __all__ = [
     "GlobalKTable",
     "JoinWindows",
     "KGroupedStream",
+    "KGroupedTable",
     "KStream",
     "KStreamError",
     "KTable",

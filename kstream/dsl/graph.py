@@ -227,5 +227,15 @@ class ValueGetter:
 
 
 def processor_factory(cls: type[Processor], *args: Any) -> ProcessorFactory:
-    """A factory building `cls(*args)` per task (one instance per task, never shared)."""
-    return lambda: cls(*args)
+    """A factory building `cls(*args)` per task (one instance per task, never shared).
+
+    The factory remembers `cls` and `args` (`processor_class`, `processor_args`) so that other
+    engines (the Spark runner) can tell which operator a node is without running it.
+    """
+
+    def factory() -> Processor:
+        return cls(*args)
+
+    factory.processor_class = cls  # type: ignore[attr-defined]
+    factory.processor_args = args  # type: ignore[attr-defined]
+    return factory

@@ -21,6 +21,7 @@ from kstream.dsl.windowed_processors import (
     SessionWindowAggregateProcessor,
     SlidingWindowAggregateProcessor,
     TimeWindowAggregateProcessor,
+    stream_time_store,
 )
 from kstream.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from kstream.duration import DurationLike, duration
@@ -279,6 +280,7 @@ class TimeWindowedKStream(_Windowed):
             )
             b.processor(node, factory, parent)
         b.add_store(spec, [node])
+        _add_stream_time_store(b, spec.name, node)
         ks = time_windowed_serde(g._key_serde, size)
         return KTable(b, node, ks, value_serde, WindowedValueGetter(spec.name, session=False))
 
@@ -375,5 +377,12 @@ class SessionWindowedKStream(_Windowed):
         )
         b.processor(node, factory, parent)
         b.add_store(spec, [node])
+        _add_stream_time_store(b, spec.name, node)
         ks = session_windowed_serde(g._key_serde)
         return KTable(b, node, ks, value_serde, WindowedValueGetter(spec.name, session=True))
+
+
+def _add_stream_time_store(b: Any, store: str, node: str) -> None:
+    """Give the processor `node` the store where it keeps its stream time (see the processors)."""
+    spec = b.store_spec(stream_time_store(store), "WINDOW-STREAM-TIME", kind="key_value")
+    b.add_store(spec, [node])

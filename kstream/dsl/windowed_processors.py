@@ -55,12 +55,14 @@ class _WindowedAggregate(BuiltinProcessor):
     def init(self, ctx: ProcessorContext) -> None:
         super().init(ctx)
         self.store = ctx.get_store(self.store_name)
-        # After a restart the store knows a lower bound of the stream time it had reached
-        # (its newest window); windows closed by then were already emitted.
-        known = getattr(self.store, "observed", None)
-        if isinstance(known, int) and known >= 0:
-            self.observed = self.record_time = known
-            self.emitted_close = known - self.grace
+        # Stream time and the final-emission point are state like the aggregates: they live
+        # in a small changelogged store, committed with them, so a restarted task drops the
+        # same late records and emits no final result twice.
+        self.time_store = ctx.get_store(stream_time_store(self.store_name))
+        saved = self.time_store.get(0)
+        if saved is not None:
+            self.observed, self.record_time, self.emitted_close = saved
+        self._saved = saved
         if self.emit_final and self.idle_close_ms:
             ctx.schedule(self.idle_close_ms, "wall_clock", self._on_wall_clock)
 
@@ -86,9 +88,16 @@ class _WindowedAggregate(BuiltinProcessor):
                     self.dropped_late += 1
             except Exception as e:
                 on_error(e, r)
+        self._save_time()
         if task is not None:
             task.current = None
         self.ctx.forward_batch(out)
+
+    def _save_time(self) -> None:
+        state = (self.observed, self.record_time, self.emitted_close)
+        if state != self._saved:
+            self.time_store.put(0, state)
+            self._saved = state
 
     def apply(self, r: Record, close: int, out: list[Record]) -> bool:
         """Aggregate `r`; False when it was too late for every window it belongs to."""
@@ -132,7 +141,13 @@ class _WindowedAggregate(BuiltinProcessor):
             self.observed = t
         out: list[Record] = []
         self._emit_until(self.observed - self.grace, out, None)
+        self._save_time()
         self.ctx.forward_batch(out)
+
+
+def stream_time_store(store: str) -> str:
+    """The name of the store that keeps a windowed aggregation's stream time."""
+    return f"{store}-stream-time"
 
 
 def _window_value(store: Any, key: Any, start: int) -> Any:

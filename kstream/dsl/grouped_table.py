@@ -1,0 +1,266 @@
+"""`KGroupedTable`: a table re-grouped by a new key, aggregated with an adder and a subtractor.
+
+A table row can change its group: when `selector(k, v) -> (k2, v2)` maps the old value to one
+group and the new value to another, the old group must forget the row and the new one must
+count it. So every update travels through a repartition topic as `Change(new, old)`: the old
+value's group receives `Change(None, old)` (the subtractor runs), the new value's group
+`Change(new, None)` (the adder runs). When both land in the same group, one record carries both
+and the aggregate emits a single result (Kafka 3.5+, KIP-904), subtracting first.
+
+Aggregates are never deleted by subtraction: a count that drops to 0 stays 0, as in Kafka. A
+`reduce` whose value disappears entirely (nothing to subtract from, nothing added) is deleted.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kstream.dsl.graph import AUTO, InternalBuilder, ValueGetter, processor_factory
+from kstream.dsl.processors import BuiltinProcessor, Change
+from kstream.dsl.table import KTable
+from kstream.errors import SerdeError, TopologyError
+from kstream.records import Record
+from kstream.serde import Serde, SerdeLike, serde
+from kstream.topology.processor import ProcessorContext
+
+LONG = serde("long")
+
+Step = Callable[[Any, Any, Any], Any]
+"""`step(key, value, agg) -> agg`: an adder (agg may be None: nothing yet) or a subtractor."""
+
+
+def group_table(
+    table: KTable,
+    selector: Callable[[Any, Any], tuple[Any, Any]],
+    key_serde: SerdeLike = None,
+    value_serde: SerdeLike = None,
+) -> KGroupedTable:
+    """The hook behind `KTable.group_by(selector)`."""
+    if not callable(selector):
+        raise TopologyError(
+            f"KTable.group_by: selector must be a function (k, v) -> (k2, v2), got {selector!r}"
+        )
+    b = table._builder
+    node = b.name("SELECT", None, "KTABLE")
+    b.processor(node, processor_factory(TableRegroupProcessor, selector), table._node)
+    ks = None if key_serde is None else serde(key_serde)
+    vs = None if value_serde is None else serde(value_serde)
+    return KGroupedTable(b, node, ks, vs)
+
+
+class KGroupedTable:
+    """Rows of a table grouped by a new key: `count`, `reduce`, `aggregate`."""
+
+    def __init__(
+        self,
+        builder: InternalBuilder,
+        node: str,
+        key_serde: Serde | None,
+        value_serde: Serde | None,
+    ) -> None:
+        self._builder = builder
+        self._node = node
+        self._key_serde = key_serde
+        self._value_serde = value_serde
+
+    def __repr__(self) -> str:
+        return f"KGroupedTable({self._node})"
+
+    def _aggregate(
+        self,
+        op: str,
+        add: Step,
+        subtract: Step,
+        store: Any,
+        value_serde: Serde | None,
+        name: str | None,
+    ) -> KTable:
+        b = self._builder
+        node = b.name(op, name, "KTABLE")
+        spec = b.store_spec(
+            store, op, key_serde=self._key_serde, value_serde=value_serde, prefix="KTABLE"
+        )
+        src = b.repartition(
+            self._node,
+            spec.name,
+            key_serde=self._key_serde or AUTO,
+            value_serde=ChangeSerde(self._value_serde or AUTO),
+            drop_null_keys=True,
+        )
+        factory = processor_factory(TableAggregateProcessor, spec.name, add, subtract)
+        b.processor(node, factory, src)
+        b.add_store(spec, [node])
+        return KTable(b, node, self._key_serde, value_serde, ValueGetter(spec.name))
+
+    def count(self, store: Any = None, name: str | None = None) -> KTable:
+        """Rows per group (a table of ints; its value serde is "long")."""
+        return self._aggregate("AGGREGATE", _count_add, _count_subtract, store, LONG, name)
+
+    def reduce(
+        self,
+        adder: Callable[[Any, Any], Any],
+        subtractor: Callable[[Any, Any], Any],
+        store: Any = None,
+        name: str | None = None,
+    ) -> KTable:
+        """`adder(agg, v)` for a row joining the group, `subtractor(agg, v)` for one leaving.
+
+        The first value of a group is its initial aggregate.
+        """
+        _check_fn(adder, "reduce", "adder(agg, value)")
+        _check_fn(subtractor, "reduce", "subtractor(agg, value)")
+
+        def add(_k: Any, v: Any, agg: Any) -> Any:
+            return v if agg is None else adder(agg, v)
+
+        def subtract(_k: Any, v: Any, agg: Any) -> Any:
+            return subtractor(agg, v)
+
+        return self._aggregate("REDUCE", add, subtract, store, self._value_serde, name)
+
+    def aggregate(
+        self,
+        initializer: Callable[[], Any],
+        adder: Callable[[Any, Any, Any], Any],
+        subtractor: Callable[[Any, Any, Any], Any],
+        store: Any = None,
+        value_serde: SerdeLike = None,
+        name: str | None = None,
+    ) -> KTable:
+        """`adder(k, v, agg)` / `subtractor(k, v, agg)`, starting from `initializer()`."""
+        _check_fn(initializer, "aggregate", "initializer()")
+        _check_fn(adder, "aggregate", "adder(key, value, agg)")
+        _check_fn(subtractor, "aggregate", "subtractor(key, value, agg)")
+
+        def add(k: Any, v: Any, agg: Any) -> Any:
+            return adder(k, v, initializer() if agg is None else agg)
+
+        vs = None if value_serde is None else serde(value_serde)
+        return self._aggregate("AGGREGATE", add, subtractor, store, vs, name)
+
+
+def _check_fn(fn: Any, method: str, shape: str) -> None:
+    if not callable(fn):
+        raise TopologyError(f"KGroupedTable.{method}: expected a function {shape}, got {fn!r}")
+
+
+def _count_add(_k: Any, _v: Any, agg: Any) -> int:
+    return 1 if agg is None else agg + 1
+
+
+def _count_subtract(_k: Any, _v: Any, agg: Any) -> int:
+    return int(agg) - 1
+
+
+def _pair(p: Any) -> tuple[Any, Any]:
+    k, v = p
+    return k, v
+
+
+class TableRegroupProcessor(BuiltinProcessor):
+    """Maps each `Change` of the table to the group(s) it leaves and joins."""
+
+    def __init__(self, selector: Callable[[Any, Any], tuple[Any, Any]]) -> None:
+        self.selector = selector
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        select, on_error = self.selector, self.ctx.on_error
+        out = []
+        for r in records:
+            new, old = r.value
+            try:
+                np = None if new is None else _pair(select(r.key, new))
+                op = None if old is None else _pair(select(r.key, old))
+            except Exception as e:
+                on_error(e, r)
+                continue
+            if np is not None and op is not None and np[0] == op[0]:
+                out.append(r.with_key_value(np[0], Change(np[1], op[1])))
+                continue
+            if op is not None:
+                out.append(r.with_key_value(op[0], Change(None, op[1])))
+            if np is not None:
+                out.append(r.with_key_value(np[0], Change(np[1], None)))
+        self.ctx.forward_batch(out)
+
+
+class TableAggregateProcessor(BuiltinProcessor):
+    """Applies subtract-then-add per `Change` to the group's aggregate; emits `Change`s."""
+
+    def __init__(self, store: str, add: Step, subtract: Step) -> None:
+        self.store_name = store
+        self.add = add
+        self.subtract = subtract
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        self.store = ctx.get_store(self.store_name)
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        get, put = self.store.get, self.store.put
+        add, subtract, task, on_error = self.add, self.subtract, self.task, self.ctx.on_error
+        out = []
+        for r in records:
+            k = r.key
+            if k is None:
+                continue
+            new, old = r.value
+            if task is not None:
+                task.current = r
+            try:
+                before = get(k)
+                agg = before
+                if old is not None and agg is not None:
+                    agg = subtract(k, old, agg)
+                if new is not None:
+                    agg = add(k, new, agg)
+            except Exception as e:
+                on_error(e, r)
+                continue
+            put(k, agg)
+            out.append(r.with_value(Change(agg, before)))
+        if task is not None:
+            task.current = None
+        self.ctx.forward_batch(out)
+
+
+_NONE = struct.pack(">i", -1)
+_LEN = struct.Struct(">i")
+
+
+class ChangeSerde(Serde):
+    """`Change(new, old)` on a repartition topic: each side length-prefixed (-1 = None)."""
+
+    def __init__(self, inner: Serde) -> None:
+        def part(v: Any) -> bytes:
+            if v is None:
+                return _NONE
+            b = inner.serialize(v)
+            if b is None:
+                return _NONE
+            return _LEN.pack(len(b)) + b
+
+        def ser(ch: Change) -> bytes:
+            return part(ch[0]) + part(ch[1])
+
+        def read(data: bytes, at: int) -> tuple[Any, int]:
+            (n,) = _LEN.unpack_from(data, at)
+            at += 4
+            if n < 0:
+                return None, at
+            return inner.deserialize(bytes(data[at : at + n])), at + n
+
+        def de(data: bytes) -> Change:
+            try:
+                new, at = read(data, 0)
+                old, _ = read(data, at)
+            except struct.error as e:
+                raise SerdeError(f"change serde: truncated record {bytes(data)[:80]!r}") from e
+            return Change(new, old)
+
+        super().__init__(ser, de, f"change({inner.name})")
+
+
+__all__ = ["ChangeSerde", "KGroupedTable", "group_table"]
