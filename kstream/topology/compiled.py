@@ -110,9 +110,20 @@ class CompiledTopology:
         for t, it in self.repartition_topics.items():
             if it.partitions is not None:
                 counts[t] = it.partitions
-        # Unknown repartition counts follow their writer's input; writers may themselves read
-        # repartition topics, so iterate until nothing changes.
-        for _ in range(len(self.subtopologies) + 1):
+        fixed = set(counts)
+        # As in Kafka Streams, a repartition topic read together with topics of fixed size (a
+        # re-keyed stream joined with a table) takes their partition count, so that the join is
+        # co-partitioned by construction.
+        for s in self.subtopologies:
+            sizes = [counts[t] for t in s.source_topics if t in fixed]
+            if sizes:
+                for t in s.source_topics:
+                    if t not in counts:
+                        counts[t] = max(sizes)
+        # Other unknown repartition counts follow their writer's input; writers may themselves
+        # read repartition topics, so iterate until nothing changes. Repartition topics read
+        # together get the largest of their counts.
+        for _ in range(2 * len(self.subtopologies) + 2):
             changed = False
             for t, it in self.repartition_topics.items():
                 if t in counts:
@@ -122,6 +133,14 @@ class CompiledTopology:
                 if known and len(known) == len(writer.source_topics):
                     counts[t] = max(known)
                     changed = True
+            for s in self.subtopologies:
+                inferred = [t for t in s.source_topics if t in counts and t not in fixed]
+                if len(inferred) > 1:
+                    top = max(counts[t] for t in inferred)
+                    for t in inferred:
+                        if counts[t] != top:
+                            counts[t] = top
+                            changed = True
             if not changed:
                 break
         for t in self.repartition_topics:

@@ -199,3 +199,16 @@ def test_depth_first_marking() -> None:
     assert len(c.subtopologies) == 2
     assert c.subtopologies[0].depth_first_sources == {"KSTREAM-SOURCE-0000000000"}
     assert c.subtopologies[1].depth_first_sources == set()
+
+
+def test_rekeyed_stream_joined_with_a_table_gets_the_tables_partition_count() -> None:
+    from kstream.dsl import StreamBuilder
+
+    b = StreamBuilder()
+    customers = b.table("customers", store="customers-store")
+    b.stream("orders").select_key(lambda _k, v: v).join(customers, lambda o, c: (o, c)).to("out")
+    counts = b.build().compile("app").resolve_partitions({"customers": 4, "orders": 2})
+    repartition = [t for t in counts if t.endswith("-repartition")]
+    assert len(repartition) == 1
+    assert counts[repartition[0]] == 4
+    assert counts["app-customers-store-changelog"] == 4
