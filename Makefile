@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-EXTRAS ?= dev,redis
+EXTRAS ?= dev,redis,spark
 PYTEST_ARGS ?=
 
 .PHONY: demo test lint unit integration bench venv clean

@@ -137,6 +137,10 @@ def _stream_table(
     if table._builder is not b:
         raise TopologyError(f"{what}: the stream and the table must come from one StreamBuilder")
     node = b.name(_OPS[kind], name)
+    if left._repartition_required and left._key_serde is None:
+        # Co-partitioning is by key bytes: repartition with the table's key serde, or the
+        # stream's records land in other partitions than the table's keys.
+        left = KStream(b, left._node, table._key_serde, left._value_serde, True)
     parent = left._ensure_partitioned(node)
     factory = processor_factory(
         StreamTableJoinProcessor, table._getter, joiner, kind == "left", None

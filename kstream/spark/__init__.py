@@ -1,0 +1,35 @@
+"""Run a kstream topology, unchanged, as a Spark Structured Streaming query.
+
+`run(topology, app_id, bootstrap_servers, ...)` is the entry point (also behind
+`kstreamd run --engine spark`). Needs the `spark` extra (pyspark 4, pyarrow, pandas, protobuf);
+importing this package does not import pyspark.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kstream.spark.plan import Plan, build_plan
+    from kstream.spark.runner import SparkQuery, run, start
+    from kstream.spark.session import spark_session
+
+__all__ = ["Plan", "SparkQuery", "build_plan", "run", "spark_session", "start"]
+
+_EXPORTS = {
+    "Plan": "kstream.spark.plan",
+    "build_plan": "kstream.spark.plan",
+    "SparkQuery": "kstream.spark.runner",
+    "run": "kstream.spark.runner",
+    "start": "kstream.spark.runner",
+    "spark_session": "kstream.spark.session",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kstream.spark' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

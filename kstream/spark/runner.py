@@ -1,0 +1,198 @@
+"""Run a kstream `Topology` as one Spark Structured Streaming query.
+
+The plan (`kstream.spark.plan`) is checked first, so an operator Spark cannot run is reported
+before Spark starts. The query reads every external source topic through the `kstream_kafka`
+source, runs the steps, and writes through the transactional sink. Spark's checkpoint holds the
+source offsets and the state of the stateful steps; the sink's marker offset in Kafka says which
+batches reached Kafka.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kstream.config import Config
+from kstream.duration import duration
+from kstream.errors import ConfigError, TopologyError
+from kstream.spark.plan import ENTRY, Plan, build_plan
+from kstream.topology.topology import Topology
+
+_PROCESSING_TIME = re.compile(r"^processingTime=(.+)$")
+
+
+@dataclass
+class SparkQuery:
+    """A started query, its sink (for its counters) and the plan it runs."""
+
+    query: Any
+    sink: Any
+    plan: Plan
+
+    def wait(self) -> None:
+        """Block until the query stops; re-raise its failure."""
+        self.query.awaitTermination()
+        exc = self.query.exception()
+        if exc is not None:
+            raise exc
+
+    def stop(self) -> None:
+        self.query.stop()
+
+
+def parse_trigger(trigger: str) -> dict[str, Any]:
+    """`"availableNow"` or `"processingTime=<duration>"` as `DataStreamWriter.trigger` kwargs."""
+    if trigger == "availableNow":
+        return {"availableNow": True}
+    m = _PROCESSING_TIME.match(trigger or "")
+    if m:
+        ms = duration(m.group(1), name="trigger")
+        return {"processingTime": f"{max(ms, 1)} milliseconds"}
+    raise ConfigError(
+        f"trigger: expected 'availableNow' or 'processingTime=<duration>' such as "
+        f"'processingTime=1s', got {trigger!r}"
+    )
+
+
+def start(
+    topology: Topology,
+    app_id: str,
+    bootstrap_servers: str,
+    checkpoint_dir: str | None = None,
+    trigger: str = "availableNow",
+    spark: Any = None,
+    config: Mapping[str, Any] | Config | None = None,
+    *,
+    max_records_per_batch: int | None = None,
+) -> SparkQuery:
+    """Start the query and return it (see `run`)."""
+    if not isinstance(app_id, str) or not re.fullmatch(r"[A-Za-z0-9._\-]+", app_id or ""):
+        raise ConfigError(f"app_id: expected letters, digits, '.', '_' or '-', got {app_id!r}")
+    cfg = config if isinstance(config, Config) else Config.from_mapping(config)
+    trig = parse_trigger(trigger)
+    plan = build_plan(topology)
+    from kstream.spark import execute, source
+    from kstream.spark.sink import TransactionalSink
+
+    counts = _prepare_topics(plan, app_id, bootstrap_servers, cfg)
+    if spark is None:
+        from kstream.spark.session import spark_session
+
+        spark = spark_session()
+        spark.conf.set("spark.sql.shuffle.partitions", str(max(counts.values(), default=1)))
+    else:
+        from kstream.spark.session import register
+
+        register(spark)
+    if checkpoint_dir is None:
+        checkpoint_dir = os.path.join(cfg.state_dir, app_id, "spark-checkpoint")
+    from pyspark.sql import functions as F
+
+    raw = (
+        spark.readStream.format(source.NAME)
+        .options(
+            **source.options(
+                bootstrap_servers,
+                plan.external_topics,
+                kafka=cfg.kafka,
+                max_records_per_batch=max_records_per_batch,
+            )
+        )
+        .load()
+    )
+    outputs = {ENTRY: raw.mapInArrow(execute.entry_function(plan), execute.ROW_SCHEMA)}
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    if plan.stateful:
+        parts = [
+            outputs[seg].filter(F.col("dest").isin(plan.stateful))
+            for seg in sorted({seg for node in plan.stateful for seg in plan.feeds[node]})
+        ]
+        inp = parts[0]
+        for extra in parts[1:]:
+            inp = inp.unionByName(extra)
+        outputs["__stateful__"] = inp.groupBy("dest", "k").applyInPandasWithState(
+            execute.stateful_function(plan),
+            execute.ROW_SCHEMA,
+            execute.STATE_SCHEMA,
+            "append",
+            GroupStateTimeout.NoTimeout,
+        )
+    finals = [outputs[ENTRY].filter(F.col("dest").isNull())] if ENTRY in plan.reaches_sink else []
+    if plan.stateful and set(plan.stateful) & plan.reaches_sink:
+        finals.append(outputs["__stateful__"].filter(F.col("dest").isNull()))
+    if not finals:
+        raise TopologyError("the topology writes to no topic: nothing for Spark to run")
+    out = finals[0]
+    for extra in finals[1:]:
+        out = out.unionByName(extra)
+    sink = TransactionalSink(app_id, bootstrap_servers, cfg.kafka)
+    query = (
+        out.writeStream.queryName(app_id.replace("-", "_").replace(".", "_"))
+        .option("checkpointLocation", checkpoint_dir)
+        .outputMode("append")
+        .foreachBatch(sink)
+        .trigger(**trig)
+        .start()
+    )
+    return SparkQuery(query, sink, plan)
+
+
+def run(
+    topology: Topology,
+    app_id: str,
+    bootstrap_servers: str,
+    checkpoint_dir: str | None = None,
+    trigger: str = "availableNow",
+    spark: Any = None,
+    config: Mapping[str, Any] | Config | None = None,
+    *,
+    max_records_per_batch: int | None = None,
+) -> None:
+    """Run `topology` on Spark until done (`availableNow`) or stopped (SIGTERM/SIGINT).
+
+    With `trigger="availableNow"` it returns once every record present at the start has been
+    processed and written; with `"processingTime=1s"` it runs a batch every second until the
+    process is asked to stop. `config` takes the kstream config keys (`kafka`, `state_dir`
+    for the default checkpoint directory `<state_dir>/<app_id>/spark-checkpoint`).
+    """
+    q = start(
+        topology,
+        app_id,
+        bootstrap_servers,
+        checkpoint_dir,
+        trigger,
+        spark,
+        config,
+        max_records_per_batch=max_records_per_batch,
+    )
+    restore: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            restore[sig] = signal.signal(sig, lambda *_: q.stop())
+    try:
+        q.wait()
+    finally:
+        for sig, handler in restore.items():
+            signal.signal(sig, handler)
+        q.sink.close()
+
+
+def _prepare_topics(plan: Plan, app_id: str, bootstrap_servers: str, cfg: Config) -> dict[str, int]:
+    """Check the source topics, learn the sinks' partition counts, create the marker topic."""
+    from kstream.kafka.admin import Admin
+    from kstream.spark.sink import marker_topic
+
+    with Admin(bootstrap_servers, kafka=cfg.kafka) as admin:
+        counts = admin.partition_counts(plan.external_topics)
+        missing = [t for t in plan.external_topics if t not in counts]
+        if missing:
+            raise TopologyError(f"source topic(s) {missing} do not exist")
+        plan.sink_partitions = admin.partition_counts(plan.sink_topics)
+        admin.create_topic(marker_topic(app_id), 1, {"retention.ms": "-1"})
+    return counts

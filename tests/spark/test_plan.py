@@ -1,0 +1,81 @@
+"""What the Spark compiler accepts, and the clear errors for what it cannot map."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from examples.word_count import build_topology as word_count
+from kstream.dsl import StreamBuilder
+from kstream.errors import ConfigError, TopologyError
+from kstream.spark.plan import ENTRY, build_plan
+from kstream.topology.processor import Processor
+
+
+def test_word_count_has_one_stateful_step() -> None:
+    plan = build_plan(word_count("lines", "counts"))
+    assert plan.external_topics == ["lines"]
+    assert plan.sink_topics == ["counts"]
+    assert plan.stateful == ["KSTREAM-AGGREGATE-0000000003"]
+    assert plan.feeds == {"KSTREAM-AGGREGATE-0000000003": [ENTRY]}
+    assert plan.reaches_sink == {"KSTREAM-AGGREGATE-0000000003"}
+
+
+class Upper(Processor):
+    def process(self, record: Any) -> None:
+        self.ctx.forward(record.with_value(record.value.upper()))
+
+
+def test_user_processor_is_rejected_naming_it() -> None:
+    b = StreamBuilder()
+    b.stream("in").process(Upper, name="shout").to("out")
+    with pytest.raises(
+        TopologyError, match=r"operator shout \(node 'shout', a user Processor Upper\)"
+    ):
+        build_plan(b.build())
+
+
+def test_chained_aggregations_are_rejected_naming_both() -> None:
+    b = StreamBuilder()
+    counts = b.stream("in", key_serde="string").group_by_key().count()
+    counts.to_stream().group_by(lambda _k, n: n).count().to_stream().to("out")
+    with pytest.raises(TopologyError, match="chained stateful operators") as e:
+        build_plan(b.build())
+    assert "KSTREAM-AGGREGATE-0000000001" in str(e.value)
+
+
+def test_global_table_is_rejected() -> None:
+    b = StreamBuilder()
+    g = b.global_table("products", store="products")
+    b.stream("orders").join(g, lambda _k, v: v, lambda v, p: (v, p)).to("out")
+    with pytest.raises(TopologyError, match="global tables cannot run on Spark"):
+        build_plan(b.build())
+
+
+def test_unmapped_example_operators_fail_at_build_time() -> None:
+    from examples import clicks_per_minute, payments_dedup
+
+    for module in (clicks_per_minute, payments_dedup):
+        with pytest.raises(TopologyError, match="cannot run on Spark"):
+            build_plan(module.build_topology())
+
+
+def test_plan_pickles_builtin_serdes_by_name() -> None:
+    cloudpickle = pytest.importorskip("pyspark.cloudpickle")
+
+    plan = build_plan(word_count("lines", "counts"))
+    again = cloudpickle.loads(cloudpickle.dumps(plan))
+    src = again.nodes[again.source_of_topic["lines"]]
+    from kstream.serde import BUILTIN
+
+    assert src.value_serde is BUILTIN["string"]
+
+
+def test_trigger_parsing() -> None:
+    from kstream.spark.runner import parse_trigger
+
+    assert parse_trigger("availableNow") == {"availableNow": True}
+    assert parse_trigger("processingTime=1s") == {"processingTime": "1000 milliseconds"}
+    with pytest.raises(ConfigError, match="trigger"):
+        parse_trigger("once")

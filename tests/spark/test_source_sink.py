@@ -1,0 +1,123 @@
+"""The Kafka source's offset planning and the sink's once-per-batch writes, without a query."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from spark_helpers import create_topics, read_all
+
+from kstream.kafka.producer import Producer
+
+pytest.importorskip("pyspark")
+
+Names = Callable[[str], str]
+
+
+def reader(bootstrap: str, topics: list[str], max_records: int | None = None) -> Any:
+    from kstream.spark.source import KafkaStreamReader, options
+
+    return KafkaStreamReader(options(bootstrap, topics, max_records_per_batch=max_records))
+
+
+def test_end_offsets_come_from_fetching(bootstrap_servers: str, unique_name: Names) -> None:
+    topic = unique_name("src")
+    create_topics(bootstrap_servers, {topic: 2})
+    # One flush: each partition's records land in one record batch, the case where a broker
+    # may answer ListOffsets LATEST with that batch's base offset + 1.
+    with Producer(bootstrap_servers, kafka={"linger.ms": 200}) as p:
+        for i in range(10):
+            p.produce(topic, b"v", None, partition=i % 2)
+        p.flush()
+    r = reader(bootstrap_servers, [topic])
+    try:
+        assert r.initialOffset() == {topic: {"0": 0, "1": 0}}
+        assert r.latestOffset({topic: {"0": 0, "1": 0}}, _all()) == {topic: {"0": 5, "1": 5}}
+    finally:
+        r.stop()
+
+
+def _all() -> Any:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    return ReadAllAvailable()
+
+
+def test_max_records_per_batch_and_available_now(
+    bootstrap_servers: str, unique_name: Names
+) -> None:
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    topic = unique_name("src")
+    create_topics(bootstrap_servers, {topic: 2})
+    with Producer(bootstrap_servers) as p:
+        for i in range(30):
+            p.produce(topic, b"v", None, partition=0 if i < 20 else 1)
+        p.flush()
+    r = reader(bootstrap_servers, [topic], max_records=8)
+    try:
+        start = r.initialOffset()
+        r.prepareForTriggerAvailableNow()
+        with Producer(bootstrap_servers) as p:  # after the target: not part of this run
+            p.produce(topic, b"late", None, partition=1)
+            p.flush()
+        seen = []
+        while True:
+            end = r.latestOffset(start, r.getDefaultReadLimit())
+            if end == start:
+                break
+            taken = sum(end[topic][p] - start[topic][p] for p in end[topic])
+            assert 0 < taken <= 8
+            seen.append(end)
+            parts = r.partitions(start, end)
+            rows = sum(b.num_rows for part in parts for b in r.read(part))
+            assert rows == taken
+            start = end
+        assert start == {topic: {"0": 20, "1": 10}}
+        assert len(seen) == 4
+        assert r.latestOffset(start, ReadMaxRows(100)) == start
+    finally:
+        r.stop()
+
+
+def test_sink_writes_each_batch_once(bootstrap_servers: str, unique_name: Names) -> None:
+    from kstream.kafka.admin import Admin
+    from kstream.spark.sink import TransactionalSink, marker_topic
+
+    out, app = unique_name("out"), unique_name("app")
+    create_topics(bootstrap_servers, {out: 1})
+    with Admin(bootstrap_servers) as admin:
+        admin.create_topic(marker_topic(app), 1)
+    cols: dict[str, list[Any]] = {
+        "ptopic": ["in", "in", "in"],
+        "ppart": [0, 0, 1],
+        "poff": [7, 7, 3],
+        "seq": [1, 0, 0],
+        "k": [b"b", b"a", b"c"],
+        "topic": [out] * 3,
+        "v": [b"2", b"1", b"3"],
+        "ts": [10, 10, 11],
+        "part": [None, None, None],
+        "dest": [None] * 3,
+    }
+    sink = TransactionalSink(app, bootstrap_servers)
+    try:
+        sink.write(cols, 0)
+        sink.write(cols, 0)  # replayed batch
+        assert (sink.batches_written, sink.batches_skipped) == (1, 1)
+        assert sink.committed_batches() == 1
+    finally:
+        sink.close()
+    again = TransactionalSink(app, bootstrap_servers)  # a restarted process
+    try:
+        again.write(cols, 0)
+        assert again.batches_skipped == 1
+    finally:
+        again.close()
+    got = read_all(bootstrap_servers, out, "bytes", "bytes")
+    assert [(r.key, r.value) for r in got] == [(b"a", b"1"), (b"b", b"2"), (b"c", b"3")]
+    from kstream.state import provenance
+
+    ids = [provenance.from_headers(list(r.headers)) for r in got]
+    assert ids == [("in", 0, 7, 0), ("in", 0, 7, 1), ("in", 1, 3, 0)]
