@@ -11,15 +11,29 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kstream.spark.plan import Plan, build_plan
-    from kstream.spark.runner import SparkQuery, run, start
+    from kstream.spark.runner import SparkQuery, TaskQueries, run, start
     from kstream.spark.session import spark_session
+    from kstream.spark.tasks import TaskPlan, build_task_plan
 
-__all__ = ["Plan", "SparkQuery", "build_plan", "run", "spark_session", "start"]
+__all__ = [
+    "Plan",
+    "SparkQuery",
+    "TaskPlan",
+    "TaskQueries",
+    "build_plan",
+    "build_task_plan",
+    "run",
+    "spark_session",
+    "start",
+]
 
 _EXPORTS = {
     "Plan": "kstream.spark.plan",
     "build_plan": "kstream.spark.plan",
     "SparkQuery": "kstream.spark.runner",
+    "TaskQueries": "kstream.spark.runner",
+    "TaskPlan": "kstream.spark.tasks",
+    "build_task_plan": "kstream.spark.tasks",
     "run": "kstream.spark.runner",
     "start": "kstream.spark.runner",
     "spark_session": "kstream.spark.session",

@@ -1,6 +1,7 @@
-"""Which nodes of a topology become which Spark step, decided before any query starts.
+"""The fast path: which nodes of a topology become which Spark step, decided before any query
+starts.
 
-A topology runs on Spark as one streaming query. Its nodes fall into three kinds:
+A topology this plan accepts runs on Spark as one streaming query. Its nodes fall into three kinds:
 - stateless processors (filter, map, branch, table filter/map_values, ...) run as they are,
   batch-wise, inside the Python function of the step that reaches them;
 - key-value aggregations (count, reduce, aggregate, to_table, table sources) run in one
@@ -8,8 +9,9 @@ A topology runs on Spark as one streaming query. Its nodes fall into three kinds
   each running its own processor over a store kept in Spark's state;
 - sinks to user topics are written by the transactional sink; repartition topics disappear
   (the grouping of the next stateful step is the shuffle).
-Anything else cannot be mapped and is rejected here, naming the operator, so that a query never
-starts that would fail (or, worse, be silently wrong) on its first record.
+Anything else is rejected here, naming the operator; `kstream.spark.run` then runs the topology
+on the task path instead (`kstream.spark.tasks`: kstream's own processors, one task per
+sub-topology and partition), which has its own build-time checks.
 """
 
 from __future__ import annotations

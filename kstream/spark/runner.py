@@ -1,10 +1,13 @@
-"""Run a kstream `Topology` as one Spark Structured Streaming query.
+"""Run a kstream `Topology` as Spark Structured Streaming queries.
 
-The plan (`kstream.spark.plan`) is checked first, so an operator Spark cannot run is reported
-before Spark starts. The query reads every external source topic through the `kstream_kafka`
-source, runs the steps, and writes through the transactional sink. Spark's checkpoint holds the
-source offsets and the state of the stateful steps; the sink's marker offset in Kafka says which
-batches reached Kafka.
+A topology the fast path maps (`kstream.spark.plan`: stateless operators and at most one
+key-value aggregation per path) runs as one query: it reads every external source topic through
+the `kstream_kafka` source, runs the steps, and writes through the transactional sink. Any other
+topology runs on the task path (`kstream.spark.tasks`): one query per sub-topology, each task
+(sub-topology, partition) running kstream's own processors over stores kept in Spark's state.
+Both are checked before Spark starts, so a topology Spark cannot run is reported at once.
+Spark's checkpoint holds the source offsets and the state; the sink's marker offset in Kafka
+says which batches reached Kafka.
 """
 
 from __future__ import annotations
@@ -13,15 +16,18 @@ import os
 import re
 import signal
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kstream.config import Config
 from kstream.duration import duration
 from kstream.errors import ConfigError, TopologyError
 from kstream.spark.plan import ENTRY, Plan, build_plan
 from kstream.topology.topology import Topology
+
+if TYPE_CHECKING:
+    from kstream.spark.tasks import TaskPlan
 
 _PROCESSING_TIME = re.compile(r"^processingTime=(.+)$")
 
@@ -43,6 +49,65 @@ class SparkQuery:
 
     def stop(self) -> None:
         self.query.stop()
+
+    def close(self) -> None:
+        self.sink.close()
+
+
+class TaskQueries:
+    """The queries of the task path, one per sub-topology, upstream first.
+
+    With `sequential` (the `availableNow` trigger) each query starts when the one before it has
+    finished, so it reads everything its upstream wrote; otherwise all run at once.
+    """
+
+    def __init__(
+        self, plan: TaskPlan, starters: list[Callable[[], tuple[Any, Any]]], sequential: bool
+    ) -> None:
+        self.plan = plan
+        self.queries: list[Any] = []
+        self.sinks: list[Any] = []
+        self._pending = list(starters)
+        self._sequential = sequential
+        self._stopped = False
+        self._lock = threading.Lock()
+        for _ in range(1 if sequential else len(starters)):
+            self._start_next()
+
+    def _start_next(self) -> bool:
+        with self._lock:
+            if self._stopped or not self._pending:
+                return False
+            query, sink = self._pending.pop(0)()
+            self.queries.append(query)
+            self.sinks.append(sink)
+            return True
+
+    def wait(self) -> None:
+        """Block until every query has stopped; re-raise the first failure."""
+        while True:
+            for q in list(self.queries):
+                exc = q.exception()
+                if exc is not None:
+                    self.stop()
+                    raise exc
+            active = [q for q in self.queries if q.isActive]
+            if active:
+                active[0].awaitTermination(0.5)
+                continue
+            if not (self._sequential and self._start_next()):
+                return
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            queries = list(self.queries)
+        for q in queries:
+            q.stop()
+
+    def close(self) -> None:
+        for s in self.sinks:
+            s.close()
 
 
 def parse_trigger(trigger: str) -> dict[str, Any]:
@@ -69,13 +134,27 @@ def start(
     config: Mapping[str, Any] | Config | None = None,
     *,
     max_records_per_batch: int | None = None,
-) -> SparkQuery:
-    """Start the query and return it (see `run`)."""
+) -> SparkQuery | TaskQueries:
+    """Start the query (queries, on the task path) and return it (see `run`)."""
     if not isinstance(app_id, str) or not re.fullmatch(r"[A-Za-z0-9._\-]+", app_id or ""):
         raise ConfigError(f"app_id: expected letters, digits, '.', '_' or '-', got {app_id!r}")
     cfg = config if isinstance(config, Config) else Config.from_mapping(config)
     trig = parse_trigger(trigger)
-    plan = build_plan(topology)
+    try:
+        plan = build_plan(topology)
+    except TopologyError:
+        from kstream.spark.tasks import build_task_plan
+
+        task_plan = build_task_plan(topology, app_id)
+        return _start_tasks(
+            task_plan,
+            bootstrap_servers,
+            checkpoint_dir,
+            trig,
+            spark,
+            cfg,
+            max_records_per_batch,
+        )
     from kstream.spark import execute, source
     from kstream.spark.sink import TransactionalSink
 
@@ -180,7 +259,7 @@ def run(
     finally:
         for sig, handler in restore.items():
             signal.signal(sig, handler)
-        q.sink.close()
+        q.close()
 
 
 def _prepare_topics(plan: Plan, app_id: str, bootstrap_servers: str, cfg: Config) -> dict[str, int]:
@@ -196,3 +275,94 @@ def _prepare_topics(plan: Plan, app_id: str, bootstrap_servers: str, cfg: Config
         plan.sink_partitions = admin.partition_counts(plan.sink_topics)
         admin.create_topic(marker_topic(app_id), 1, {"retention.ms": "-1"})
     return counts
+
+
+def _start_tasks(
+    plan: TaskPlan,
+    bootstrap_servers: str,
+    checkpoint_dir: str | None,
+    trig: dict[str, Any],
+    spark: Any,
+    cfg: Config,
+    max_records_per_batch: int | None,
+) -> TaskQueries:
+    """Create the internal topics; start one query per sub-topology (`kstream.spark.tasks`)."""
+    from kstream.kafka.admin import Admin
+    from kstream.spark import source, tasks
+    from kstream.spark.sink import TransactionalSink, marker_topic
+
+    app_id = plan.app_id
+    with Admin(bootstrap_servers, kafka=cfg.kafka) as admin:
+        counts = admin.partition_counts(plan.external_topics)
+        missing = [t for t in plan.external_topics if t not in counts]
+        if missing:
+            raise TopologyError(f"source topic(s) {missing} do not exist")
+        resolved = plan.compiled.resolve_partitions(counts)
+        for t in plan.repartition_topics:
+            admin.create_topic(t, resolved[t], {"retention.ms": "-1"})
+        sinks = admin.partition_counts(plan.user_sink_topics)
+        for sid in plan.order:
+            admin.create_topic(marker_topic(_query_app(app_id, sid)), 1, {"retention.ms": "-1"})
+    plan.partitions = {**counts, **resolved, **sinks}
+    plan.bootstrap_servers = bootstrap_servers
+    plan.kafka = dict(cfg.kafka)
+    blob = plan.blob()
+    if spark is None:
+        from kstream.spark.session import spark_session
+
+        spark = spark_session()
+        spark.conf.set("spark.sql.shuffle.partitions", str(max(resolved.values(), default=1)))
+    else:
+        from kstream.spark.session import register
+
+        register(spark)
+    if checkpoint_dir is None:
+        checkpoint_dir = os.path.join(cfg.state_dir, app_id, "spark-checkpoint")
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    def starter(sid: int) -> Callable[[], tuple[Any, Any]]:
+        def start_one() -> tuple[Any, Any]:
+            raw = (
+                spark.readStream.format(source.NAME)
+                .options(
+                    **source.options(
+                        bootstrap_servers,
+                        plan.sources[sid],
+                        kafka=cfg.kafka,
+                        max_records_per_batch=max_records_per_batch,
+                    )
+                )
+                .load()
+            )
+            if sid in plan.stateful:
+                out = raw.groupBy("partition").applyInPandasWithState(
+                    tasks.stateful_function(blob, sid),
+                    tasks.ROW_SCHEMA,
+                    tasks.TASK_STATE_SCHEMA,
+                    "append",
+                    GroupStateTimeout.NoTimeout,
+                )
+            else:
+                out = raw.mapInArrow(tasks.stateless_function(blob, sid), tasks.ROW_SCHEMA)
+            query_app = _query_app(app_id, sid)
+            sink = TransactionalSink(query_app, bootstrap_servers, cfg.kafka)
+            query = (
+                out.writeStream.queryName(query_app.replace("-", "_").replace(".", "_"))
+                .option("checkpointLocation", os.path.join(checkpoint_dir, f"subtopology-{sid}"))
+                .outputMode("append")
+                .foreachBatch(sink)
+                .trigger(**trig)
+                .start()
+            )
+            return query, sink
+
+        return start_one
+
+    return TaskQueries(
+        plan, [starter(sid) for sid in plan.order], sequential="availableNow" in trig
+    )
+
+
+def _query_app(app_id: str, sub: int) -> str:
+    """The name of one sub-topology's query: its sink's transactional id and marker topic."""
+    return f"{app_id}-subtopology-{sub}"

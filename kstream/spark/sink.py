@@ -15,7 +15,8 @@ transaction that a faulty broker still hands to read_committed readers).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import heapq
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kstream.state import provenance
@@ -27,6 +28,33 @@ def marker_topic(app_id: str) -> str:
 
 def sink_group(app_id: str) -> str:
     return f"{app_id}-spark-sink"
+
+
+def write_order(rows: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The batch's rows in the order they are written: deterministic, so a replay is the same.
+
+    Rows are `(ptopic, ppart, poff, seq, k, topic, v, ts, part)`. What one input partition
+    caused stays in its order (input offset, then rank); input partitions are interleaved by
+    timestamp, each next row taken from the partition whose head is oldest, as a Kafka Streams
+    task picks its next record. So a repartition topic written from several partitions is in
+    time order where its inputs were.
+    """
+    groups: dict[tuple[Any, Any], list[tuple[Any, ...]]] = {}
+    for r in rows:
+        groups.setdefault((r[0], r[1]), []).append(r)
+    heads: list[tuple[int, tuple[Any, Any], int]] = []
+    for tp, g in groups.items():
+        g.sort(key=lambda r: (r[2], r[3], r[4] or b""))
+        heads.append((g[0][7], tp, 0))
+    heapq.heapify(heads)
+    out: list[tuple[Any, ...]] = []
+    while heads:
+        _ts, tp, i = heapq.heappop(heads)
+        g = groups[tp]
+        out.append(g[i])
+        if i + 1 < len(g):
+            heapq.heappush(heads, (g[i + 1][7], tp, i + 1))
+    return out
 
 
 class TransactionalSink:
@@ -80,7 +108,7 @@ class TransactionalSink:
         if batch_id < self.committed_batches():
             self.batches_skipped += 1
             return
-        rows = sorted(
+        rows = write_order(
             zip(
                 cols["ptopic"],
                 cols["ppart"],
@@ -92,8 +120,7 @@ class TransactionalSink:
                 cols["ts"],
                 cols["part"],
                 strict=True,
-            ),
-            key=lambda r: (r[0], r[1], r[2], r[3], r[4] or b""),
+            )
         )
         producer.begin()
         try:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import heapq
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from confluent_kafka import TopicPartition
 
 from kstream.kafka.admin import Admin
 from kstream.kafka.consumer import Consumer
+from kstream.kafka.partitioner import default_partition
 from kstream.kafka.producer import Producer
 from kstream.records import Record
 from kstream.serde import serde
@@ -27,7 +29,7 @@ def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
 
 
 def produce(
-    bootstrap: str, topic: str, records: Iterable[Rec], key_serde: str, value_serde: str
+    bootstrap: str, topic: str, records: Iterable[Rec], key_serde: Any, value_serde: Any
 ) -> None:
     ks, vs = serde(key_serde), serde(value_serde)
     with Producer(bootstrap) as p:
@@ -36,7 +38,7 @@ def produce(
         p.flush()
 
 
-def read_all(bootstrap: str, topic: str, key_serde: str, value_serde: str) -> list[Record]:
+def read_all(bootstrap: str, topic: str, key_serde: Any, value_serde: Any) -> list[Record]:
     """Every record of `topic` up to its end, minus repeats of a provenance id already seen."""
     ks, vs = serde(key_serde), serde(value_serde)
     out: list[Record] = []
@@ -81,8 +83,8 @@ def final_values(records: Sequence[Record]) -> dict[Any, Any]:
 
 def driver_outputs(
     topology: Topology,
-    inputs: dict[str, tuple[str, str, Sequence[Rec]]],
-    outputs: dict[str, tuple[str, str]],
+    inputs: dict[str, tuple[Any, Any, Sequence[Rec]]],
+    outputs: dict[str, tuple[Any, Any]],
 ) -> dict[str, list[tuple[Any, Any]]]:
     """What the test driver writes to each output topic for the same input."""
     with TopologyTestDriver(topology, app_id="ref", initial_wall_clock=0) as d:
@@ -94,3 +96,62 @@ def driver_outputs(
             topic: d.output_topic(topic, key_serde=ks, value_serde=vs).read_key_values()
             for topic, (ks, vs) in outputs.items()
         }
+
+
+def driver_in_time_order(
+    topology: Topology,
+    inputs: dict[str, tuple[Any, Any, Sequence[Rec]]],
+    outputs: dict[str, tuple[Any, Any]],
+) -> dict[str, list[tuple[Any, Any]]]:
+    """Like `driver_outputs` for single-partition topics read together, in Kafka Streams' order.
+
+    Each topic keeps its own order; the next record piped is the head with the smallest
+    timestamp (ties: the topic whose name sorts first), as a task picks among its partitions.
+    """
+    with TopologyTestDriver(topology, app_id="ref", initial_wall_clock=0) as d:
+        heads: list[tuple[int, str, int]] = []
+        topics = {}
+        for topic, (ks, vs, recs) in inputs.items():
+            topics[topic] = (d.input_topic(topic, key_serde=ks, value_serde=vs), list(recs))
+            if recs:
+                heads.append((recs[0][2], topic, 0))
+        heapq.heapify(heads)
+        while heads:
+            _ts, topic, i = heapq.heappop(heads)
+            t, recs = topics[topic]
+            k, v, ts = recs[i]
+            t.pipe(k, v, timestamp=ts)
+            if i + 1 < len(recs):
+                heapq.heappush(heads, (recs[i + 1][2], topic, i + 1))
+        return {
+            topic: d.output_topic(topic, key_serde=ks, value_serde=vs).read_key_values()
+            for topic, (ks, vs) in outputs.items()
+        }
+
+
+def per_partition_driver(
+    topology: Callable[[], Topology],
+    topic: str,
+    key_serde: Any,
+    value_serde: Any,
+    records: Sequence[Rec],
+    partitions: int,
+    outputs: dict[str, tuple[Any, Any]],
+) -> dict[str, list[tuple[Any, Any]]]:
+    """The driver's results for a topology with no repartition, one driver per partition.
+
+    Stream time is kept per task, i.e. per partition, as in Kafka Streams: each partition's
+    records go through a driver of their own, placed by the key's default partition.
+    """
+    ks = serde(key_serde)
+    split: dict[int, list[Rec]] = {}
+    for k, v, ts in records:
+        split.setdefault(default_partition(ks.to_bytes(k) or b"", partitions), []).append(
+            (k, v, ts)
+        )
+    out: dict[str, list[tuple[Any, Any]]] = {t: [] for t in outputs}
+    for part in sorted(split):
+        got = driver_outputs(topology(), {topic: (key_serde, value_serde, split[part])}, outputs)
+        for t, pairs in got.items():
+            out[t].extend(pairs)
+    return out

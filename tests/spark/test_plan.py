@@ -79,3 +79,42 @@ def test_trigger_parsing() -> None:
     assert parse_trigger("processingTime=1s") == {"processingTime": "1000 milliseconds"}
     with pytest.raises(ConfigError, match="trigger"):
         parse_trigger("once")
+
+
+def test_task_path_takes_every_example_and_orders_queries_upstream_first() -> None:
+    pytest.importorskip("pyspark")
+    from examples import clicks_per_minute, orders_enriched, payments_dedup
+    from kstream.spark.tasks import build_task_plan
+
+    for module in (clicks_per_minute, payments_dedup, orders_enriched):
+        build_task_plan(module.build_topology(), "app")
+    plan = build_task_plan(orders_enriched.build_topology(), "app")
+    compiled = plan.compiled
+    rekey = compiled.subtopology_for_topic("orders").id
+    join = compiled.subtopology_for_topic("customers").id
+    assert plan.order == [rekey, join]
+    assert plan.stateful == {join}  # the re-keying side runs without state
+    assert plan.repartition_topics == ["app-orders-by-customer-repartition"]
+    assert plan.global_topics == ["products"]
+
+
+def test_task_path_rejects_topic_loops() -> None:
+    pytest.importorskip("pyspark")
+    from kstream.spark.tasks import build_task_plan
+
+    b = StreamBuilder()
+    b.stream("a").process(Upper).to("b")
+    b.stream("b").filter(lambda _k, v: v).to("a")
+    with pytest.raises(TopologyError, match="loop"):
+        build_task_plan(b.build(), "app")
+
+
+def test_merge_by_time_keeps_partition_order() -> None:
+    pytest.importorskip("pyspark")
+    from kstream.records import Record
+    from kstream.spark.tasks import merge_by_time
+
+    a = [Record("k", i, ts, (), "a", 0, i) for i, ts in enumerate([5, 1, 9])]
+    b = [Record("k", i, ts, (), "b", 0, i) for i, ts in enumerate([3, 7])]
+    got = [(r.topic, r.offset) for r in merge_by_time(b + a)]
+    assert got == [("b", 0), ("a", 0), ("a", 1), ("b", 1), ("a", 2)]

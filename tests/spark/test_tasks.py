@@ -1,0 +1,282 @@
+"""Topologies beyond the fast path run on Spark with kstream's own tasks, as in the driver.
+
+Stream time is per task, i.e. per partition (as in Kafka Streams and the native runtime), so
+where it decides the outcome (late records, final windows, dedup expiry) a multi-partition input
+is compared with one driver per partition; single-partition inputs are compared with one driver,
+record for record.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from spark_helpers import (
+    create_topics,
+    driver_in_time_order,
+    driver_outputs,
+    final_values,
+    per_partition_driver,
+    produce,
+    read_all,
+)
+
+from kstream.dsl import StreamBuilder
+from kstream.dsl.windowed import session_windowed_serde, time_windowed_serde
+from kstream.dsl.windows import JoinWindows, SessionWindows, TimeWindows
+from kstream.topology.topology import Topology
+
+pytest.importorskip("pyspark")
+
+Names = Callable[[str], str]
+
+
+def run_spark(spark: Any, topology: Topology, app: str, bootstrap: str, tmp: Any) -> None:
+    from kstream.spark import run
+
+    run(topology, app, bootstrap, checkpoint_dir=str(tmp / app), spark=spark)
+
+
+def pairs(bootstrap: str, topic: str, ks: Any, vs: Any) -> list[tuple[Any, Any]]:
+    return [(r.key, r.value) for r in read_all(bootstrap, topic, ks, vs)]
+
+
+def test_clicks_per_minute(
+    spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any
+) -> None:
+    from examples.clicks_per_minute import build_topology
+
+    src, out = unique_name("clicks"), unique_name("cpm")
+    create_topics(bootstrap_servers, {src: 2, out: 2})
+    minute = 60_000
+    recs: list[tuple[Any, Any, int]] = []
+    for i in range(80):
+        ts = 1_000_000 + i * 4_000
+        recs.append((f"u{i % 5}", {"page": i}, ts))
+        if i % 9 == 0:  # late by 5 s: within grace unless the minute has closed
+            recs.append((f"u{(i + 1) % 5}", {"late": i}, ts - 5_000))
+        if i % 13 == 0:  # late by 70 s: always dropped
+            recs.append((f"u{(i + 2) % 5}", {"too late": i}, ts - 70_000))
+    recs += [(f"u{u}", {"end": True}, 1_000_000 + 10 * minute) for u in range(5)]
+    produce(bootstrap_servers, src, recs, "string", "json")
+    run_spark(spark, build_topology(src, out), unique_name("cpm"), bootstrap_servers, tmp_path)
+
+    ks = time_windowed_serde("string", "1m")
+    ref = per_partition_driver(
+        lambda: build_topology(src, out), src, "string", "json", recs, 2, {out: (ks, "long")}
+    )[out]
+    got = pairs(bootstrap_servers, out, ks, "long")
+    assert Counter(got) == Counter(ref)
+    assert len(got) == len({k for k, _ in got}), "a window was emitted twice"
+    assert sum(v for _, v in got) < len(recs) - 5  # the too-late ones were dropped
+
+
+def test_payments_dedup(
+    spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any
+) -> None:
+    from examples.payments_dedup import build_topology
+
+    src, out = unique_name("payments"), unique_name("deduped")
+    create_topics(bootstrap_servers, {src: 2, out: 2})
+    hour = 3_600_000
+    recs: list[tuple[Any, Any, int]] = []
+    for i in range(60):
+        acct = f"acct{i % 4}"
+        ts = 10_000 + i * 120_000  # two minutes apart: retries after an hour count as new
+        recs.append((acct, {"idempotency_key": f"p{i % 20}-{acct}", "amount": i}, ts))
+        if i % 5 == 0:
+            recs.append((acct, {"idempotency_key": None, "amount": -i}, ts + 1))
+    recs.append(("acct0", "not a dict", 60 * 120_000 + hour))
+    produce(bootstrap_servers, src, recs, "string", "json")
+    run_spark(spark, build_topology(src, out), unique_name("dd"), bootstrap_servers, tmp_path)
+
+    ref = per_partition_driver(
+        lambda: build_topology(src, out), src, "string", "json", recs, 2, {out: ("string", "json")}
+    )[out]
+    got = pairs(bootstrap_servers, out, "string", "json")
+    assert sorted(map(repr, got)) == sorted(map(repr, ref))
+    for acct in {k for k, _ in ref}:  # per key, in order
+        assert [v for k, v in got if k == acct] == [v for k, v in ref if k == acct]
+    assert len(ref) < len(recs)
+
+
+def test_orders_enriched(
+    spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any
+) -> None:
+    from examples.orders_enriched import build_topology
+
+    orders, customers = unique_name("orders"), unique_name("customers")
+    products, out = unique_name("products"), unique_name("enriched")
+    create_topics(bootstrap_servers, {orders: 2, customers: 2, products: 1, out: 2})
+    prods = [(f"p{i}", {"name": f"product {i}", "price": 10 + i}, 100 + i) for i in range(4)]
+    custs: list[tuple[Any, Any, int]] = [
+        (f"c{i}", {"name": f"customer {i}", "region": f"r{i % 2}"}, 200 + i) for i in range(5)
+    ]
+    # a move half-way: earlier orders keep the old region, later ones get the new one
+    custs.append(("c1", {"name": "customer 1", "region": "moved"}, 1_030))
+    ords = [
+        (
+            f"o{i}",
+            {"customer_id": f"c{i % 6}", "product_id": f"p{i % 5}", "quantity": 1 + i % 3},
+            1_000 + i,
+        )
+        for i in range(60)
+    ]
+    produce(bootstrap_servers, products, prods, "string", "json")
+    produce(bootstrap_servers, customers, custs, "string", "json")
+    produce(bootstrap_servers, orders, ords, "string", "json")
+
+    def topo() -> Topology:
+        return build_topology(orders, customers, products, out)
+
+    run_spark(spark, topo(), unique_name("oe"), bootstrap_servers, tmp_path)
+
+    ref = driver_in_time_order(
+        topo(),
+        {
+            products: ("string", "json", prods),
+            customers: ("string", "json", custs),
+            orders: ("string", "json", ords),
+        },
+        {out: ("string", "json")},
+    )[out]
+    got = pairs(bootstrap_servers, out, "string", "json")
+    assert len(got) == len(ref) == 50  # orders of the unknown customer c5 are dropped
+    diff = {k: (v["region"], dict(ref)[k]["region"]) for k, v in got if dict(ref)[k] != v}
+    assert dict(got) == dict(ref), diff
+    assert dict(got)["o4"]["product"] is None  # unknown product: left join
+    assert dict(got)["o1"]["region"] == "r1" and dict(got)["o31"]["region"] == "moved"
+
+
+def mixed(src: str, clicks: str, views: str, totals: str, sessions: str, joined: str) -> Topology:
+    """Chained stateful operators, KTable re-grouping, session windows, a stream-stream join."""
+    b = StreamBuilder()
+    words = b.stream(src, key_serde="string", value_serde="string")
+    # count per word, then how many words have each count (re-grouping a KTable)
+    words.group_by(lambda _k, w: w, key_serde="string").count().group_by(
+        lambda w, n: (str(n), w), key_serde="string", value_serde="string"
+    ).count().to_stream().to(totals, value_serde="long")
+    (
+        words.group_by_key()
+        .windowed_by(SessionWindows.with_gap(50, grace=10))
+        .count(emit="final")
+        .to_stream()
+        .to(sessions)
+    )
+    c = b.stream(clicks, key_serde="string", value_serde="string")
+    v = b.stream(views, key_serde="string", value_serde="string")
+    c.join(v, lambda a, z: f"{a}+{z}", window=JoinWindows.of(20)).to(
+        joined, key_serde="string", value_serde="string"
+    )
+    return b.build()
+
+
+def test_mixed_stateful_operators(
+    spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any
+) -> None:
+    src, clicks, views = unique_name("w"), unique_name("c"), unique_name("v")
+    totals, sessions, joined = unique_name("tot"), unique_name("ses"), unique_name("j")
+    create_topics(
+        bootstrap_servers, {src: 1, clicks: 1, views: 1, totals: 1, sessions: 1, joined: 1}
+    )
+    ws = [(f"k{i % 3}", f"w{(i * 7) % 5}", 1_000 + i * 17 - (i % 4) * 9) for i in range(40)]
+    cs = [(f"u{i % 3}", f"c{i}", 2_000 + i * 11) for i in range(20)]
+    vs = [(f"u{i % 4}", f"v{i}", 2_005 + i * 13) for i in range(20)]
+    produce(bootstrap_servers, src, ws, "string", "string")
+    produce(bootstrap_servers, clicks, cs, "string", "string")
+    produce(bootstrap_servers, views, vs, "string", "string")
+
+    def topo() -> Topology:
+        return mixed(src, clicks, views, totals, sessions, joined)
+
+    run_spark(spark, topo(), unique_name("mix"), bootstrap_servers, tmp_path)
+
+    sks = session_windowed_serde("string")
+    ref = driver_in_time_order(
+        topo(),
+        {
+            src: ("string", "string", ws),
+            clicks: ("string", "string", cs),
+            views: ("string", "string", vs),
+        },
+        {totals: ("string", "long"), sessions: (sks, "long"), joined: ("string", "string")},
+    )
+    assert final_values(read_all(bootstrap_servers, totals, "string", "long")) == final_values_of(
+        ref[totals]
+    )
+    assert pairs(bootstrap_servers, sessions, sks, "long") == ref[sessions]
+    assert Counter(pairs(bootstrap_servers, joined, "string", "string")) == Counter(ref[joined])
+    assert ref[sessions] and ref[joined]
+
+
+def final_values_of(kvs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    out: dict[Any, Any] = {}
+    for k, v in kvs:
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = v
+    return out
+
+
+def windowed_sums(src: str, out: str) -> Topology:
+    b = StreamBuilder()
+    (
+        b.stream(src, key_serde="string", value_serde="long")
+        .group_by_key()
+        .windowed_by(TimeWindows.of(100, advance=50, grace=30))
+        .aggregate(lambda: 0, lambda _k, v, agg: agg + v, value_serde="long", emit="final")
+        .to_stream()
+        .to(out)
+    )
+    return b.build()
+
+
+@settings(
+    max_examples=3,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    events=st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 9), st.integers(1, 1_000)),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_windowed_aggregate_matches_driver(
+    spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any, events: Any
+) -> None:
+    """Hopping windows with grace and emit final over random, out-of-order timestamps."""
+    src, out = unique_name("ev"), unique_name("win")
+    create_topics(bootstrap_servers, {src: 2, out: 2})
+    recs = [(k, v, ts) for k, v, ts in events]
+    produce(bootstrap_servers, src, recs, "string", "long")
+    run_spark(spark, windowed_sums(src, out), unique_name("hw"), bootstrap_servers, tmp_path)
+
+    ks = time_windowed_serde("string", 100)
+    ref = per_partition_driver(
+        lambda: windowed_sums(src, out), src, "string", "long", recs, 2, {out: (ks, "long")}
+    )[out]
+    assert Counter(pairs(bootstrap_servers, out, ks, "long")) == Counter(ref)
+
+
+def test_task_path_keeps_driver_order_on_one_partition(
+    spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any
+) -> None:
+    """Same input, one partition: the very same records in the very same order."""
+    src, out = unique_name("ev"), unique_name("win")
+    create_topics(bootstrap_servers, {src: 1, out: 1})
+    recs = [(f"k{i % 3}", i, 1 + (i * 37) % 500) for i in range(50)]  # 0: "now" to Kafka
+    produce(bootstrap_servers, src, recs, "string", "long")
+    run_spark(spark, windowed_sums(src, out), unique_name("w1"), bootstrap_servers, tmp_path)
+
+    ks = time_windowed_serde("string", 100)
+    ref = driver_outputs(
+        windowed_sums(src, out), {src: ("string", "long", recs)}, {out: (ks, "long")}
+    )
+    assert pairs(bootstrap_servers, out, ks, "long") == ref[out]
