@@ -19,12 +19,15 @@ from kstream.errors import (
     TopologyError,
 )
 from kstream.records import Record, TimestampType, Windowed
+from kstream.runtime import App, AppState, TopicReader, read_unique
 from kstream.serde import Serde, SerdeContext, serde
 from kstream.topology import Processor, ProcessorContext, PunctuationType, Topology
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "App",
+    "AppState",
     "Change",
     "Config",
     "ConfigError",
@@ -48,12 +51,14 @@ __all__ = [
     "StreamBuilder",
     "TimeWindows",
     "TimestampType",
+    "TopicReader",
     "Topology",
     "TopologyError",
     "Windowed",
     "__version__",
     "duration",
     "errors",
+    "read_unique",
     "serde",
     "session_windowed_serde",
     "stores",

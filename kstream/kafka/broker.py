@@ -15,6 +15,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -140,6 +141,9 @@ class EmbeddedBroker:
                 # Own process group: a Ctrl-C in the terminal reaches us, and we stop the
                 # broker in order, instead of both dying at once.
                 start_new_session=True,
+                # A parent killed outright (SIGKILL, a test time-out) runs no atexit hook:
+                # the kernel then stops the broker with it instead of leaving it behind.
+                preexec_fn=_die_with_parent,
             )
         atexit.register(self.stop)
         try:
@@ -233,3 +237,17 @@ class EmbeddedBroker:
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
         return f"EmbeddedBroker({self.bootstrap_servers}, {state}, log={self.log_path!r})"
+
+
+def _die_with_parent() -> None:
+    """In the broker's process, before exec: ask Linux for SIGKILL when the parent dies.
+
+    Linux ties this to the thread that started the broker: start it from a thread that lives
+    as long as the broker should (the main thread, or the thread that also stops it).
+    """
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)

@@ -1,1 +1,1 @@
-"""The service side of kstream: the `kstreamd` command line (and, later, its HTTP server)."""
+"""The service side of kstream: the `kstreamd` command line, its HTTP server and registry."""

@@ -1,8 +1,8 @@
-"""The `kstreamd` command line.
+"""The `kstreamd` command line: run, describe, reset, demo, broker (API.md "Service binary").
 
-Subcommands are added as the engine grows; each one is a function taking the parsed
-arguments and returning the exit code. Bad arguments exit with status 2 (argparse's usage
-error); a kstream error exits 1 with its message on one line.
+Each subcommand is a function taking the parsed arguments and returning the exit code. Bad
+arguments, a bad MODULE:ATTR and bad configuration exit with status 2 and a one-line message;
+any other kstream error (the broker, the app) exits 1.
 """
 
 from __future__ import annotations
@@ -52,11 +52,63 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e))
 
 
+def _hostport(text: str) -> str:
+    _host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"invalid address {text!r}: expected HOST:PORT such as 127.0.0.1:8080"
+        )
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kstreamd", description="kstream service: run stream processing apps and tools."
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run",
+        help="run an app (MODULE:ATTR: a Topology, an App, or a function returning one) "
+        "until SIGTERM/SIGINT, with its HTTP server",
+    )
+    run.add_argument("target", metavar="MODULE:ATTR", help="e.g. examples.word_count:topology")
+    run.add_argument("--config", default=None, help="TOML file (KSTREAM_* variables override it)")
+    run.add_argument("--bootstrap-servers", default=None, help="Kafka bootstrap servers")
+    run.add_argument("--app-id", default=None, help="application id (the consumer group)")
+    run.add_argument(
+        "--http", type=_hostport, default=None, help="HTTP listen address (default 127.0.0.1:8080)"
+    )
+    run.add_argument(
+        "--guarantee",
+        choices=("exactly_once", "at_least_once"),
+        default=None,
+        help="processing guarantee (default exactly_once)",
+    )
+    run.add_argument("--engine", choices=("native", "spark"), default=None, help="default native")
+    run.add_argument("--instance-id", default=None, help="this instance's id (default host-pid)")
+    run.add_argument(
+        "--advertised-url",
+        default=None,
+        help="URL other instances use to reach this one (default: the listen address)",
+    )
+    run.add_argument("--log-level", default="INFO", help="Python logging level (default INFO)")
+    run.set_defaults(func=_cmd_run)
+
+    describe = sub.add_parser("describe", help="print an app's topology")
+    describe.add_argument("target", metavar="MODULE:ATTR")
+    describe.add_argument("--format", choices=("text", "mermaid", "dot"), default="text")
+    describe.set_defaults(func=_cmd_describe)
+
+    reset = sub.add_parser(
+        "reset",
+        help="reset an app: input offsets to earliest, internal topics and local state removed",
+    )
+    reset.add_argument("--app-id", required=True, help="application id to reset")
+    reset.add_argument("--bootstrap-servers", default=None, help="Kafka bootstrap servers")
+    reset.add_argument("--config", default=None, help="TOML file (for kafka settings, state_dir)")
+    reset.add_argument("--state-dir", default=None, help="local state directory to clean")
+    reset.set_defaults(func=_cmd_reset)
 
     broker = sub.add_parser(
         "broker",
@@ -85,6 +137,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long to wait for the broker to answer (seconds or '500ms')",
     )
     demo.add_argument("--seed", type=int, default=None, help="random seed for the events")
+    demo.add_argument(
+        "--http", type=_hostport, default="127.0.0.1:0", help="HTTP address of the demo app"
+    )
+    demo.add_argument(
+        "--kafka-only",
+        action="store_true",
+        help="only produce and consume (the Kafka layer tour), no stream processing",
+    )
     demo.set_defaults(func=_cmd_demo)
     return parser
 
@@ -97,6 +157,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args))
+    except ConfigError as e:
+        print(f"kstreamd {args.command}: error: {e}", file=sys.stderr)
+        return 2
     except KStreamError as e:
         print(f"kstreamd {args.command}: error: {e}", file=sys.stderr)
         return 1
@@ -135,9 +198,115 @@ def _cmd_broker(args: argparse.Namespace) -> int:
             signal.signal(s, h)
 
 
+def _cmd_run(args: argparse.Namespace) -> int:
+    import logging
+
+    from kstream.service.runner import run_service
+    from kstream.service.settings import load_settings
+    from kstream.service.target import load_target
+
+    level = getattr(logging, str(args.log_level).upper(), None)
+    if not isinstance(level, int):
+        raise ConfigError(f"--log-level: unknown level {args.log_level!r}")
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = load_settings(
+        args.config,
+        flags={
+            "bootstrap_servers": args.bootstrap_servers,
+            "app_id": args.app_id,
+            "http": args.http,
+            "processing_guarantee": args.guarantee,
+            "engine": args.engine,
+            "instance_id": args.instance_id,
+            "advertised_url": args.advertised_url,
+        },
+    )
+    target = load_target(args.target)
+    if settings.engine == "spark":
+        return _run_spark(target, settings)
+    return run_service(target, settings)
+
+
+def _run_spark(target: object, settings: object) -> int:
+    import importlib
+
+    try:
+        spark = importlib.import_module("kstream.spark")
+    except ImportError as e:
+        raise ConfigError(f"--engine spark: the Spark runner is not available: {e}") from None
+    run = getattr(spark, "run", None)
+    if run is None:
+        raise ConfigError("--engine spark: kstream.spark has no run()")
+    topology = getattr(target, "topology", target)
+    app_id = getattr(target, "app_id", None) or settings.app_id  # type: ignore[attr-defined]
+    if not app_id:
+        raise ConfigError("app_id is required: pass --app-id or set KSTREAM_APP_ID")
+    run(
+        topology,
+        app_id,
+        settings.bootstrap_servers,  # type: ignore[attr-defined]
+        config=settings.config,  # type: ignore[attr-defined]
+    )
+    return 0
+
+
+def _cmd_describe(args: argparse.Namespace) -> int:
+    from kstream.service.target import load_target
+
+    target = load_target(args.target)
+    topology = getattr(target, "topology", target)
+    d = topology.describe()
+    if args.format == "mermaid":
+        text = str(d.to_mermaid())
+    elif args.format == "dot":
+        text = str(d.to_dot())
+    else:
+        text = str(d)
+    print(text.rstrip("\n"))
+    return 0
+
+
+def _cmd_reset(args: argparse.Namespace) -> int:
+    from kstream.service.reset import reset_app
+    from kstream.service.settings import load_settings
+
+    settings = load_settings(
+        args.config,
+        flags={
+            "bootstrap_servers": args.bootstrap_servers,
+            "app_id": args.app_id,
+            "state_dir": args.state_dir,
+        },
+    )
+    cfg = settings.engine_config()
+    report = reset_app(
+        args.app_id,
+        settings.bootstrap_servers,
+        kafka=cfg.kafka,
+        state_dir=cfg.state_dir,
+        connect_timeout=cfg.connect_timeout,
+    )
+    for line in report:
+        print(line)
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from kstream.service.demo import run_demo
+    from kstream.service.showcase import run_showcase
 
+    if not args.kafka_only:
+        result = run_showcase(
+            args.duration,
+            rate=args.rate,
+            partitions=args.partitions,
+            bootstrap_servers=args.bootstrap_servers,
+            http=args.http,
+            out=sys.stdout,
+            seed=args.seed,
+            connect_timeout_s=args.connect_timeout,
+        )
+        return 0 if result.ok else 1
     summary = run_demo(
         args.duration,
         rate=args.rate,

@@ -1,0 +1,87 @@
+"""The benchmark pipelines P1-P3 written for Quix Streams, for a side-by-side comparison.
+
+Runs in its own virtualenv (Quix Streams pins an older confluent-kafka than kstream uses), as a
+subprocess of bench/run_all.py, and prints one JSON line: the records processed, the seconds
+from the first record to the end of the run (start-up excluded, as for kstream), CPU seconds and
+peak RSS.
+
+    python bench/quix_pipe.py --bootstrap HOST:PORT --topic IN --out OUT --records N \
+        --pipeline P1|P2|P3 --guarantee at_least_once|exactly_once --state-dir DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import time
+from typing import Any
+
+from quixstreams import Application, State
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--topic", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--records", type=int, required=True)
+    ap.add_argument("--outputs", type=int, required=True, help="output records the run makes")
+    ap.add_argument("--pipeline", choices=("P1", "P2", "P3"), required=True)
+    ap.add_argument("--guarantee", choices=("at_least_once", "exactly_once"), required=True)
+    ap.add_argument("--state-dir", required=True)
+    ap.add_argument("--group", required=True)
+    args = ap.parse_args()
+
+    app = Application(
+        broker_address=args.bootstrap,
+        consumer_group=args.group,
+        auto_offset_reset="earliest",
+        processing_guarantee=args.guarantee.replace("_", "-"),
+        state_dir=args.state_dir,
+        loglevel="WARNING",
+        commit_interval=0.1 if args.guarantee == "exactly_once" else 5.0,
+        # the broker's group join takes session.timeout.ms / 2 (kstream uses the same values)
+        consumer_extra_config={"session.timeout.ms": 6000, "heartbeat.interval.ms": 500},
+    )
+    src = app.topic(args.topic, key_deserializer="string", value_deserializer="json")
+    dst = app.topic(args.out, key_serializer="string", value_serializer="json")
+    first: list[float] = []
+
+    def start_clock(value: Any) -> bool:
+        if not first:
+            first.append(time.perf_counter())
+        return True
+
+    sdf = app.dataframe(src).filter(start_clock)
+    if args.pipeline == "P1":
+        sdf = sdf.filter(lambda v: v["kind"] != "refund")
+        sdf = sdf.apply(lambda v: {"user": v["user"], "cents": round(v["amount"] * 100)})
+    elif args.pipeline == "P2":
+
+        def count(value: Any, state: State) -> int:
+            n: int = state.get("count", 0) + 1
+            state.set("count", n)
+            return n
+
+        sdf = sdf.apply(count, stateful=True)
+    else:
+        sdf = sdf.apply(lambda v: v["amount"]).tumbling_window(10_000).sum().current()
+    sdf.to_topic(dst)
+    app.run(count=args.outputs, timeout=30)
+    end = time.perf_counter()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(
+        json.dumps(
+            {
+                "records": args.records,
+                "seconds": end - first[0] if first else None,
+                "cpu_s": usage.ru_utime + usage.ru_stime,
+                "peak_rss_bytes": usage.ru_maxrss * 1024,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,304 @@
+"""`App`: runs a topology against Kafka (API.md "Running").
+
+States: CREATED -> REBALANCING -> RUNNING (<-> REBALANCING) -> PENDING_SHUTDOWN -> NOT_RUNNING,
+or ERROR when the stream thread stops on an error. Internal topics (repartition, changelogs,
+the dedup changelogs and the dead-letter topic) are created by `start`, so a misconfigured
+cluster or a co-partitioning mismatch fails there, not on the first record.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from kstream.config import Config, validate_guarantee
+from kstream.errors import KStreamError, TopologyError
+from kstream.kafka.admin import Admin, TopicSpec
+from kstream.runtime.tasks import RuntimeContext, dedup_spec
+from kstream.runtime.thread import StreamThread
+from kstream.topology.topology import Topology
+
+log = logging.getLogger("kstream.runtime")
+
+__all__ = ["App", "AppState"]
+
+
+class AppState(enum.StrEnum):
+    CREATED = "CREATED"
+    REBALANCING = "REBALANCING"
+    RUNNING = "RUNNING"
+    PENDING_SHUTDOWN = "PENDING_SHUTDOWN"
+    NOT_RUNNING = "NOT_RUNNING"
+    ERROR = "ERROR"
+
+
+_ALLOWED: dict[AppState, set[AppState]] = {
+    AppState.CREATED: {AppState.REBALANCING, AppState.PENDING_SHUTDOWN, AppState.ERROR},
+    AppState.REBALANCING: {
+        AppState.RUNNING,
+        AppState.REBALANCING,
+        AppState.PENDING_SHUTDOWN,
+        AppState.ERROR,
+    },
+    AppState.RUNNING: {AppState.REBALANCING, AppState.PENDING_SHUTDOWN, AppState.ERROR},
+    AppState.PENDING_SHUTDOWN: {AppState.NOT_RUNNING, AppState.ERROR},
+    AppState.NOT_RUNNING: set(),
+    AppState.ERROR: {AppState.PENDING_SHUTDOWN, AppState.NOT_RUNNING},
+}
+
+
+class App:
+    """A running instance of a topology; instances with one `app_id` share the partitions."""
+
+    def __init__(
+        self,
+        topology: Any,
+        app_id: str,
+        bootstrap_servers: str,
+        processing_guarantee: str = "exactly_once",
+        config: Mapping[str, Any] | Config | None = None,
+    ) -> None:
+        if not isinstance(topology, Topology) and hasattr(topology, "build"):
+            topology = topology.build()
+        if not isinstance(topology, Topology):
+            raise TopologyError(f"App needs a Topology, got {topology!r}")
+        self.topology = topology
+        self.app_id = app_id
+        self.bootstrap_servers = bootstrap_servers
+        self.processing_guarantee = validate_guarantee(processing_guarantee)
+        self.config = config if isinstance(config, Config) else Config.from_mapping(config)
+        self.compiled = topology.compile(app_id)
+        self._state = AppState.CREATED
+        self._lock = threading.Condition()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._stream: StreamThread | None = None
+        self._ctx: RuntimeContext | None = None
+        self._listeners: list[Callable[[AppState, AppState], None]] = []
+
+    # --- state -----------------------------------------------------------------------------
+
+    @property
+    def state(self) -> AppState:
+        return self._state
+
+    def _set_state(self, new: AppState | str) -> None:
+        new = AppState(new)
+        with self._lock:
+            old = self._state
+            if new == old:
+                return
+            if new not in _ALLOWED[old]:
+                return  # e.g. a late RUNNING after shutdown began
+            self._state = new
+            self._lock.notify_all()
+        log.info("app %r: %s -> %s", self.app_id, old.value, new.value)
+        for listener in list(self._listeners):
+            try:
+                listener(new, old)
+            except Exception as e:
+                log.warning("state listener %r failed: %s", listener, e)
+
+    def on_state_change(self, listener: Callable[[AppState, AppState], None]) -> None:
+        """Call `listener(new, old)` on every state change (from the thread that changed it)."""
+        self._listeners.append(listener)
+
+    def wait_for(self, *states: AppState, timeout: float | None = None) -> bool:
+        """Block until the state is one of `states` (True) or `timeout` passes (False)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._state in states, timeout)
+
+    @property
+    def ready(self) -> bool:
+        """Running, with every assigned task's stores restored."""
+        return self._state == AppState.RUNNING and (self._ctx is None or self._ctx.restoring == 0)
+
+    @property
+    def error(self) -> BaseException | None:
+        """The error that stopped the stream thread, if any."""
+        return self._stream.error if self._stream is not None else None
+
+    @property
+    def processed(self) -> int:
+        """Input records processed (including records of batches that were retried)."""
+        return self._stream.processed if self._stream is not None else 0
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Create internal topics, then start the stream thread (returns at once)."""
+        if self._state != AppState.CREATED:
+            raise KStreamError(f"app {self.app_id!r}: start() in state {self._state.value}")
+        try:
+            counts = self._create_topics()
+        except BaseException:
+            self._set_state(AppState.ERROR)
+            raise
+        changelogs = set(self.compiled.changelog_topics) | {
+            dedup_spec(s.id, 1).changelog_topic(self.app_id) for s in self.compiled.subtopologies
+        }
+        ctx = RuntimeContext(
+            compiled=self.compiled,
+            config=self.config,
+            app_id=self.app_id,
+            bootstrap_servers=self.bootstrap_servers,
+            exactly_once=self.processing_guarantee == "exactly_once",
+            partition_counts=counts,
+            changelog_topics=changelogs,
+            global_views={},
+            shared_producer=lambda: stream.shared_producer(),
+        )
+        stream = StreamThread(ctx, self._stop, self._set_state)
+        self._ctx, self._stream = ctx, stream
+        self._set_state(AppState.REBALANCING)
+        self._thread = threading.Thread(
+            target=self._run_thread, name=f"kstream-{self.app_id}", daemon=True
+        )
+        self._thread.start()
+
+    def _run_thread(self) -> None:
+        assert self._stream is not None
+        self._stream.run()
+        if self._stream.error is not None:
+            self._set_state(AppState.ERROR)
+        else:
+            self._set_state(AppState.PENDING_SHUTDOWN)
+            self._set_state(AppState.NOT_RUNNING)
+
+    def _create_topics(self) -> dict[str, int]:
+        compiled = self.compiled
+        cfg = self.config
+        admin = Admin(self.bootstrap_servers, kafka=cfg.kafka, connect_timeout=cfg.connect_timeout)
+        external = compiled.external_source_topics + compiled.global_topics
+        sinks = [t for s in compiled.subtopologies for t in s.sink_topics]
+        have = admin.partition_counts(external + sinks)
+        missing = [t for t in external if t not in have]
+        if missing:
+            raise TopologyError(
+                f"app {self.app_id!r}: source topic(s) {', '.join(map(repr, missing))} do not "
+                "exist; create them before starting"
+            )
+        counts = compiled.resolve_partitions(have)
+        rf = cfg.replication_factor
+        specs = []
+        for name, it in compiled.internal_topics.items():
+            conf = dict(it.config)
+            if it.kind == "repartition":
+                conf.setdefault("retention.ms", "-1")
+            specs.append(TopicSpec(name, counts[name], conf, rf))
+        for s in compiled.subtopologies:
+            n = max(counts[t] for t in s.source_topics)
+            name = dedup_spec(s.id, 1).changelog_topic(self.app_id)
+            specs.append(TopicSpec(name, n, {"cleanup.policy": "compact"}, rf))
+        if cfg.dlq_topic:
+            specs.append(TopicSpec(cfg.dlq_topic, 1, {}, rf))
+        admin.create_topics(specs)
+        if cfg.dlq_topic:
+            have.update(admin.partition_counts([cfg.dlq_topic]))
+        out = dict(have)
+        out.update(counts)
+        return out
+
+    def run(self) -> None:
+        """Start (if needed) and block until SIGTERM/SIGINT or an error; then close.
+
+        Raises the error that stopped the app, if any.
+        """
+        if self._state == AppState.CREATED:
+            self.start()
+        restore: list[tuple[signal.Signals, Any]] = []
+        if threading.current_thread() is threading.main_thread():
+
+            def on_signal(signum: int, frame: Any) -> None:
+                log.info("app %r: signal %d, shutting down", self.app_id, signum)
+                self._stop.set()
+
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                restore.append((sig, signal.signal(sig, on_signal)))
+        try:
+            assert self._thread is not None
+            while self._thread.is_alive():
+                self._thread.join(0.2)
+        finally:
+            for sig, old in restore:
+                signal.signal(sig, old)
+        self.close()
+        if self.error is not None:
+            raise self.error
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Stop gracefully (finish the batch, commit, close); True if it stopped in time."""
+        if self._state == AppState.CREATED:
+            self._set_state(AppState.PENDING_SHUTDOWN)
+            self._set_state(AppState.NOT_RUNNING)
+            return True
+        if self._state not in (AppState.ERROR, AppState.NOT_RUNNING):
+            self._set_state(AppState.PENDING_SHUTDOWN)
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self.config.shutdown_timeout / 1000 if timeout is None else timeout)
+            return not self._thread.is_alive()
+        return True
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- queries ---------------------------------------------------------------------------
+
+    def store(self, name: str) -> LocalStore:
+        """A read-only view of store `name` over the partitions this instance holds."""
+        return LocalStore(self, name)
+
+    def query(self, store: str, key: Any) -> Any:
+        """The value of `key` in `store` from the local partitions (None if absent)."""
+        return self.store(store).get(key)
+
+    def _stores(self, name: str) -> list[Any]:
+        out = []
+        if self._ctx is not None and name in self._ctx.global_views:
+            return [self._ctx.global_views[name]]
+        if self._stream is not None:
+            for rt in list(self._stream.tasks.values()):
+                s = rt.task.stores.get(name)
+                if s is not None:
+                    out.append(s.read_only())
+        return out
+
+
+class LocalStore:
+    """A store as one instance sees it: every local partition, committed data only."""
+
+    def __init__(self, app: App, name: str) -> None:
+        self._app = app
+        self.name = name
+
+    def partitions(self) -> list[Any]:
+        return self._app._stores(self.name)
+
+    def get(self, key: Any) -> Any:
+        for s in self.partitions():
+            v = s.get(key)
+            if v is not None:
+                return v
+        return None
+
+    def all(self) -> Iterator[tuple[Any, Any]]:
+        """Every entry of every local partition (partition by partition)."""
+        for s in self.partitions():
+            with s.all() as cur:
+                yield from cur
+
+    def fetch(self, key: Any, time_from: int, time_to: int) -> list[tuple[int, Any]]:
+        """Window stores: `(start, value)` of `key` over the local partitions."""
+        out: list[tuple[int, Any]] = []
+        for s in self.partitions():
+            with s.fetch(key, time_from, time_to) as cur:
+                out.extend(cur)
+        return sorted(out)

@@ -1,0 +1,115 @@
+"""Global stores: every instance holds all partitions of each global table.
+
+A consumer without a group is assigned every partition of the global topics from the start,
+reads them to their end (partition EOF, never ListOffsets) before the stream thread processes
+anything, and then takes what arrived between batches, so lookups see a table that is at most
+one batch behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING
+
+from kstream.config import Config
+from kstream.errors import StoreError
+from kstream.kafka.consumer import Consumer
+from kstream.records import Headers, Record
+from kstream.topology.compiled import CompiledTopology
+from kstream.topology.task import Task
+
+log = logging.getLogger("kstream.runtime")
+
+
+class _NoOutput:
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        headers: Headers,
+        partition: int | None,
+    ) -> None:
+        raise StoreError(f"a global store processor may not forward records (to {topic!r})")
+
+    def partitions_for(self, topic: str) -> int:
+        return 1
+
+
+class GlobalStores:
+    """The instance's global stores and the consumer that keeps them current."""
+
+    def __init__(
+        self, compiled: CompiledTopology, config: Config, app_id: str, bootstrap_servers: str
+    ) -> None:
+        self.task = Task(
+            compiled,
+            None,
+            0,
+            collector=_NoOutput(),
+            app_id=app_id,
+            state_dir=config.state_dir,
+            default_backend=config.default_backend,
+        )
+        self.views: dict[str, Any] = {n: s.read_only() for n, s in self.task.stores.items()}
+        self.consumer = Consumer(
+            bootstrap_servers, kafka=dict(config.kafka), connect_timeout=config.connect_timeout
+        )
+        self._next: dict[tuple[str, int], int] = {}
+        self._tps: list[tuple[str, int]] = []
+        for topic in compiled.global_topics:
+            parts = self.consumer.partitions_for(topic)
+            if not parts:
+                raise StoreError(f"global table topic {topic!r} does not exist")
+            self._tps += [(topic, p) for p in parts]
+        self.consumer.assign([(t, p, OFFSET_BEGINNING) for t, p in self._tps])
+        self._batch = config.batch_max_records
+
+    def bootstrap(self, stop: Any = None, idle_timeout: float = 60.0) -> None:
+        """Read every global partition to its end before processing starts."""
+        last = time.monotonic()
+        while stop is None or not stop.is_set():
+            n = self.poll(0.2)
+            if n:
+                last = time.monotonic()
+            if all(self._at_end(tp) for tp in self._tps):
+                return
+            if time.monotonic() - last > idle_timeout:
+                raise StoreError(
+                    f"global stores: no progress reading {self._tps} for {idle_timeout:g}s"
+                )
+
+    def _at_end(self, tp: tuple[str, int]) -> bool:
+        eof = self.consumer.eof_offset(*tp)
+        return eof is not None and eof >= self._next.get(tp, 0)
+
+    def poll(self, timeout: float = 0.0) -> int:
+        """Apply what has arrived; returns the number of records."""
+        msgs = self.consumer.consume_batch(self._batch, timeout)
+        if not msgs:
+            return 0
+        by_topic: dict[str, list[Record]] = {}
+        for m in msgs:
+            topic, part, off = m.topic() or "", m.partition() or 0, m.offset() or 0
+            self._next[(topic, part)] = off + 1
+            by_topic.setdefault(topic, []).append(
+                Record(m.key(), m.value(), m.timestamp()[1], _headers(m), topic, part, off)
+            )
+        for recs in by_topic.values():
+            self.task.process(recs)
+        self.task.flush_stores()
+        return len(msgs)
+
+    def close(self) -> None:
+        try:
+            self.consumer.close()
+        finally:
+            self.task.close()
+
+
+def _headers(m: Any) -> Any:
+    return m.headers() or ()

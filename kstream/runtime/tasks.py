@@ -1,0 +1,381 @@
+"""One task as the runtime runs it: the topology `Task` plus its producer, offsets and dedup.
+
+Under exactly-once every task has its own transactional producer (transactional id
+`<app_id>-<task id>`), so a new owner of the task fences the old one on any broker, whatever the
+broker does with consumer-group generations. A batch of a task is one transaction: outputs,
+changelog records and the task's input offsets commit together, and only then are the write
+caches applied to the stores (DESIGN.md section 4).
+
+Inputs that kstream wrote carry a provenance id; ids already seen are dropped through a
+per-task dedup store, which is changelogged like any store, so records of aborted transactions
+that a broker still shows are processed once.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Message, TopicPartition
+
+from kstream import stores
+from kstream.config import Config
+from kstream.errors import ProduceError
+from kstream.records import Headers, Record
+from kstream.runtime.policies import ErrorCounts, make_handler
+from kstream.runtime.producer import TrackingProducer
+from kstream.state.changelog import CHANGELOG_OFFSET, changelog_records
+from kstream.state.provenance import HEADER, encode
+from kstream.state.restore import open_and_restore
+from kstream.state.spec import StoreSpec
+from kstream.topology.compiled import CompiledTopology
+from kstream.topology.task import Schedule, Task
+
+log = logging.getLogger("kstream.runtime")
+
+TP = tuple[str, int]
+
+
+def dedup_spec(subtopology: int, retention: int) -> StoreSpec:
+    """The store of provenance ids a sub-topology's tasks have seen on their inputs."""
+    return stores.dedup(f"kstream-src-dedup-{subtopology}", retention, key_serde="bytes")
+
+
+@dataclass
+class RuntimeContext:
+    """What every task of one app shares."""
+
+    compiled: CompiledTopology
+    config: Config
+    app_id: str
+    bootstrap_servers: str
+    exactly_once: bool
+    partition_counts: dict[str, int]
+    changelog_topics: set[str]
+    global_views: Mapping[str, Any]
+    shared_producer: Callable[[], TrackingProducer]
+    counts: ErrorCounts = field(default_factory=ErrorCounts)
+    restoring: int = 0
+    duplicates_dropped: int = 0
+
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def restoring_changed(self, delta: int) -> None:
+        """Count tasks being restored (tasks restore side by side on pool threads)."""
+        with self._lock:
+            self.restoring += delta
+
+    def new_producer(self, transactional_id: str) -> TrackingProducer:
+        return TrackingProducer(
+            self.bootstrap_servers,
+            kafka=self.config.kafka,
+            tracked=self.changelog_topics,
+            transactional_id=transactional_id,
+            connect_timeout_s=self.config.connect_timeout / 1000,
+            client_id=transactional_id,
+        )
+
+
+class Collector:
+    """Sends a task's sink records through its producer, stamped with their provenance id."""
+
+    __slots__ = ("counters", "rt")
+
+    def __init__(self, rt: RuntimeTask) -> None:
+        self.rt = rt
+        self.counters: dict[tuple[str, int, int], int] = {}
+
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        headers: Headers,
+        partition: int | None,
+    ) -> None:
+        src = self.rt.task.source()
+        hdrs = [h for h in headers if h[0] != HEADER] if headers else []
+        if src is not None:
+            idx = self.counters.get(src, 0)
+            self.counters[src] = idx + 1
+            hdrs.append((HEADER, encode(src[0], src[1], src[2], idx)))
+        try:
+            self.rt.producer.produce(topic, value, key, partition, timestamp, hdrs)
+        except ProduceError as e:
+            # A record the broker will never take (too large, ...) is the input record's
+            # problem: the processing-error policy decides (fail, skip or dead-letter).
+            rec = self.rt.task.current
+            if e.retriable or rec is None or self.rt.producer.is_fatal():
+                raise
+            self.rt.task.report(e, rec, f"producing to topic {topic!r}")
+
+    def send_raw(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        headers: Sequence[tuple[str, bytes | None]],
+    ) -> None:
+        self.send(topic, key, value, timestamp, headers, None)
+
+    def partitions_for(self, topic: str) -> int:
+        return self.rt.ctx.partition_counts[topic]
+
+
+class RuntimeTask:
+    """A task (sub-topology, partition) owned by this instance."""
+
+    def __init__(
+        self,
+        ctx: RuntimeContext,
+        subtopology: int,
+        partition: int,
+        committed: Mapping[TP, int],
+    ) -> None:
+        self.ctx = ctx
+        self.subtopology = subtopology
+        self.partition = partition
+        self.id = f"{subtopology}_{partition}"
+        sub = ctx.compiled.subtopologies[subtopology]
+        self.tps: list[TP] = [(t, partition) for t in sub.source_topics]
+        self.committed: dict[TP, int] = {tp: committed[tp] for tp in self.tps if tp in committed}
+        self.next_offsets: dict[TP, int] = {}
+        self.open = False
+        self.batch: dict[TP, list[Message]] = {}
+        self._snapshot: tuple[int, list[tuple[Schedule, int]]] | None = None
+        self.producer: TrackingProducer = (
+            ctx.new_producer(f"{ctx.app_id}-{self.id}")
+            if ctx.exactly_once
+            else ctx.shared_producer()
+        )
+        self.collector = Collector(self)
+        restore_filter = committed if ctx.exactly_once else None
+        cfg = ctx.config
+
+        def open_store(spec: Any, part: int) -> Any:
+            res = open_and_restore(
+                spec,
+                app_id=ctx.app_id,
+                partition=part,
+                state_dir=cfg.state_dir,
+                bootstrap_servers=ctx.bootstrap_servers,
+                committed=restore_filter,
+                default_backend=cfg.default_backend,
+                kafka=_consumer_kafka(cfg.kafka),
+            )
+            log.info(
+                "task %s: restored store %r: %d record(s) applied, %d skipped, offsets %d..%d",
+                self.id,
+                spec.name,
+                res.applied,
+                res.skipped,
+                res.start_offset,
+                res.end_offset,
+            )
+            return res.store
+
+        handler = make_handler(cfg, ctx.counts, self._raw, self.collector.send_raw)
+        ctx.restoring_changed(+1)
+        try:
+            self.task = Task(
+                ctx.compiled,
+                subtopology,
+                partition,
+                collector=self.collector,
+                app_id=ctx.app_id,
+                state_dir=cfg.state_dir,
+                default_backend=cfg.default_backend,
+                open_store=open_store,
+                error_handler=handler,
+                global_stores=ctx.global_views,
+                wall_clock_ms=int(time.time() * 1000),
+            )
+            try:
+                spec = dedup_spec(subtopology, cfg.dedup_retention)
+                self.dedup = open_store(spec, partition)
+            except BaseException:
+                self.task.close()
+                raise
+            self.dedup.source = self.task.source
+            self.task.stores[spec.name] = self.dedup
+        except BaseException:
+            if ctx.exactly_once:
+                self.producer.close()
+            raise
+        finally:
+            ctx.restoring_changed(-1)
+        self.has_wall_clock = False
+
+    def __repr__(self) -> str:
+        return f"RuntimeTask({self.id})"
+
+    def _raw(self, topic: str | None, partition: int | None, offset: int | None) -> Any:
+        for m in self.batch.get((topic, partition), ()):  # type: ignore[arg-type]
+            if m.offset() == offset:
+                return m
+        return None
+
+    # --- processing ------------------------------------------------------------------------
+
+    def begin(self) -> None:
+        """Open the task's commit period (a transaction under exactly-once)."""
+        if self.open:
+            return
+        t = self.task
+        self._snapshot = (t.stream_time, [(s, s.due) for s in t.schedules])
+        if self.ctx.exactly_once:
+            self.producer.begin()
+        self.open = True
+
+    def process(self, parts: dict[TP, list[Message]]) -> None:
+        """Process this batch's messages of the task's partitions, in stream-time order."""
+        self.begin()
+        self.batch = parts
+        lists: list[list[Record]] = []
+        for (topic, partition), msgs in parts.items():
+            recs = [
+                Record(
+                    m.key(),
+                    m.value(),
+                    m.timestamp()[1],
+                    m.headers() or (),  # type: ignore[arg-type]
+                    topic,
+                    partition,
+                    m.offset(),
+                )
+                for m in msgs
+            ]
+            self.next_offsets[(topic, partition)] = msgs[-1].offset() + 1  # type: ignore[operator]
+            lists.append(self._drop_seen(recs))
+        records = lists[0] if len(lists) == 1 else list(heapq.merge(*lists, key=_timestamp))
+        try:
+            if records:
+                self.task.process(records)
+        finally:
+            self.batch = {}
+
+    def _drop_seen(self, records: list[Record]) -> list[Record]:
+        dd = self.dedup
+        task = self.task
+        out: list[Record] = []
+        dropped = 0
+        for r in records:
+            hdrs = r.headers
+            if hdrs:
+                pid = None
+                for k, v in hdrs:
+                    if k == HEADER:
+                        pid = v
+                if pid is not None:
+                    task.current = r
+                    if not dd.check_and_mark(pid, r.timestamp):
+                        dropped += 1
+                        continue
+            out.append(r)
+        task.current = None
+        if dropped:
+            self.ctx.duplicates_dropped += dropped
+        return out
+
+    def punctuate(self, now_ms: int) -> None:
+        task = self.task
+        if any(s.type.value == "wall_clock" for s in task.schedules):
+            self.begin()
+            task.punctuate_wall_clock(now_ms)
+
+    # --- commit ----------------------------------------------------------------------------
+
+    def produce_changelogs(self) -> None:
+        app_id = self.ctx.app_id
+        produce = self.producer.produce
+        for store in self.task.stores.values():
+            if not store.spec.changelog or not store.has_pending():
+                continue
+            for rec in changelog_records(store, app_id):
+                produce(rec.topic, rec.value, rec.key, rec.partition, 0, rec.headers)
+
+    def apply(self, delivered: Mapping[TP, int]) -> None:
+        """Apply the write caches with their changelog checkpoints (after the commit)."""
+        cps: dict[str, dict[str, Any]] = {}
+        app_id = self.ctx.app_id
+        for name, store in self.task.stores.items():
+            off = delivered.get((store.spec.changelog_topic(app_id), self.partition))
+            if off is not None:
+                cps[name] = {CHANGELOG_OFFSET: off + 1}
+        self.task.flush_stores(cps)
+        self.committed.update(self.next_offsets)
+        self.collector.counters.clear()
+        self.open = False
+        self._snapshot = None
+
+    def offsets(self) -> list[TopicPartition]:
+        return [TopicPartition(t, p, o) for (t, p), o in self.next_offsets.items()]
+
+    def commit_txn(self, group_metadata: Any) -> None:
+        """Exactly-once: changelogs, offsets, commit, then the stores."""
+        if not self.open:
+            return
+        self.produce_changelogs()
+        offs = self.offsets()
+        if offs:
+            self.producer.send_offsets(offs, group_metadata)
+        self.producer.commit()
+        self.apply(self.producer.take_offsets())
+
+    def rollback(self, fenced: bool = False) -> None:
+        """Drop the uncommitted work: abort, empty the write caches, rewind stream time.
+
+        The caller seeks the task's partitions back to `committed`. A fenced producer is not
+        replaced: a new one with the task's transactional id would fence the task's new owner.
+        """
+        if self.ctx.exactly_once and self.producer.in_txn:
+            try:
+                self.producer.abort()
+            except Exception as e:
+                self.producer.in_txn = False
+                if not fenced and not self.producer.fenced():
+                    log.warning("task %s: abort failed (%s); recreating its producer", self.id, e)
+                    self.recreate_producer()
+        self.task.discard()
+        if self._snapshot is not None:
+            st, scheds = self._snapshot
+            self.task.stream_time = st
+            for s, due in scheds:
+                s.due = due
+            self.task.schedules = [s for s, _ in scheds]
+        self.next_offsets = {}
+        self.collector.counters.clear()
+        self.open = False
+        self._snapshot = None
+
+    def recreate_producer(self) -> None:
+        if not self.ctx.exactly_once:
+            return
+        try:
+            self.producer.close(1.0)
+        except Exception:
+            pass
+        self.producer = self.ctx.new_producer(f"{self.ctx.app_id}-{self.id}")
+
+    def close(self) -> None:
+        try:
+            self.task.close()
+        finally:
+            if self.ctx.exactly_once:
+                self.producer.close(1.0)
+
+
+def _timestamp(r: Record) -> int:
+    return r.timestamp
+
+
+def _consumer_kafka(kafka: Mapping[str, Any]) -> dict[str, Any]:
+    producer_only = ("transactional.", "acks", "linger.", "compression.", "partitioner", "batch.")
+    return {k: v for k, v in kafka.items() if not k.startswith(producer_only)}

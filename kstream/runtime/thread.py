@@ -1,0 +1,354 @@
+"""The stream thread: one consumer, the micro-batch loop, rebalances and the commit protocols.
+
+Loop: consume up to `batch_max_records` (waiting at most `batch_max_wait`) -> group by task ->
+one `process` per task -> wall-clock punctuation -> every `commit_interval`, commit. A failure
+inside a task's batch rolls that task back to its committed offsets and retries; a record error
+under the "fail" policy, or anything that retrying cannot fix, stops the app.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+from kstream.errors import (
+    KafkaClientError,
+    ProducerFencedError,
+    RecordError,
+    StoreError,
+    TopologyError,
+)
+from kstream.kafka.consumer import Consumer
+from kstream.kafka.errors import FatalTransactionError
+from kstream.runtime.globals import GlobalStores
+from kstream.runtime.producer import TrackingProducer
+from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask
+
+log = logging.getLogger("kstream.runtime")
+
+_FATAL = (RecordError, TopologyError, StoreError, TypeError, AttributeError, NameError)
+_MAX_RETRIES = 50
+_REPORT_S = 10.0
+
+
+class StreamThread:
+    """Runs the tasks of this instance until `stop` is set."""
+
+    def __init__(
+        self,
+        ctx: RuntimeContext,
+        stop: threading.Event,
+        on_state: Callable[[str], None],
+    ) -> None:
+        self.ctx = ctx
+        self.stop = stop
+        self.on_state = on_state
+        self.tasks: dict[tuple[int, int], RuntimeTask] = {}
+        self.task_of: dict[TP, RuntimeTask] = {}
+        self.consumer: Consumer | None = None
+        self.globals: GlobalStores | None = None
+        self._producer: TrackingProducer | None = None
+        self._last_commit = time.monotonic()
+        self._next_report = time.monotonic() + _REPORT_S
+        self._failures = 0
+        self._resubscribe = False
+        self.processed = 0
+        self.error: BaseException | None = None
+        cfg = ctx.config
+        self._wait_s = cfg.batch_max_wait / 1000
+        self._max = cfg.batch_max_records
+        self._interval_s = cfg.commit_interval / 1000
+
+    # --- set-up ----------------------------------------------------------------------------
+
+    def shared_producer(self) -> TrackingProducer:
+        if self._producer is None:
+            self._producer = TrackingProducer(
+                self.ctx.bootstrap_servers,
+                kafka=self.ctx.config.kafka,
+                tracked=self.ctx.changelog_topics,
+                connect_timeout_s=self.ctx.config.connect_timeout / 1000,
+            )
+        return self._producer
+
+    def run(self) -> None:
+        try:
+            cfg = self.ctx.config
+            if self.ctx.compiled.global_stores:
+                self.globals = GlobalStores(
+                    self.ctx.compiled, cfg, self.ctx.app_id, self.ctx.bootstrap_servers
+                )
+                self.ctx.global_views = self.globals.views
+                self.globals.bootstrap(self.stop)
+            self.consumer = Consumer(
+                self.ctx.bootstrap_servers,
+                group_id=self.ctx.app_id,
+                kafka=dict(cfg.kafka),
+                connect_timeout=cfg.connect_timeout,
+            )
+            self._subscribe()
+            while not self.stop.is_set():
+                self._once()
+            self._commit_all_or_rollback()
+        except BaseException as e:
+            self.error = e
+            log.error("stream thread stopped on an error: %s", e)
+        finally:
+            self._shutdown()
+
+    def _subscribe(self) -> None:
+        assert self.consumer is not None
+        self.consumer.subscribe(
+            self.ctx.compiled.source_topics,
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
+        )
+
+    # --- rebalancing -----------------------------------------------------------------------
+
+    def _on_revoke(self, parts: list[TopicPartition]) -> None:
+        self.on_state("REBALANCING")
+        if self.error is None:
+            self._commit_all_or_rollback()
+        self._close_tasks()
+
+    def _on_lost(self, parts: list[TopicPartition]) -> None:
+        self.on_state("REBALANCING")
+        for rt in self.tasks.values():
+            rt.rollback()
+        self._close_tasks()
+
+    def _on_assign(self, parts: list[TopicPartition]) -> None:
+        self.on_state("REBALANCING")
+        assert self.consumer is not None
+        compiled = self.ctx.compiled
+        wanted: dict[tuple[int, int], None] = {}
+        for p in parts:
+            sub = compiled.subtopology_for_topic(p.topic)
+            wanted[(sub.id, p.partition)] = None
+        tps = [(t, n) for sid, n in wanted for t in compiled.subtopologies[sid].source_topics]
+        committed: dict[TP, int] = {}
+        for c in self.consumer.committed(tps):
+            if c.offset is not None and c.offset >= 0:
+                committed[(c.topic, c.partition)] = c.offset
+        # Tasks restore independently; restoring them side by side bounds the pause by the
+        # slowest task instead of the sum.
+        with ThreadPoolExecutor(max_workers=min(16, max(1, len(wanted)))) as pool:
+            futures = {
+                key: pool.submit(RuntimeTask, self.ctx, key[0], key[1], committed) for key in wanted
+            }
+        try:
+            for key, fut in futures.items():
+                rt = fut.result()
+                self.tasks[key] = rt
+                for tp in rt.tps:
+                    self.task_of[tp] = rt
+        except BaseException as e:
+            for fut in futures.values():
+                if fut.exception() is None:
+                    fut.result().close()
+            self.tasks.clear()
+            self.task_of.clear()
+            self.error = e
+            self.stop.set()
+            raise
+        log.info("assigned tasks %s", sorted(rt.id for rt in self.tasks.values()))
+        self.on_state("RUNNING")
+
+    def _close_tasks(self) -> None:
+        for rt in self.tasks.values():
+            try:
+                rt.close()
+            except Exception as e:
+                log.warning("closing task %s: %s", rt.id, e)
+        self.tasks.clear()
+        self.task_of.clear()
+
+    # --- the loop --------------------------------------------------------------------------
+
+    def _once(self) -> None:
+        assert self.consumer is not None
+        if self._resubscribe:
+            self._resubscribe = False
+            for rt in self.tasks.values():
+                rt.rollback(fenced=True)
+            self._close_tasks()
+            log.info("leaving and rejoining the group")
+            self.consumer.raw.unsubscribe()
+            self._subscribe()
+        try:
+            msgs = self.consumer.consume_batch(self._max, self._wait_s)
+        except KafkaClientError as e:
+            # The broker is away or the group is moving: librdkafka reconnects by itself.
+            log.warning("consumer: %s (retrying)", e)
+            time.sleep(0.2)
+            return
+        if self.error is not None:
+            raise self.error
+        if self.globals is not None:
+            self.globals.poll(0)
+        if msgs:
+            self._process(msgs)
+        now_ms = int(time.time() * 1000)
+        for rt in list(self.tasks.values()):
+            self._guard(rt, rt.punctuate, now_ms)
+        if time.monotonic() >= self._next_report:
+            self._report()
+        if time.monotonic() - self._last_commit >= self._interval_s or any(
+            rt.task.commit_requested for rt in self.tasks.values()
+        ):
+            self._commit()
+
+    def _report(self) -> None:
+        self._next_report = time.monotonic() + _REPORT_S
+        positions = {
+            rt.id: sum(rt.committed.values()) for rt in sorted(self.tasks.values(), key=repr)
+        }
+        log.info(
+            "processed %d record(s); duplicates dropped %d; committed positions %s",
+            self.processed,
+            self.ctx.duplicates_dropped,
+            positions,
+        )
+
+    def _process(self, msgs: list[Any]) -> None:
+        groups: dict[TP, list[Any]] = {}
+        for m in msgs:
+            tp = (m.topic(), m.partition())
+            lst = groups.get(tp)
+            if lst is None:
+                groups[tp] = lst = []
+            lst.append(m)
+        per_task: dict[RuntimeTask, dict[TP, list[Any]]] = {}
+        task_of = self.task_of
+        for tp, lst in groups.items():
+            rt = task_of.get(tp)
+            if rt is None:
+                continue
+            per_task.setdefault(rt, {})[tp] = lst
+        for rt, parts in per_task.items():
+            if self._guard(rt, rt.process, parts):
+                self.processed += sum(len(v) for v in parts.values())
+
+    def _guard(self, rt: RuntimeTask, fn: Callable[..., Any], *args: Any) -> bool:
+        """Run `fn`; on a retriable failure roll the task back and let the loop retry."""
+        try:
+            fn(*args)
+            return True
+        except _FATAL:
+            raise
+        except ProducerFencedError as e:
+            log.warning("task %s: producer fenced (%s); rejoining the group", rt.id, e)
+            rt.rollback(fenced=True)
+            self._resubscribe = True
+            return False
+        except FatalTransactionError as e:
+            log.warning("task %s: fatal producer error (%s); recreating its producer", rt.id, e)
+            rt.rollback()
+            self._seek_back(rt)
+            rt.recreate_producer()
+            self._failed_once(e)
+            return False
+        except KafkaClientError as e:
+            if rt.ctx.exactly_once and rt.producer.is_fatal():
+                fenced = rt.producer.fenced()
+                log.warning("task %s: %s (producer %s)", rt.id, e, "fenced" if fenced else "fatal")
+                if fenced:
+                    rt.rollback(fenced=True)
+                    self._resubscribe = True
+                    return False
+                rt.rollback()
+                self._seek_back(rt)
+                rt.recreate_producer()
+                self._failed_once(e)
+                return False
+            log.warning("task %s: %s; retrying from the committed offsets", rt.id, e)
+            rt.rollback()
+            self._seek_back(rt)
+            self._failed_once(e)
+            return False
+
+    def _failed_once(self, e: BaseException) -> None:
+        self._failures += 1
+        if self._failures > _MAX_RETRIES:
+            raise e
+        time.sleep(min(0.1 * self._failures, 2.0))
+
+    def _seek_back(self, rt: RuntimeTask) -> None:
+        assert self.consumer is not None
+        for t, p in rt.tps:
+            off = rt.committed.get((t, p), OFFSET_BEGINNING)
+            try:
+                self.consumer.seek(t, p, off)
+            except KafkaClientError as e:
+                # Not fetching yet (just assigned): it will start from the committed offset.
+                log.debug("seek %s[%d] to %d: %s", t, p, off, e)
+
+    # --- commit ----------------------------------------------------------------------------
+
+    def _commit(self) -> None:
+        assert self.consumer is not None
+        self._last_commit = time.monotonic()
+        if self.ctx.exactly_once:
+            meta = self.consumer.consumer_group_metadata()
+            for rt in list(self.tasks.values()):
+                if self._guard(rt, rt.commit_txn, meta) and rt.next_offsets:
+                    self._failures = 0
+            return
+        open_tasks = [rt for rt in self.tasks.values() if rt.open]
+        if not open_tasks:
+            return
+        try:
+            for rt in open_tasks:
+                rt.produce_changelogs()
+            producer = self.shared_producer()
+            producer.flush(self.ctx.config.shutdown_timeout / 1000)
+            delivered = producer.take_offsets()
+            offsets: list[TopicPartition] = []
+            for rt in open_tasks:
+                offsets += rt.offsets()
+                rt.apply(delivered)
+            if offsets:
+                self.consumer.commit(offsets)
+            self._failures = 0
+        except _FATAL:
+            raise
+        except KafkaClientError as e:
+            log.warning("commit failed: %s; retrying from the committed offsets", e)
+            for rt in open_tasks:
+                rt.rollback()
+                self._seek_back(rt)
+            self._failed_once(e)
+
+    def _commit_all_or_rollback(self) -> None:
+        try:
+            self._commit()
+        except Exception as e:
+            log.warning("final commit failed: %s", e)
+            for rt in self.tasks.values():
+                rt.rollback()
+
+    def _shutdown(self) -> None:
+        if self.error is not None:
+            for rt in self.tasks.values():
+                try:
+                    rt.rollback()
+                except Exception:
+                    pass
+        self._close_tasks()
+        if self.consumer is not None:
+            try:
+                self.consumer.close()
+            except Exception as e:
+                log.warning("closing the consumer: %s", e)
+        if self._producer is not None:
+            self._producer.close()
+        if self.globals is not None:
+            self.globals.close()

@@ -1,0 +1,201 @@
+"""Which instance of an app holds which partitions: the `<app_id>-instances` topic (DESIGN.md 5).
+
+Every instance publishes `{instance_id, endpoint, partitions}` keyed by its instance id to a
+compacted one-partition topic whenever its assignment changes, and a tombstone when it stops.
+Every instance reads the whole topic, so any of them can tell who owns a partition without a
+coordinator. During a rebalance two instances may briefly claim one partition; the claim
+published last (highest offset) wins, because it reflects the newer assignment.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING
+
+from kstream.kafka.admin import Admin
+from kstream.kafka.consumer import Consumer
+from kstream.kafka.producer import Producer
+
+log = logging.getLogger("kstream.service")
+
+__all__ = ["InstanceInfo", "InstanceRegistry", "instances_topic"]
+
+
+def instances_topic(app_id: str) -> str:
+    return f"{app_id}-instances"
+
+
+@dataclass(frozen=True)
+class InstanceInfo:
+    """One instance as published: its id, HTTP endpoint and assigned input partitions."""
+
+    instance_id: str
+    endpoint: str
+    partitions: dict[str, list[int]] = field(default_factory=dict)
+    offset: int = -1
+
+    def to_json(self) -> bytes:
+        body = {
+            "instance_id": self.instance_id,
+            "endpoint": self.endpoint,
+            "partitions": {t: sorted(ps) for t, ps in sorted(self.partitions.items())},
+            "published_ms": int(time.time() * 1000),
+        }
+        return json.dumps(body, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, offset: int) -> InstanceInfo:
+        body = json.loads(data)
+        parts = {str(t): [int(p) for p in ps] for t, ps in dict(body["partitions"]).items()}
+        return cls(str(body["instance_id"]), str(body["endpoint"]), parts, offset)
+
+    def holds(self, topic: str, partition: int) -> bool:
+        return partition in self.partitions.get(topic, ())
+
+
+def group_partitions(pairs: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for t, p in pairs:
+        out.setdefault(t, []).append(p)
+    return {t: sorted(ps) for t, ps in sorted(out.items())}
+
+
+class InstanceRegistry:
+    """Publishes this instance's assignment and follows everyone else's."""
+
+    def __init__(
+        self,
+        app_id: str,
+        bootstrap_servers: str,
+        *,
+        instance_id: str,
+        endpoint: str,
+        kafka: Mapping[str, Any] | None = None,
+        connect_timeout: int = 10_000,
+    ) -> None:
+        self.topic = instances_topic(app_id)
+        self.instance_id = instance_id
+        self.endpoint = endpoint
+        self._bootstrap = bootstrap_servers
+        self._kafka = dict(kafka or {})
+        self._timeout = connect_timeout
+        self._lock = threading.Lock()
+        self._known: dict[str, InstanceInfo] = {}
+        self._published: dict[str, list[int]] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._producer: Producer | None = None
+        self._consumer: Consumer | None = None
+
+    def start(self) -> None:
+        """Create the topic if needed and start following it."""
+        admin = Admin(self._bootstrap, kafka=self._kafka, connect_timeout=self._timeout)
+        admin.create_topic(self.topic, 1, {"cleanup.policy": "compact", "retention.ms": "-1"})
+        self._producer = Producer(
+            self._bootstrap, kafka=_producer_only(self._kafka), connect_timeout=self._timeout
+        )
+        self._consumer = Consumer(
+            self._bootstrap, kafka=_consumer_only(self._kafka), connect_timeout=self._timeout
+        )
+        self._consumer.assign([(self.topic, 0, OFFSET_BEGINNING)])
+        self._thread = threading.Thread(
+            target=self._follow, name=f"kstream-instances-{self.instance_id}", daemon=True
+        )
+        self._thread.start()
+
+    def publish(self, partitions: Iterable[tuple[str, int]]) -> bool:
+        """Publish the assignment if it changed since the last call (True if published)."""
+        grouped = group_partitions(partitions)
+        if grouped == self._published or self._producer is None:
+            return False
+        info = InstanceInfo(self.instance_id, self.endpoint, grouped)
+        self._producer.produce(self.topic, info.to_json(), self.instance_id.encode())
+        self._producer.flush(10)
+        self._published = grouped
+        log.info("instance %s: published partitions %s", self.instance_id, grouped)
+        return True
+
+    def _follow(self) -> None:
+        assert self._consumer is not None
+        while not self._stop.is_set():
+            try:
+                msgs = self._consumer.consume_batch(500, 0.2)
+            except Exception as e:
+                log.warning("reading %s: %s", self.topic, e)
+                self._stop.wait(0.5)
+                continue
+            for m in msgs:
+                key = (m.key() or b"").decode("utf-8", "replace")
+                value = m.value()
+                with self._lock:
+                    if value is None:
+                        self._known.pop(key, None)
+                        continue
+                    try:
+                        self._known[key] = InstanceInfo.from_json(value, m.offset() or 0)
+                    except (ValueError, KeyError, TypeError) as e:
+                        log.warning("ignoring a malformed record in %s: %s", self.topic, e)
+
+    def instances(self) -> list[InstanceInfo]:
+        with self._lock:
+            return sorted(self._known.values(), key=lambda i: i.instance_id)
+
+    def owner(self, topic: str, partition: int) -> InstanceInfo | None:
+        """The instance holding `topic[partition]` (the newest claim wins), if any is known."""
+        with self._lock:
+            claims = [i for i in self._known.values() if i.holds(topic, partition)]
+        return max(claims, key=lambda i: i.offset) if claims else None
+
+    def wait_for_self(self, timeout: float) -> bool:
+        """Until this instance's latest publication has been read back (tests, start-up)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                mine = self._known.get(self.instance_id)
+            if mine is not None and mine.partitions == (self._published or {}):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def close(self) -> None:
+        """Withdraw this instance (tombstone) and stop following."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        if self._producer is not None:
+            try:
+                self._producer.produce(self.topic, None, self.instance_id.encode())
+                self._producer.flush(5)
+            except Exception as e:
+                log.warning("withdrawing instance %s: %s", self.instance_id, e)
+        if self._consumer is not None:
+            self._consumer.close()
+
+
+_PRODUCER_ONLY = ("transactional.", "acks", "linger.", "compression.", "partitioner", "batch.")
+_CONSUMER_ONLY = (
+    "group.",
+    "isolation.",
+    "session.",
+    "heartbeat.",
+    "auto.",
+    "enable.auto",
+    "fetch.",
+    "max.poll",
+    "partition.assignment",
+)
+
+
+def _producer_only(kafka: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in kafka.items() if not k.startswith(_CONSUMER_ONLY)}
+
+
+def _consumer_only(kafka: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in kafka.items() if not k.startswith(_PRODUCER_ONLY)}

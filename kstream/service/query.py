@@ -1,0 +1,217 @@
+"""What the HTTP server asks of a running app, answered for a `kstream.App`.
+
+The server only sees the `Served` protocol (kstream.service.http); this class implements it
+over an App, its instance registry and its metrics. Store queries find the key's partition the
+way producers do (the store's key serde, then murmur2 over the partition count of the store's
+input topic), so the instance that holds the partition holds the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kstream.kafka.partitioner import default_partition
+from kstream.serde import serde
+from kstream.service.http import Problem
+from kstream.service.instances import InstanceInfo, InstanceRegistry
+from kstream.service.keys import BadKey, jsonable, key_type_of, parse_key
+from kstream.service.probe import Probe, assigned_partitions
+
+__all__ = ["AppService", "Location"]
+
+_FOREVER = 2**62
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a key of a store lives."""
+
+    store: str
+    key: Any
+    topic: str | None
+    partition: int | None
+    local: bool
+    owner: InstanceInfo | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "store": self.store,
+            "key": jsonable(self.key),
+            "topic": self.topic,
+            "partition": self.partition,
+            "local": self.local,
+            "instance_id": self.owner.instance_id if self.owner else None,
+            "endpoint": self.owner.endpoint if self.owner else None,
+        }
+
+
+class AppService:
+    """An App as the HTTP server serves it."""
+
+    def __init__(
+        self,
+        app: Any,
+        probe: Probe,
+        registry: InstanceRegistry | None = None,
+        instance_id: str = "",
+    ) -> None:
+        self.app = app
+        self.probe = probe
+        self.registry = registry
+        self.instance_id = instance_id or (registry.instance_id if registry else "")
+        self.app_id = str(app.app_id)
+        self._counts: dict[str, int] = {}
+
+    # --- health and metrics ---------------------------------------------------------------------
+
+    @property
+    def state(self) -> str:
+        s = self.app.state
+        return str(getattr(s, "value", s))
+
+    def is_live(self) -> bool:
+        return self.state != "ERROR"
+
+    def is_ready(self) -> bool:
+        ready = getattr(self.app, "ready", None)
+        if isinstance(ready, bool):
+            return ready
+        return self.state == "RUNNING"
+
+    def metrics_text(self) -> bytes:
+        self.probe.sample()
+        return self.probe.metrics.render()
+
+    def topology(self, fmt: str) -> str:
+        d = self.app.topology.describe()
+        if fmt == "mermaid":
+            return str(d.to_mermaid())
+        if fmt == "dot":
+            return str(d.to_dot())
+        return str(d)
+
+    # --- stores ---------------------------------------------------------------------------------
+
+    def _specs(self) -> dict[str, tuple[Any, bool]]:
+        topo = self.app.topology
+        out: dict[str, tuple[Any, bool]] = {n: (s, False) for n, s in topo.stores.items()}
+        for n, g in topo.global_stores.items():
+            out[n] = (g.spec, True)
+        return out
+
+    def stores(self) -> list[dict[str, Any]]:
+        out = []
+        for name, (spec, is_global) in sorted(self._specs().items()):
+            parts = sorted(
+                int(getattr(v, "partition", 0)) for v in self.app.store(name).partitions()
+            )
+            out.append(
+                {
+                    "name": name,
+                    "kind": spec.kind,
+                    "global": is_global,
+                    "key_type": key_type_of(serde(spec.key_serde or "auto")),
+                    "local_partitions": parts,
+                }
+            )
+        return out
+
+    def _spec(self, store: str) -> tuple[Any, bool]:
+        found = self._specs().get(store)
+        if found is None:
+            known = ", ".join(sorted(self._specs())) or "none"
+            raise Problem(404, "unknown_store", f"no store {store!r}; stores: {known}")
+        return found
+
+    def locate(self, store: str, key_text: str, key_type: str | None = None) -> Location:
+        spec, is_global = self._spec(store)
+        ks = serde(spec.key_serde or "auto")
+        try:
+            key = parse_key(key_text, key_type or key_type_of(ks), ks.name)
+            key_bytes = ks.to_bytes(key)
+        except BadKey as e:
+            raise Problem(400, "bad_key", f"store {store!r}: {e}") from None
+        except Exception as e:
+            raise Problem(400, "bad_key", f"store {store!r}: cannot encode key: {e}") from None
+        if is_global:
+            me = InstanceInfo(self.instance_id, self.registry.endpoint if self.registry else "")
+            return Location(store, key, None, None, True, me)
+        topic = self._input_topic(store)
+        n = self._partition_count(topic)
+        if key_bytes is None:
+            raise Problem(400, "bad_key", f"store {store!r}: a null key has no owner")
+        partition = default_partition(key_bytes, n)
+        local = (topic, partition) in set(assigned_partitions(self.app))
+        owner = self.registry.owner(topic, partition) if self.registry else None
+        if local and (owner is None or owner.instance_id != self.instance_id):
+            owner = InstanceInfo(self.instance_id, self.registry.endpoint if self.registry else "")
+        return Location(store, key, topic, partition, local, owner)
+
+    def _input_topic(self, store: str) -> str:
+        for sub in self.app.compiled.subtopologies:
+            if store in sub.stores:
+                return str(sub.source_topics[0])
+        raise Problem(404, "unknown_store", f"store {store!r} is not part of any sub-topology")
+
+    def _partition_count(self, topic: str) -> int:
+        counts = getattr(getattr(self.app, "_ctx", None), "partition_counts", None) or {}
+        if topic in counts:
+            return int(counts[topic])
+        if topic not in self._counts:
+            from kstream.kafka.admin import Admin
+
+            admin = Admin(self.app.bootstrap_servers, kafka=self.app.config.kafka)
+            found = admin.partition_counts([topic])
+            if topic not in found:
+                raise Problem(503, "not_ready", f"topic {topic!r} does not exist yet")
+            self._counts[topic] = found[topic]
+        return self._counts[topic]
+
+    def get_local(self, loc: Location) -> dict[str, Any]:
+        """The key's value from this instance's stores; Problem if absent or unavailable."""
+        spec, _ = self._spec(loc.store)
+        views = self.app.store(loc.store).partitions()
+        if loc.partition is not None:
+            views = [v for v in views if getattr(v, "partition", loc.partition) == loc.partition]
+        if not views:
+            raise Problem(
+                503,
+                "not_available",
+                f"store {loc.store!r} partition {loc.partition} is not open on this instance "
+                f"(state {self.state}; restoring or rebalancing)",
+            )
+        value: Any = None
+        if spec.kind == "key_value":
+            for v in views:
+                value = v.get(loc.key)
+                if value is not None:
+                    break
+        elif spec.kind == "window":
+            rows: list[dict[str, Any]] = []
+            size = int(spec.window_size or 0)
+            for v in views:
+                with v.fetch(loc.key, 0, _FOREVER) as cur:
+                    rows.extend({"start": s, "end": s + size, "value": jsonable(x)} for s, x in cur)
+            value = sorted(rows, key=lambda r: r["start"]) or None
+        elif spec.kind == "session":
+            rows = []
+            for v in views:
+                with v.find_sessions(loc.key, 0, _FOREVER) as cur:
+                    rows.extend(
+                        {"start": w.start, "end": w.end, "value": jsonable(x)} for w, x in cur
+                    )
+            value = rows or None
+        else:
+            raise Problem(400, "not_queryable", f"store {loc.store!r} ({spec.kind}) is internal")
+        if value is None:
+            raise Problem(
+                404, "key_not_found", f"key {loc.key!r} has no value in store {loc.store!r}"
+            )
+        return {
+            "store": loc.store,
+            "key": jsonable(loc.key),
+            "value": jsonable(value),
+            "partition": loc.partition,
+            "instance_id": self.instance_id,
+        }

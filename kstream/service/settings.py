@@ -1,0 +1,151 @@
+"""Settings of `kstreamd run`: a TOML file, then `KSTREAM_*` environment variables, then flags.
+
+The file holds the service keys (`app_id`, `bootstrap_servers`, `processing_guarantee`, ...)
+and every engine key of `kstream.config.Config` at the top level, with librdkafka settings in a
+`[kafka]` table. The environment uses the same names upper-cased (`KSTREAM_APP_ID`,
+`KSTREAM_BATCH_MAX_RECORDS`, `KSTREAM_HTTP_TOKEN`); `KSTREAM_KAFKA__SECURITY_PROTOCOL` sets
+`kafka["security.protocol"]` (double underscore, then dots written as underscores). Other
+`KSTREAM_*` variables belong to other tools and are left alone.
+
+Everything is validated here, before any connection is made, so a typo exits with status 2
+and a message naming the key and where it came from.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kstream.config import GUARANTEES, Config
+from kstream.errors import ConfigError
+
+__all__ = ["SERVICE_KEYS", "Settings", "load_settings"]
+
+ENGINES = ("native", "spark")
+SERVICE_KEYS = (
+    "app_id",
+    "bootstrap_servers",
+    "processing_guarantee",
+    "engine",
+    "instance_id",
+    "advertised_url",
+)
+_INT_KEYS = ("batch_max_records", "replication_factor")
+_ENV_PREFIX = "KSTREAM_"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything `kstreamd run` needs besides the app itself."""
+
+    app_id: str | None = None
+    bootstrap_servers: str = "127.0.0.1:9092"
+    processing_guarantee: str = "exactly_once"
+    engine: str = "native"
+    instance_id: str | None = None
+    advertised_url: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def engine_config(self) -> Config:
+        return Config.from_mapping(self.config)
+
+
+def _valid_keys() -> list[str]:
+    return list(SERVICE_KEYS) + Config.keys()
+
+
+def _read_file(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path!r} does not exist") from None
+    except OSError as e:
+        raise ConfigError(f"config file {path!r} cannot be read: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"config file {path!r} is not valid TOML: {e}") from None
+    unknown = sorted(k for k in data if k not in _valid_keys())
+    if unknown:
+        raise ConfigError(
+            f"config file {path!r}: unknown key(s) {', '.join(map(repr, unknown))}; "
+            f"valid keys are: {', '.join(_valid_keys())}"
+        )
+    if "kafka" in data and not isinstance(data["kafka"], dict):
+        raise ConfigError(f"config file {path!r}: 'kafka' must be a table of librdkafka settings")
+    return data
+
+
+def _read_env(env: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    kafka: dict[str, str] = {}
+    valid = set(_valid_keys()) - {"kafka"}
+    for name, raw in env.items():
+        if not name.startswith(_ENV_PREFIX):
+            continue
+        rest = name[len(_ENV_PREFIX) :]
+        if rest.startswith("KAFKA__") and len(rest) > len("KAFKA__"):
+            kafka[rest[len("KAFKA__") :].lower().replace("_", ".")] = raw
+            continue
+        key = rest.lower()
+        if key not in valid:
+            continue
+        if key in _INT_KEYS:
+            try:
+                out[key] = int(raw)
+            except ValueError:
+                raise ConfigError(f"{name}: expected an integer, got {raw!r}") from None
+        elif raw.isdigit() and key not in ("http_token", "app_id", "instance_id"):
+            out[key] = int(raw)
+        else:
+            out[key] = raw
+    if kafka:
+        out["kafka"] = kafka
+    return out
+
+
+def load_settings(
+    path: str | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Merge file < environment < flags (None flags are unset) and validate the result."""
+    merged: dict[str, Any] = {}
+    kafka: dict[str, Any] = {}
+    layers = [
+        _read_file(path) if path else {},
+        _read_env(os.environ if env is None else env),
+        {k: v for k, v in (flags or {}).items() if v is not None},
+    ]
+    for layer in layers:
+        layer = dict(layer)
+        kafka.update(layer.pop("kafka", None) or {})
+        merged.update(layer)
+    service = {k: merged.pop(k) for k in SERVICE_KEYS if k in merged}
+    if kafka:
+        merged["kafka"] = kafka
+    Config.from_mapping(merged)  # validate the engine keys now, with Config's messages
+    guarantee = service.get("processing_guarantee", "exactly_once")
+    if guarantee not in GUARANTEES:
+        raise ConfigError(
+            f"processing_guarantee: expected one of {', '.join(GUARANTEES)}, got {guarantee!r}"
+        )
+    engine = service.get("engine", "native")
+    if engine not in ENGINES:
+        raise ConfigError(f"engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
+    for key in ("app_id", "bootstrap_servers", "instance_id", "advertised_url"):
+        val = service.get(key)
+        if val is not None and (not isinstance(val, str) or not val):
+            raise ConfigError(f"{key}: expected a non-empty string, got {val!r}")
+    return Settings(
+        app_id=service.get("app_id"),
+        bootstrap_servers=service.get("bootstrap_servers", "127.0.0.1:9092"),
+        processing_guarantee=guarantee,
+        engine=engine,
+        instance_id=service.get("instance_id"),
+        advertised_url=service.get("advertised_url"),
+        config=merged,
+    )

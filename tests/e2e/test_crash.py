@@ -1,0 +1,83 @@
+"""Crash test: a stateful pipeline under SIGKILL at random moments stays exact (exactly-once)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from e2e.pipelines import WINDOW_MS, expected, make_input, stateful_topology
+from e2e.support import LONG, Results, check_exact, create_topics, produce, worker
+from kstream.kafka.broker import EmbeddedBroker
+from kstream.runtime import App, AppState
+
+RECORDS = 100_000
+KEYS = 500
+
+
+@pytest.mark.timeout(1800 if LONG else 600)
+def test_sigkill_at_random_moments_keeps_results_exact(
+    kafka_broker: EmbeddedBroker, unique_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    bs = kafka_broker.bootstrap_servers
+    inp, cnt, sm = unique_name("in"), unique_name("counts"), unique_name("sums")
+    app_id = unique_name("crash")
+    create_topics(bs, 4, inp, cnt, sm)
+    data = make_input(RECORDS, KEYS)
+    produce(bs, inp, data)
+    counts, sums = expected(data)
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    kills = 20 if LONG else 5
+    batch = "200" if LONG else "500"
+    res = Results(bs, cnt, sm)
+    w = worker(tmp_path, "w", bs, app_id, inp, cnt, sm, "--batch", batch)
+    done_kills = 0
+    try:
+        for _ in range(kills):
+            w.start()
+            res.wait(w.running, "the worker to run", 180, w)
+            res.poll()
+            # Outputs the last worker committed may still be arriving: count from here.
+            remaining = RECORDS - res.total
+            target = min(rng.randint(500, RECORDS // (kills + 2)), remaining // 2)
+            if target <= 0:
+                break
+            res.wait_progress(target, 180, w)
+            w.kill()
+            done_kills += 1
+        w.start()
+        res.wait(lambda: res.complete(counts), f"all outputs (seed {seed})", 400, w)
+        res.wait(w.running, "the last worker to run", 120, w)
+        assert w.stop() == 0, w.tail()
+    finally:
+        if w.alive():
+            w.kill()
+    assert done_kills == kills, f"only {done_kills} kills happened mid-stream (seed {seed})"
+    check_exact(res, counts, sums)
+    res.close()
+
+    # The stores, restored from their changelogs by a new instance, hold the same values.
+    app = App(
+        stateful_topology(inp, cnt, sm),
+        app_id,
+        bs,
+        config={"state_dir": str(tmp_path / "verify")},
+    )
+    app.start()
+    try:
+        assert app.wait_for(AppState.RUNNING, timeout=120)
+        running = app.store("running")
+        assert {k: running.get(k) for k in counts} == counts
+        window_sums = app.store("sums")
+        got = {}
+        for wk in sums:
+            key, start = wk.split("@")
+            (found,) = window_sums.fetch(key, int(start), int(start))
+            got[wk] = found[1]
+            assert found[0] == int(start) and int(start) % WINDOW_MS == 0
+        assert got == sums
+    finally:
+        app.close()

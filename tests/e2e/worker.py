@@ -1,0 +1,53 @@
+"""A worker process for the process-level tests: runs the stateful pipeline until SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import logging
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from e2e.pipelines import stateful_topology
+from kstream.runtime import App
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--app-id", required=True)
+    ap.add_argument("--input", required=True)
+    ap.add_argument("--counts", required=True)
+    ap.add_argument("--sums", required=True)
+    ap.add_argument("--state-dir", required=True)
+    ap.add_argument("--guarantee", default="exactly_once")
+    ap.add_argument("--backend", default="memory")
+    ap.add_argument("--batch", type=int, default=500)
+    ap.add_argument("--delay", type=float, default=0.0)
+    args = ap.parse_args()
+    faulthandler.register(signal.SIGUSR1)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
+    )
+    logging.getLogger("kstream.kafka.librdkafka").setLevel(logging.ERROR)
+    app = App(
+        stateful_topology(args.input, args.counts, args.sums, args.delay),
+        app_id=args.app_id,
+        bootstrap_servers=args.bootstrap,
+        processing_guarantee=args.guarantee,
+        config={
+            "state_dir": args.state_dir,
+            "default_backend": args.backend,
+            "batch_max_records": args.batch,
+            "commit_interval": 50,
+            "batch_max_wait": 50,
+        },
+    )
+    app.run()
+
+
+if __name__ == "__main__":
+    main()
