@@ -212,10 +212,12 @@ class Metrics:
 
     # --- kstream.state.metrics.StoreMetrics ------------------------------------------------------
 
-    def record_operation(self, store: str, partition: int, op: str, seconds: float) -> None:
+    def record_operation(
+        self, store: str, partition: int, op: str, seconds: float, count: int = 1
+    ) -> None:
         key = (store, op if op in TIMED_OPERATIONS else _OTHER)
         ops = self.store_ops
-        ops[key] = ops.get(key, 0) + 1
+        ops[key] = ops.get(key, 0) + count
         h = self.store_latency.get(key)
         if h is None:
             h = self.store_latency[key] = _Histogram(STORE_BUCKETS)

@@ -18,6 +18,7 @@ from typing import Any
 from kstream.config import Config, validate_guarantee
 from kstream.errors import KStreamError, TopologyError
 from kstream.kafka.admin import Admin, TopicSpec
+from kstream.metrics import Metrics
 from kstream.runtime.tasks import RuntimeContext, dedup_spec
 from kstream.runtime.thread import StreamThread
 from kstream.topology.topology import Topology
@@ -72,6 +73,9 @@ class App:
         self.processing_guarantee = validate_guarantee(processing_guarantee)
         self.config = config if isinstance(config, Config) else Config.from_mapping(config)
         self.compiled = topology.compile(app_id)
+        self.metrics = Metrics(
+            app_id, guarantee=self.processing_guarantee, stores=list(topology.stores)
+        )
         self._state = AppState.CREATED
         self._lock = threading.Condition()
         self._stop = threading.Event()
@@ -96,6 +100,7 @@ class App:
                 return  # e.g. a late RUNNING after shutdown began
             self._state = new
             self._lock.notify_all()
+        self.metrics.set_state(new.value)
         log.info("app %r: %s -> %s", self.app_id, old.value, new.value)
         for listener in list(self._listeners):
             try:
@@ -121,6 +126,13 @@ class App:
     def error(self) -> BaseException | None:
         """The error that stopped the stream thread, if any."""
         return self._stream.error if self._stream is not None else None
+
+    def assigned_partitions(self) -> list[tuple[str, int]]:
+        """The input (topic, partition) pairs this instance holds right now."""
+        stream = self._stream
+        if stream is None:
+            return []
+        return sorted(tp for rt in list(stream.tasks.values()) for tp in rt.tps)
 
     @property
     def processed(self) -> int:
@@ -152,7 +164,7 @@ class App:
             global_views={},
             shared_producer=lambda: stream.shared_producer(),
         )
-        stream = StreamThread(ctx, self._stop, self._set_state)
+        stream = StreamThread(ctx, self._stop, self._set_state, self.metrics)
         self._ctx, self._stream = ctx, stream
         self._set_state(AppState.REBALANCING)
         self._thread = threading.Thread(

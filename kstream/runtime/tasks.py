@@ -84,11 +84,13 @@ class RuntimeContext:
 class Collector:
     """Sends a task's sink records through its producer, stamped with their provenance id."""
 
-    __slots__ = ("counters", "rt")
+    __slots__ = ("counters", "produced", "rt")
 
     def __init__(self, rt: RuntimeTask) -> None:
         self.rt = rt
         self.counters: dict[tuple[str, int, int], int] = {}
+        # records sent per topic since the stream thread last read them (for metrics)
+        self.produced: dict[str, int] = {}
 
     def send(
         self,
@@ -107,6 +109,8 @@ class Collector:
             hdrs.append((HEADER, encode(src[0], src[1], src[2], idx)))
         try:
             self.rt.producer.produce(topic, value, key, partition, timestamp, hdrs)
+            produced = self.produced
+            produced[topic] = produced.get(topic, 0) + 1
         except ProduceError as e:
             # A record the broker will never take (too large, ...) is the input record's
             # problem: the processing-error policy decides (fail, skip or dead-letter).

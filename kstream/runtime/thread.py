@@ -26,15 +26,21 @@ from kstream.errors import (
 )
 from kstream.kafka.consumer import Consumer
 from kstream.kafka.errors import FatalTransactionError
+from kstream.metrics import Metrics
 from kstream.runtime.globals import GlobalStores
 from kstream.runtime.producer import TrackingProducer
 from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask
+from kstream.state.metrics import instrument
 
 log = logging.getLogger("kstream.runtime")
 
 _FATAL = (RecordError, TopologyError, StoreError, TypeError, AttributeError, NameError)
 _MAX_RETRIES = 50
 _REPORT_S = 10.0
+_GAUGES_S = 0.5
+# Store operations are counted exactly but timed one in this many, to keep timing off the
+# per-record path.
+_STORE_TIMING_SAMPLE = 16
 
 
 class StreamThread:
@@ -45,8 +51,15 @@ class StreamThread:
         ctx: RuntimeContext,
         stop: threading.Event,
         on_state: Callable[[str], None],
+        metrics: Metrics | None = None,
     ) -> None:
         self.ctx = ctx
+        self.metrics = metrics if metrics is not None else Metrics(ctx.app_id)
+        self._next_gauges = 0.0
+        self._next_offset: dict[TP, int] = {}
+        self._seen_dups = 0
+        self._seen_skipped: dict[str, int] = {}
+        self._seen_dead: dict[str, int] = {}
         self.stop = stop
         self.on_state = on_state
         self.tasks: dict[tuple[int, int], RuntimeTask] = {}
@@ -118,12 +131,14 @@ class StreamThread:
         if self.error is None:
             self._commit_all_or_rollback()
         self._close_tasks()
+        self.metrics.set_assigned([])
 
     def _on_lost(self, parts: list[TopicPartition]) -> None:
         self.on_state("REBALANCING")
         for rt in self.tasks.values():
-            rt.rollback()
+            self._rollback(rt)
         self._close_tasks()
+        self.metrics.set_assigned([])
 
     def _on_assign(self, parts: list[TopicPartition]) -> None:
         self.on_state("REBALANCING")
@@ -160,6 +175,13 @@ class StreamThread:
             self.stop.set()
             raise
         log.info("assigned tasks %s", sorted(rt.id for rt in self.tasks.values()))
+        m = self.metrics
+        m.rebalance()
+        m.set_assigned(list(self.task_of))
+        for rt in self.tasks.values():
+            for name, store in rt.task.stores.items():
+                if not name.startswith("kstream-"):  # internal stores are not the user's
+                    instrument(store, m, sample_every=_STORE_TIMING_SAMPLE)
         self.on_state("RUNNING")
 
     def _close_tasks(self) -> None:
@@ -178,7 +200,7 @@ class StreamThread:
         if self._resubscribe:
             self._resubscribe = False
             for rt in self.tasks.values():
-                rt.rollback(fenced=True)
+                self._rollback(rt, fenced=True)
             self._close_tasks()
             log.info("leaving and rejoining the group")
             self.consumer.raw.unsubscribe()
@@ -196,6 +218,8 @@ class StreamThread:
             self.globals.poll(0)
         if msgs:
             self._process(msgs)
+        if time.monotonic() >= self._next_gauges:
+            self._update_gauges()
         now_ms = int(time.time() * 1000)
         for rt in list(self.tasks.values()):
             self._guard(rt, rt.punctuate, now_ms)
@@ -218,7 +242,43 @@ class StreamThread:
             positions,
         )
 
+    def _update_gauges(self) -> None:
+        """Lag, restoring tasks and the error tallies, twice a second, on this thread.
+
+        Lag is the fetch high watermark minus the next offset to read (never ListOffsets, see
+        DESIGN.md 8); a partition-EOF moves "next" past transaction markers, which take offsets
+        but are never delivered. The client is only called from this thread: calling it from
+        another while it polls blocks.
+        """
+        self._next_gauges = time.monotonic() + _GAUGES_S
+        m, ctx, consumer = self.metrics, self.ctx, self.consumer
+        m.set_restoring(ctx.restoring)
+        for rt in list(self.tasks.values()):
+            produced = rt.collector.produced
+            if produced:
+                rt.collector.produced = {}
+                for topic, n in produced.items():
+                    m.produced(topic, n)
+        if consumer is not None:
+            for t, p in list(self.task_of):
+                hw = consumer.high_watermark(t, p)
+                if hw is not None:
+                    pos = max(self._next_offset.get((t, p), 0), consumer.eof_offset(t, p) or 0)
+                    m.set_lag(t, p, hw - pos)
+        if ctx.duplicates_dropped > self._seen_dups:
+            m.dedup_dropped(ctx.duplicates_dropped - self._seen_dups)
+            self._seen_dups = ctx.duplicates_dropped
+        for kind, n in ctx.counts.skipped.items():
+            if n > self._seen_skipped.get(kind, 0):
+                m.dropped(f"{kind}_error", n - self._seen_skipped.get(kind, 0))
+                self._seen_skipped[kind] = n
+        for kind, n in ctx.counts.dead_lettered.items():
+            if n > self._seen_dead.get(kind, 0):
+                m.dead_lettered(kind, n - self._seen_dead.get(kind, 0))
+                self._seen_dead[kind] = n
+
     def _process(self, msgs: list[Any]) -> None:
+        t0 = time.perf_counter()
         groups: dict[TP, list[Any]] = {}
         for m in msgs:
             tp = (m.topic(), m.partition())
@@ -233,9 +293,18 @@ class StreamThread:
             if rt is None:
                 continue
             per_task.setdefault(rt, {})[tp] = lst
+        processed = 0
         for rt, parts in per_task.items():
             if self._guard(rt, rt.process, parts):
-                self.processed += sum(len(v) for v in parts.values())
+                processed += sum(len(v) for v in parts.values())
+        self.processed += processed
+        m = self.metrics
+        m.batch({tp: len(lst) for tp, lst in groups.items()}, time.perf_counter() - t0)
+        m.processed(processed)
+        m.end_to_end_latency(int(time.time() * 1000), [x.timestamp()[1] for x in msgs])
+        nxt = self._next_offset
+        for tp, lst in groups.items():
+            nxt[tp] = lst[-1].offset() + 1
 
     def _guard(self, rt: RuntimeTask, fn: Callable[..., Any], *args: Any) -> bool:
         """Run `fn`; on a retriable failure roll the task back and let the loop retry."""
@@ -246,12 +315,12 @@ class StreamThread:
             raise
         except ProducerFencedError as e:
             log.warning("task %s: producer fenced (%s); rejoining the group", rt.id, e)
-            rt.rollback(fenced=True)
+            self._rollback(rt, fenced=True)
             self._resubscribe = True
             return False
         except FatalTransactionError as e:
             log.warning("task %s: fatal producer error (%s); recreating its producer", rt.id, e)
-            rt.rollback()
+            self._rollback(rt)
             self._seek_back(rt)
             rt.recreate_producer()
             self._failed_once(e)
@@ -261,19 +330,24 @@ class StreamThread:
                 fenced = rt.producer.fenced()
                 log.warning("task %s: %s (producer %s)", rt.id, e, "fenced" if fenced else "fatal")
                 if fenced:
-                    rt.rollback(fenced=True)
+                    self._rollback(rt, fenced=True)
                     self._resubscribe = True
                     return False
-                rt.rollback()
+                self._rollback(rt)
                 self._seek_back(rt)
                 rt.recreate_producer()
                 self._failed_once(e)
                 return False
             log.warning("task %s: %s; retrying from the committed offsets", rt.id, e)
-            rt.rollback()
+            self._rollback(rt)
             self._seek_back(rt)
             self._failed_once(e)
             return False
+
+    def _rollback(self, rt: RuntimeTask, fenced: bool = False) -> None:
+        if self.ctx.exactly_once and rt.producer.in_txn:
+            self.metrics.transaction_aborted()
+        rt.rollback(fenced=fenced)
 
     def _failed_once(self, e: BaseException) -> None:
         self._failures += 1
@@ -296,11 +370,18 @@ class StreamThread:
     def _commit(self) -> None:
         assert self.consumer is not None
         self._last_commit = time.monotonic()
+        t0 = time.perf_counter()
         if self.ctx.exactly_once:
             meta = self.consumer.consumer_group_metadata()
+            committed = 0
             for rt in list(self.tasks.values()):
-                if self._guard(rt, rt.commit_txn, meta) and rt.next_offsets:
-                    self._failures = 0
+                was_open = rt.open
+                if self._guard(rt, rt.commit_txn, meta):
+                    committed += was_open
+                    if rt.next_offsets:
+                        self._failures = 0
+            if committed:
+                self.metrics.commit(time.perf_counter() - t0, committed)
             return
         open_tasks = [rt for rt in self.tasks.values() if rt.open]
         if not open_tasks:
@@ -318,12 +399,13 @@ class StreamThread:
             if offsets:
                 self.consumer.commit(offsets)
             self._failures = 0
+            self.metrics.commit(time.perf_counter() - t0)
         except _FATAL:
             raise
         except KafkaClientError as e:
             log.warning("commit failed: %s; retrying from the committed offsets", e)
             for rt in open_tasks:
-                rt.rollback()
+                self._rollback(rt)
                 self._seek_back(rt)
             self._failed_once(e)
 
@@ -333,13 +415,13 @@ class StreamThread:
         except Exception as e:
             log.warning("final commit failed: %s", e)
             for rt in self.tasks.values():
-                rt.rollback()
+                self._rollback(rt)
 
     def _shutdown(self) -> None:
         if self.error is not None:
             for rt in self.tasks.values():
                 try:
-                    rt.rollback()
+                    self._rollback(rt)
                 except Exception:
                     pass
         self._close_tasks()

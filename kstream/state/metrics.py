@@ -35,8 +35,10 @@ TIMED_OPERATIONS = frozenset(
 
 
 class StoreMetrics(Protocol):
-    def record_operation(self, store: str, partition: int, op: str, seconds: float) -> None:
-        """One store operation took `seconds` (count it and observe its latency)."""
+    def record_operation(
+        self, store: str, partition: int, op: str, seconds: float, count: int = 1
+    ) -> None:
+        """A store operation took `seconds`; it stands for `count` operations (sampling)."""
 
     def record_restore(
         self, store: str, partition: int, restored: int, end_offset: int | None
@@ -44,10 +46,13 @@ class StoreMetrics(Protocol):
         """Restore progress: `restored` records applied so far, end offset if known."""
 
 
-def instrument(store: StateStore, metrics: StoreMetrics) -> StateStore:
+def instrument(store: StateStore, metrics: StoreMetrics, *, sample_every: int = 1) -> StateStore:
     """Time the store's operations into `metrics` (returns the same store object).
 
-    Scans are timed until the cursor is created, not while the caller iterates it.
+    Scans are timed until the cursor is created, not while the caller iterates it. With
+    `sample_every=N` (N > 1) every call is counted but only one in N is timed, and it is
+    reported as `record_operation(..., count=N)`: operation counts stay exact in steps of N and
+    the per-record path pays for a counter, not for a clock.
     """
     name, part = store.name, store.partition
     record = metrics.record_operation
@@ -55,8 +60,38 @@ def instrument(store: StateStore, metrics: StoreMetrics) -> StateStore:
         fn = getattr(store, op, None)
         if fn is None or not callable(fn):
             continue
-        setattr(store, op, _timed(fn, name, part, op, record))
+        if sample_every > 1:
+            setattr(store, op, _sampled(fn, name, part, op, record, sample_every))
+        else:
+            setattr(store, op, _timed(fn, name, part, op, record))
     return store
+
+
+def _sampled(
+    fn: Callable[..., Any],
+    name: str,
+    part: int,
+    op: str,
+    record: Callable[..., None],
+    every: int,
+) -> Callable[..., Any]:
+    clock = time.perf_counter
+    calls = 0
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls < every:
+            return fn(*args, **kwargs)
+        calls = 0
+        t0 = clock()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            record(name, part, op, clock() - t0, count=every)
+
+    return wrapper
 
 
 def _timed(

@@ -84,3 +84,39 @@ def test_lifecycle_states_and_internal_topics(
     assert counts == {f"{app_id}-counts-changelog": 3, f"{app_id}-counts-repartition": 3}
     desc = admin.describe_topic(f"{app_id}-counts-changelog")
     assert desc.config.get("cleanup.policy") == "compact"
+
+
+def test_the_runtime_feeds_its_metrics(
+    kafka_broker: EmbeddedBroker, unique_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    from kstream.kafka.producer import Producer
+
+    bs = kafka_broker.bootstrap_servers
+    src, dst = unique_name("lines"), unique_name("counts")
+    admin = Admin(bs)
+    admin.create_topic(src, 2)
+    admin.create_topic(dst, 2)
+    p = Producer(bs)
+    for i in range(40):
+        p.produce(src, b"a b", key=b"k%d" % (i % 4))
+    p.flush()
+    app = App(_word_count(src, dst), unique_name("app"), bs, config={"state_dir": str(tmp_path)})
+    app.start()
+    try:
+        assert app.wait_for(AppState.RUNNING, timeout=60)
+        m = app.metrics
+        for _ in range(300):
+            if m.processed_total >= 40 and m.txn_committed > 0 and m.lag:
+                break
+            app.wait_for(AppState.ERROR, timeout=0.1)
+        assert m.processed_total >= 40  # the input, plus the repartitioned words
+        assert sum(n for (t, _), n in m.consumed.items() if t == src) == 40
+        assert m.txn_committed > 0
+        assert m.rebalances_total >= 1
+        assert m.state == "RUNNING"
+        assert {tp for tp in m.assigned if tp[0] == src} == {(src, 0), (src, 1)}
+        assert sum(n for (store, _), n in m.store_ops.items() if store == "counts") > 0
+        assert all(lag >= 0 for lag in m.lag.values())
+    finally:
+        app.close()
+    assert app.metrics.state == "NOT_RUNNING"
