@@ -55,6 +55,27 @@ from kstream.topology.processor import Processor, ProcessorContext, ProcessorFac
 from kstream.topology.topology import Partitioner, Topology
 
 
+class Handle:
+    """What every DSL handle (KStream, KTable, KGroupedStream, ...) carries: the builder it
+    belongs to, the node its records come from and the serdes known for them (None: not known,
+    the "auto" serde is used where one is needed)."""
+
+    def __init__(
+        self,
+        builder: InternalBuilder,
+        node: str,
+        key_serde: Serde | None = None,
+        value_serde: Serde | None = None,
+    ) -> None:
+        self._builder = builder
+        self._node = node
+        self._key_serde = key_serde
+        self._value_serde = value_serde
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._node})"
+
+
 def delegate(module: str, function: str, *args: Any, **kwargs: Any) -> Any:
     """Call `module.function(*args, **kwargs)`, importing the module on first use."""
     try:

@@ -6,7 +6,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kstream.dsl import processors as p
-from kstream.dsl.graph import InternalBuilder, ValueGetter, delegate, processor_factory
+from kstream.dsl.graph import (
+    Handle,
+    InternalBuilder,
+    ValueGetter,
+    delegate,
+    processor_factory,
+)
 from kstream.serde import Serde, SerdeLike, serde
 
 if TYPE_CHECKING:
@@ -15,7 +21,7 @@ if TYPE_CHECKING:
 LONG = serde("long")
 
 
-class KGroupedStream:
+class KGroupedStream(Handle):
     """Records grouped by their key; aggregations repartition first if the key changed."""
 
     def __init__(
@@ -26,14 +32,8 @@ class KGroupedStream:
         value_serde: Serde | None,
         repartition_required: bool,
     ) -> None:
-        self._builder = builder
-        self._node = node
-        self._key_serde = key_serde
-        self._value_serde = value_serde
+        super().__init__(builder, node, key_serde, value_serde)
         self._repartition_required = repartition_required
-
-    def __repr__(self) -> str:
-        return f"KGroupedStream({self._node})"
 
     def _source(self, base: str) -> str:
         """The node to aggregate from, through `<base>-repartition` when the key changed."""

@@ -6,7 +6,13 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from kstream.dsl import processors as p
-from kstream.dsl.graph import InternalBuilder, ValueGetter, delegate, processor_factory
+from kstream.dsl.graph import (
+    Handle,
+    InternalBuilder,
+    ValueGetter,
+    delegate,
+    processor_factory,
+)
 from kstream.errors import TopologyError
 from kstream.serde import Serde, SerdeLike, serde
 from kstream.topology.processor import ProcessorFactory
@@ -21,7 +27,7 @@ def _opt_serde(s: SerdeLike) -> Serde | None:
     return None if s is None else serde(s)
 
 
-class KStream:
+class KStream(Handle):
     """A handle on one node of the graph; every operator returns a new handle.
 
     `_key_serde`/`_value_serde` are the serdes known to fit the records here (None: unknown,
@@ -37,14 +43,8 @@ class KStream:
         value_serde: Serde | None = None,
         repartition_required: bool = False,
     ) -> None:
-        self._builder = builder
-        self._node = node
-        self._key_serde = key_serde
-        self._value_serde = value_serde
+        super().__init__(builder, node, key_serde, value_serde)
         self._repartition_required = repartition_required
-
-    def __repr__(self) -> str:
-        return f"KStream({self._node})"
 
     def _then(
         self,

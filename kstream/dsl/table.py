@@ -10,12 +10,18 @@ from collections.abc import Callable
 from typing import Any
 
 from kstream.dsl import processors as p
-from kstream.dsl.graph import InternalBuilder, ValueGetter, delegate, processor_factory
+from kstream.dsl.graph import (
+    Handle,
+    InternalBuilder,
+    ValueGetter,
+    delegate,
+    processor_factory,
+)
 from kstream.serde import Serde, SerdeLike
 from kstream.topology.processor import ProcessorFactory
 
 
-class KTable:
+class KTable(Handle):
     """A handle on a table node; `_getter` reads its current value for a key (for joins)."""
 
     def __init__(
@@ -26,14 +32,8 @@ class KTable:
         value_serde: Serde | None,
         getter: ValueGetter,
     ) -> None:
-        self._builder = builder
-        self._node = node
-        self._key_serde = key_serde
-        self._value_serde = value_serde
+        super().__init__(builder, node, key_serde, value_serde)
         self._getter = getter
-
-    def __repr__(self) -> str:
-        return f"KTable({self._node})"
 
     @property
     def store_name(self) -> str:
