@@ -11,6 +11,7 @@ emit a delete only when the key was visible before, and lets grouped tables subt
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -23,6 +24,14 @@ class Change(NamedTuple):
 
     new: Any
     old: Any
+
+
+def _tuple_new(cls: type) -> Callable[[tuple[Any, ...]], Any]:
+    return functools.partial(tuple.__new__, cls)
+
+
+# `new_change((new, old))` == `Change(new, old)` without the Python-level __new__ (hot paths)
+new_change: Callable[[tuple[Any, Any]], Change] = _tuple_new(Change)
 
 
 class BuiltinProcessor(Processor):
@@ -240,7 +249,7 @@ class AggregateProcessor(BuiltinProcessor):
                 on_error(e, r)
                 continue
             put(k, new)
-            out.append(r.with_value(Change(new, old)))
+            out.append(r.with_value(new_change((new, old))))
         if task is not None:
             task.current = None
         self.ctx.forward_batch(out)

@@ -27,10 +27,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kstream.dsl.processors import BuiltinProcessor, Change
+from kstream.dsl.processors import BuiltinProcessor, Change, _tuple_new, new_change
 from kstream.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from kstream.records import Record, Windowed
 from kstream.topology.processor import ProcessorContext
+
+# `new_windowed((key, start, end))` == `Windowed(key, start, end)`, cheaper (hot path)
+new_windowed: Callable[[tuple[Any, int, int]], Windowed] = _tuple_new(Windowed)
 
 Step = Callable[[Any, Any, Any], Any]
 
@@ -151,11 +154,7 @@ def stream_time_store(store: str) -> str:
 
 
 def _window_value(store: Any, key: Any, start: int) -> Any:
-    with store.fetch(key, start, start) as cur:
-        found = None
-        for _, v in cur:
-            found = v
-    return found
+    return store.get(key, start)
 
 
 class TimeWindowAggregateProcessor(_WindowedAggregate):
@@ -185,7 +184,7 @@ class TimeWindowAggregateProcessor(_WindowedAggregate):
             store.put(k, new, start)
             updated = True
             if not self.emit_final:
-                out.append(r.with_key_value(Windowed(k, start, end), Change(new, old)))
+                out.append(r.with_key_value(new_windowed((k, start, end)), new_change((new, old))))
         return updated
 
     def closed_between(self, prev: int | None, close: int) -> list[tuple[Windowed, Any]]:

@@ -121,6 +121,16 @@ class TrackingProducer:
     ) -> None:
         """Queue one record; a full local queue is drained and the call retried."""
         hdrs: Any = headers
+        try:  # the common case first, without the retry loop around it
+            if partition is None:
+                self._p.produce(topic, value, key, timestamp=timestamp, headers=hdrs)
+            else:
+                self._p.produce(topic, value, key, partition, timestamp=timestamp, headers=hdrs)
+            return
+        except BufferError:
+            self._p.poll(0.05)
+        except KafkaException as e:
+            raise self._produce_error(e, topic) from None
         while True:
             try:
                 if partition is None:
@@ -131,15 +141,16 @@ class TrackingProducer:
             except BufferError:
                 self._p.poll(0.05)
             except KafkaException as e:
-                fatal = self._errors.fatal()
-                if fatal is not None:
-                    raise map_error(
-                        fatal, self._ctx(f"producing to topic {topic!r}"), transactional=True
-                    ) from None
-                exc = map_error(e, f"producing to topic {topic!r}")
-                if type(exc) in (KafkaClientError, TopicError):
-                    exc = ProduceError(str(exc), code=exc.code, retriable=exc.retriable)
-                raise exc from None
+                raise self._produce_error(e, topic) from None
+
+    def _produce_error(self, e: KafkaException, topic: str) -> Exception:
+        fatal = self._errors.fatal()
+        if fatal is not None:
+            return map_error(fatal, self._ctx(f"producing to topic {topic!r}"), transactional=True)
+        exc = map_error(e, f"producing to topic {topic!r}")
+        if type(exc) in (KafkaClientError, TopicError):
+            exc = ProduceError(str(exc), code=exc.code, retriable=exc.retriable)
+        return exc
 
     def poll(self, timeout: float = 0.0) -> None:
         self._p.poll(timeout)

@@ -101,14 +101,23 @@ class Collector:
         headers: Headers,
         partition: int | None,
     ) -> None:
-        src = self.rt.task.source()
+        rt = self.rt
+        # task.source(), inlined: this runs once per output record
+        cur = rt.task.current
         hdrs = [h for h in headers if h[0] != HEADER] if headers else []
-        if src is not None:
-            idx = self.counters.get(src, 0)
-            self.counters[src] = idx + 1
+        if (
+            cur is not None
+            and cur.topic is not None
+            and cur.partition is not None
+            and cur.offset is not None
+        ):
+            src = (cur.topic, cur.partition, cur.offset)
+            counters = self.counters
+            idx = counters.get(src, 0)
+            counters[src] = idx + 1
             hdrs.append((HEADER, encode(src[0], src[1], src[2], idx)))
         try:
-            self.rt.producer.produce(topic, value, key, partition, timestamp, hdrs)
+            rt.producer.produce(topic, value, key, partition, timestamp, hdrs)
             produced = self.produced
             produced[topic] = produced.get(topic, 0) + 1
         except ProduceError as e:

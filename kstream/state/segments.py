@@ -60,9 +60,8 @@ class SegmentedStore(StateStore):
 
     def live_from(self) -> int:
         """The oldest time still inside retention (entries older are expired)."""
-        if self.observed == TS_MIN:
-            return TS_MIN
-        return max(self.observed - self.retention, TS_MIN)
+        t = self.observed - self.retention
+        return t if t > TS_MIN else TS_MIN
 
     def _observe(self, t: int) -> None:
         if t > self.observed:

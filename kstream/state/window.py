@@ -18,12 +18,22 @@ from kstream.state.keys import TS_MAX, TS_MIN, esc, seq4, ts8, unesc, unseq4, un
 from kstream.state.segments import SegmentedStore
 from store_backends.base import Cursor, prefix_upper_bound
 
+_IMMUTABLE_KEYS = frozenset({str, bytes, int})
+
 
 class WindowStore(SegmentedStore):
     """put(key, value, start) / fetch(key, t_from, t_to) over retained windows."""
 
     kind = "window"
-    READ_METHODS = SegmentedStore.READ_METHODS | {"fetch", "fetch_range", "all", "fetch_all"}
+    READ_METHODS = SegmentedStore.READ_METHODS | {
+        "get",
+        "fetch",
+        "fetch_range",
+        "all",
+        "fetch_all",
+    }
+
+    _memo: tuple[Any, int, bytes] | None = None
 
     @property
     def window_size(self) -> int:
@@ -38,16 +48,47 @@ class WindowStore(SegmentedStore):
         self._observe(start)
         if start < self.live_from():
             return
-        kb = self.key_serde.to_bytes(key)
-        if kb is None:
-            raise TypeError(f"store {self.name!r}: key must not be None")
-        pk = self.seg(start) + esc(kb) + ts8(start)
+        pk = self._pkey(key, start)
         if self.spec.retain_duplicates:
             if value is None:
                 return
             self._seq = (self._seq + 1) & 0xFFFFFFFF
             pk += seq4(self._seq)
         self._write(pk, None if value is None else self.value_serde.to_bytes(value))
+
+    def get(self, key: Any, start: int) -> Any:
+        """The value of `key`'s window starting at `start` (None if absent or expired).
+
+        One point lookup instead of a scan; with retain_duplicates, the last of the window's
+        entries (as `fetch` would end with).
+        """
+        if self.spec.retain_duplicates:
+            found = None
+            with self.fetch(key, start, start) as cur:
+                for _, v in cur:
+                    found = v
+            return found
+        if start < self.live_from():
+            return None
+        data = self._read(self._pkey(key, start))
+        return None if data is None else self.value_serde.from_bytes(data)
+
+    def _pkey(self, key: Any, start: int) -> bytes:
+        """The physical key of (key, start), without the duplicate sequence.
+
+        An aggregation gets a window and then puts it: the last key computed is remembered
+        (for immutable keys, matched by identity) so the put does not encode it again.
+        """
+        memo = self._memo
+        if memo is not None and memo[0] is key and memo[1] == start:
+            return memo[2]
+        kb = self.key_serde.to_bytes(key)
+        if kb is None:
+            raise TypeError(f"store {self.name!r}: key must not be None")
+        pk = self.seg(start) + esc(kb) + ts8(start)
+        if type(key) in _IMMUTABLE_KEYS:
+            self._memo = (key, start, pk)
+        return pk
 
     def fetch(self, key: Any, time_from: int = TS_MIN, time_to: int = TS_MAX) -> Cursor:
         """Cursor of (start, value) for `key` with time_from <= start <= time_to, ascending."""

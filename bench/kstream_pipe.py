@@ -1,0 +1,206 @@
+"""One benchmark run in its own process: kstream P1-P3, or the raw confluent-kafka pipe.
+
+Started by bench/run_all.py. Waits for its consumer group to be joined, processes until it gets
+SIGTERM (sent by run_all.py once the last output record is readable), then prints one JSON line:
+`{"first": <time.monotonic() when processing started>, "cpu_s": ..., "peak_rss_bytes": ...}`.
+
+- raw: consume -> produce, bytes through, no framework (the ceiling); `--guarantee
+  exactly_once` makes it transactional: one transaction per consumed batch, offsets sent with it.
+- kstream: P1 filter + map + to, P2 running count per key, P3 tumbling 10 s windowed sum per key.
+
+    python bench/kstream_pipe.py --engine kstream --pipeline P2 --guarantee exactly_once \
+        --backend lmdb --bootstrap HOST:PORT --topic IN --out OUT --state-dir DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+# Every consumer of the benchmark (Quix Streams' included) uses these: the embedded broker's
+# group join takes session.timeout.ms / 2.
+GROUP_TIMEOUTS = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+
+
+def build(pipeline: str, src: str, dst: str) -> Any:
+    from kstream.dsl import StreamBuilder
+    from kstream.dsl.windows import TimeWindows
+
+    b = StreamBuilder()
+    s = b.stream(src, key_serde="string", value_serde="json")
+    if pipeline == "P1":
+        s.filter(lambda k, v: v["kind"] != "refund").map_values(
+            lambda v: {"user": v["user"], "cents": round(v["amount"] * 100)}
+        ).to(dst, value_serde="json")
+    elif pipeline == "P2":
+        s.group_by_key().count(store="counts").to_stream().to(dst, value_serde="long")
+    else:
+        (
+            s.map_values(lambda v: v["amount"])
+            .group_by_key(value_serde="double")
+            .windowed_by(TimeWindows.of("10s"))
+            .reduce(lambda a, b: a + b, store="sums")
+            .to_stream()
+            .to(dst)
+        )
+    return b
+
+
+def run_kstream(args: argparse.Namespace, stop: threading.Event) -> float:
+    from kstream.runtime import App, AppState
+
+    app = App(
+        build(args.pipeline, args.topic, args.out),
+        args.group,
+        args.bootstrap,
+        args.guarantee,
+        {
+            "state_dir": args.state_dir,
+            "default_backend": args.backend,
+            "batch_max_records": args.batch_max_records,
+            "batch_max_wait": args.batch_max_wait,
+            "commit_interval": args.commit_interval,
+            "kafka": {**GROUP_TIMEOUTS, **json.loads(args.kafka)},
+        },
+    )
+    app.start()
+    try:
+        if not app.wait_for(AppState.RUNNING, AppState.ERROR, timeout=120):
+            raise RuntimeError("the app did not start")
+        # RUNNING = partitions assigned and stores restored: the group join is over.
+        first = time.monotonic()
+        ready(args)
+        while not stop.wait(0.05):
+            if app.error is not None:
+                break
+        return first
+    finally:
+        app.close()
+        if app.error is not None:
+            raise app.error
+
+
+def run_raw(args: argparse.Namespace, stop: threading.Event) -> float:
+    from confluent_kafka import Consumer, Producer
+
+    tx = args.guarantee == "exactly_once"
+    c = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": args.group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            **GROUP_TIMEOUTS,
+        }
+    )
+    pconf: dict[str, Any] = {"bootstrap.servers": args.bootstrap, "linger.ms": 5}
+    if tx:
+        pconf["transactional.id"] = f"raw-{uuid.uuid4().hex}"
+    p = Producer(pconf)
+    if tx:
+        p.init_transactions(30)
+    c.subscribe([args.topic])
+    while not c.assignment():
+        c.poll(0.05)
+    ready(args)
+    first = 0.0
+    dst = args.out
+    produce = p.produce
+    while not stop.is_set():
+        msgs = c.consume(args.batch_max_records, args.batch_max_wait / 1000)
+        if not msgs:
+            continue
+        if not first:
+            first = time.monotonic()
+        if tx:
+            p.begin_transaction()
+        for m in msgs:
+            if m.error() is not None:
+                continue
+            while True:
+                try:
+                    produce(dst, m.value(), m.key())
+                    break
+                except BufferError:
+                    p.poll(0.01)
+        if tx:
+            p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata())
+            p.commit_transaction()
+        else:
+            p.poll(0)
+            c.commit(asynchronous=True)
+    p.flush(30)
+    c.close()
+    return first
+
+
+def ready(args: argparse.Namespace) -> None:
+    if args.ready_file:
+        with open(args.ready_file, "w") as f:
+            f.write("ready")
+
+
+def profiler() -> subprocess.Popen[bytes] | None:
+    """`BENCH_PYSPY=<file prefix>`: sample this process with py-spy (collapsed stacks)."""
+    prefix = os.environ.get("BENCH_PYSPY")
+    if not prefix:
+        return None
+    out = f"{prefix}-{os.getpid()}.txt"
+    cmd = ["py-spy", "record", "-r", "250", "-f", "raw", "-o", out, "--pid", str(os.getpid())]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--engine", choices=("kstream", "raw"), required=True)
+    ap.add_argument("--pipeline", choices=("raw", "P1", "P2", "P3"), default="raw")
+    ap.add_argument("--guarantee", choices=("at_least_once", "exactly_once"), required=True)
+    ap.add_argument("--backend", default="memory")
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--topic", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--group", default=None)
+    ap.add_argument("--state-dir", default="")
+    ap.add_argument("--ready-file", default="")
+    ap.add_argument("--batch-max-records", type=int, default=10_000)
+    ap.add_argument("--batch-max-wait", type=int, default=100)
+    ap.add_argument("--commit-interval", type=int, default=100)
+    ap.add_argument("--kafka", default="{}", help="librdkafka settings (JSON) for the app")
+    args = ap.parse_args()
+    args.group = args.group or f"bench-{uuid.uuid4().hex[:8]}"
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    spy = profiler()
+    first = (run_kstream if args.engine == "kstream" else run_raw)(args, stop)
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(30)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(
+        json.dumps(
+            {
+                "first": first,
+                "cpu_s": usage.ru_utime + usage.ru_stime,
+                "peak_rss_bytes": usage.ru_maxrss * 1024,
+            }
+        ),
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,422 @@
+"""The benchmark behind `make bench`: kstream beside the raw pipe and Quix Streams, one run.
+
+Starts the embedded broker, produces N records (key `user-<i % 1000>`, a ~60-byte JSON value
+with `user`, `amount` and `kind`, event times spread over 100 s) into a 4-partition topic, then
+runs, `--repeats` times each (medians reported, the repeats interleaved so that noise hits every
+configuration alike):
+
+- the ceiling: a raw confluent-kafka consume -> produce loop, plain and transactional;
+- kstream P1 (filter + map + to), P2 (running count per key), P3 (tumbling 10 s windowed sum
+  per key), at_least_once and exactly_once, memory and lmdb backends;
+- Quix Streams on P1-P3 under the same guarantees (in its own virtualenv, see `--quix-python`);
+- end-to-end latency (p50/p99) of kstream P1 under exactly_once at a fixed input rate.
+
+Every run is a subprocess (CPU seconds and peak RSS from its `getrusage`), timed from its first
+record (kstream: the app is RUNNING, i.e. partitions assigned and stores restored; raw and
+Quix: the first record consumed) to the moment its last output record is readable by a
+read_committed consumer. Group-join start-up is excluded for every engine.
+
+Prints a table and writes bench/results/latest.json.
+
+    python bench/run_all.py [--records 200000] [--repeats 3] [--no-quix]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer as RawConsumer  # noqa: E402
+from confluent_kafka import Producer as RawProducer  # noqa: E402
+
+from kstream.kafka.admin import Admin  # noqa: E402
+from kstream.kafka.broker import EmbeddedBroker  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PARTITIONS = 4
+KEYS = 1000
+SPAN_MS = 100_000
+BASE_TS = 1_700_000_000_000
+KINDS = ("purchase", "purchase", "purchase", "view", "view", "view", "view", "cart", "cart")
+# Quix Streams reads retention.ms back from the topic; the broker returns only configs set at
+# creation.
+INPUT_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1"}
+PIPELINES = ("P1", "P2", "P3")
+GUARANTEES = ("at_least_once", "exactly_once")
+BACKENDS = ("memory", "lmdb")
+
+
+def value_of(i: int) -> tuple[bytes, bool]:
+    refund = i % 10 == 9
+    kind = "refund" if refund else KINDS[i % 9]
+    amount = (i * 7919) % 100_000 / 100
+    v = b'{"user":"user-%d","amount":%.2f,"kind":"%s"}' % (i % KEYS, amount, kind.encode())
+    return v, refund
+
+
+def produce_input(bs: str, topic: str, n: int) -> int:
+    """Produce the input; returns how many records P1 keeps (the non-refunds)."""
+    p = RawProducer({"bootstrap.servers": bs, "linger.ms": 20, "partitioner": "murmur2_random"})
+    kept = 0
+    for i in range(n):
+        v, refund = value_of(i)
+        kept += not refund
+        ts = BASE_TS + i * SPAN_MS // n
+        while True:
+            try:
+                p.produce(topic, v, b"user-%d" % (i % KEYS), timestamp=ts)
+                break
+            except BufferError:
+                p.poll(0.05)
+    p.flush(60)
+    return kept
+
+
+class Watcher(threading.Thread):
+    """Reads an output topic (read_committed) and notes when its last expected record arrived."""
+
+    def __init__(self, bs: str, topic: str, expected: int, latency: bool = False) -> None:
+        super().__init__(daemon=True)
+        self.expected = expected
+        self.latency = latency
+        self.seen = 0
+        self.last = 0.0
+        self.latencies_ms: list[float] = []
+        self.halt = threading.Event()
+        self.c = RawConsumer(
+            {
+                "bootstrap.servers": bs,
+                "group.id": f"watch-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "fetch.wait.max.ms": 5,
+            }
+        )
+        self.c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+
+    def run(self) -> None:
+        try:
+            while not self.halt.is_set() and self.seen < self.expected:
+                # consume() returns when it has `num` records or at the timeout: keep the
+                # timeout short when measuring latency
+                msgs = self.c.consume(10_000, 0.001 if self.latency else 0.05)
+                now = time.monotonic()
+                wall = time.time() * 1000
+                got = 0
+                for m in msgs:
+                    if m.error() is None:
+                        got += 1
+                        if self.latency:
+                            self.latencies_ms.append(wall - m.timestamp()[1])
+                if got:
+                    self.seen += got
+                    self.last = now
+        finally:
+            self.c.close()
+
+
+def run_one(
+    cmd: list[str],
+    bs: str,
+    out: str,
+    expected: int,
+    ready_file: str,
+    timeout_s: float = 300.0,
+) -> dict[str, Any]:
+    """Run one benchmark subprocess against an output topic; returns its measurements."""
+    Admin(bs).create_topic(out, PARTITIONS)
+    w = Watcher(bs, out, expected)
+    w.start()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while w.is_alive() and time.monotonic() < deadline and proc.poll() is None:
+            w.join(0.1)
+    finally:
+        w.halt.set()
+        w.join()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            stdout, stderr = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+    if w.seen < expected:
+        raise RuntimeError(
+            f"{' '.join(cmd[1:4])}: {w.seen} of {expected} outputs (rc={proc.returncode})\n"
+            f"{stderr[-3000:]}"
+        )
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"no result from {cmd}: rc={proc.returncode}\n{stderr[-3000:]}")
+    res: dict[str, Any] = json.loads(lines[-1])
+    res["seconds"] = w.last - res["first"]
+    return res
+
+
+def ensure_quix_python(path: str | None) -> str:
+    """The interpreter of a virtualenv with Quix Streams (created on first use)."""
+    if path:
+        return path
+    venv = os.path.join(HERE, ".venv-quix")
+    py = os.path.join(venv, "bin", "python")
+    if not os.path.exists(py):
+        print(f"creating {os.path.relpath(venv, ROOT)} with quixstreams ...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+        subprocess.run([py, "-m", "pip", "install", "-q", "quixstreams>=3"], check=True)
+    return py
+
+
+LATENCY_KNOBS: dict[str, Any] = {"batch_max_wait": 5, "commit_interval": 20}
+LATENCY_KAFKA: dict[str, Any] = {}
+
+
+def latency_run(
+    bs: str,
+    rate: int,
+    seconds: float,
+    state_dir: str,
+    guarantee: str = "exactly_once",
+    knobs: dict[str, Any] = LATENCY_KNOBS,
+    kafka: dict[str, Any] = LATENCY_KAFKA,
+    engine: str = "kstream",
+) -> dict[str, Any]:
+    """kstream P1 fed at `rate` records/s; end-to-end latency percentiles."""
+    src, out = f"lat-in-{uuid.uuid4().hex[:6]}", f"lat-out-{uuid.uuid4().hex[:6]}"
+    admin = Admin(bs)
+    admin.create_topic(src, PARTITIONS, INPUT_CONFIG)
+    admin.create_topic(out, PARTITIONS)
+    ready = os.path.join(state_dir, f"ready-{uuid.uuid4().hex[:6]}")
+    n = int(rate * seconds)
+    expected = sum(1 for i in range(n) if not value_of(i)[1]) if engine == "kstream" else n
+    cmd = [
+        sys.executable,
+        os.path.join(HERE, "kstream_pipe.py"),
+        f"--engine={engine}",
+        "--pipeline=P1" if engine == "kstream" else "--pipeline=raw",
+        f"--guarantee={guarantee}",
+        f"--bootstrap={bs}",
+        f"--topic={src}",
+        f"--out={out}",
+        f"--state-dir={state_dir}",
+        f"--ready-file={ready}",
+        f"--batch-max-wait={knobs['batch_max_wait']}",
+        f"--commit-interval={knobs['commit_interval']}",
+        f"--kafka={json.dumps(kafka)}",
+    ]
+    w = Watcher(bs, out, expected, latency=True)
+    w.start()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        t_end = time.monotonic() + 120
+        while not os.path.exists(ready):
+            if proc.poll() is not None or time.monotonic() > t_end:
+                raise RuntimeError(f"latency app did not start: {proc.communicate()[1][-3000:]}")
+            time.sleep(0.05)
+        time.sleep(0.5)
+        p = RawProducer({"bootstrap.servers": bs, "linger.ms": 1, "partitioner": "murmur2_random"})
+        tick = 0.002
+        per_tick = max(1, round(rate * tick))
+        start = time.monotonic()
+        i = 0
+        while i < n:
+            for _ in range(min(per_tick, n - i)):
+                v, _refund = value_of(i)
+                p.produce(src, v, b"user-%d" % (i % KEYS), timestamp=int(time.time() * 1000))
+                i += 1
+            p.poll(0)
+            delay = start + (i / rate) - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        p.flush(30)
+        w.join(60)
+    finally:
+        w.halt.set()
+        w.join()
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    lat = sorted(w.latencies_ms)
+    if not lat:
+        raise RuntimeError("latency run: no outputs")
+    # the first second includes the first fetch and transaction set-up: warm-up, not counted
+    skip = min(len(lat) // 10, int(rate * 1.0))
+    steady = sorted(w.latencies_ms[skip:])
+    return {
+        "engine": engine,
+        "pipeline": "P1" if engine == "kstream" else "raw",
+        "guarantee": guarantee,
+        "backend": "memory",
+        "rate_per_s": rate,
+        "records": n,
+        "outputs": len(lat),
+        "p50_ms": round(steady[len(steady) // 2], 2),
+        "p99_ms": round(steady[min(len(steady) - 1, int(len(steady) * 0.99))], 2),
+        "max_ms": round(steady[-1], 2),
+        "config": {**knobs, "kafka": kafka},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--no-quix", action="store_true", help="skip Quix Streams")
+    ap.add_argument("--quix-python", default=os.environ.get("QUIX_PYTHON"))
+    ap.add_argument("--only", default="", help="comma list of engines: raw,kstream,quix,latency")
+    ap.add_argument("--kstream-pipe", default=os.path.join(HERE, "kstream_pipe.py"))
+    ap.add_argument("--match", default="", help="regex over 'engine pipeline guarantee backend'")
+    ap.add_argument("--latency-rate", type=int, default=5000)
+    ap.add_argument("--latency-seconds", type=float, default=10.0)
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "latest.json"))
+    args = ap.parse_args(argv)
+    only = set(filter(None, args.only.split(","))) or {"raw", "kstream", "quix", "latency"}
+    if args.no_quix:
+        only.discard("quix")
+    quix_py = ensure_quix_python(args.quix_python) if "quix" in only else ""
+    n = args.records
+    t_start = time.monotonic()
+
+    # (engine, pipeline, guarantee, backend)
+    configs: list[tuple[str, str, str, str]] = []
+    if "raw" in only:
+        configs += [("raw", "raw", g, "-") for g in GUARANTEES]
+    if "kstream" in only:
+        configs += [("kstream", p, g, b) for p in PIPELINES for g in GUARANTEES for b in BACKENDS]
+    if "quix" in only:
+        configs += [("quix", p, g, "rocksdb") for p in PIPELINES for g in GUARANTEES]
+    if args.match:
+        configs = [c for c in configs if re.search(args.match, " ".join(c))]
+    runs: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {c: [] for c in configs}
+
+    latency: dict[str, Any] = {}
+    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
+        bs = broker.bootstrap_servers
+        src = f"bench-in-{uuid.uuid4().hex[:6]}"
+        Admin(bs).create_topic(src, PARTITIONS, INPUT_CONFIG)
+        kept = produce_input(bs, src, n)
+        print(f"produced {n:,} records into {src} ({PARTITIONS} partitions)", flush=True)
+        for rep in range(args.repeats):
+            for cfg in configs:
+                engine, pipeline, guarantee, backend = cfg
+                out = f"out-{uuid.uuid4().hex[:8]}"
+                state = tempfile.mkdtemp(dir=tmp)
+                ready = os.path.join(state, "ready")
+                common = [f"--bootstrap={bs}", f"--topic={src}", f"--out={out}"]
+                common += [f"--guarantee={guarantee}"]
+                if engine == "quix":
+                    cmd = [quix_py, os.path.join(HERE, "quix_pipe.py"), f"--pipeline={pipeline}"]
+                    cmd += [*common, f"--state-dir={state}", f"--group=q-{uuid.uuid4().hex[:8]}"]
+                else:
+                    cmd = [sys.executable, args.kstream_pipe]
+                    cmd += [f"--engine={engine}", f"--pipeline={pipeline}"]
+                    cmd += [*common, f"--backend={backend}", f"--state-dir={state}"]
+                    cmd += [f"--ready-file={ready}"]
+                expected = kept if pipeline == "P1" else n
+                res = run_one(cmd, bs, out, expected, ready)
+                res["records_per_s"] = n / res["seconds"]
+                runs[cfg].append(res)
+                shutil.rmtree(state, ignore_errors=True)
+                print(
+                    f"[{rep + 1}/{args.repeats}] {engine:<8} {pipeline:<4} {guarantee:<14} "
+                    f"{backend:<8} {res['records_per_s']:>10,.0f} rec/s  cpu {res['cpu_s']:.1f}s"
+                    f"  ({time.monotonic() - t_start:.0f}s)",
+                    flush=True,
+                )
+        if "latency" in only:
+            for engine in ("raw", "kstream"):
+                latency[engine] = latency_run(
+                    bs, args.latency_rate, args.latency_seconds, tmp, engine=engine
+                )
+
+    rows: list[dict[str, Any]] = []
+    for cfg, results in runs.items():
+        engine, pipeline, guarantee, backend = cfg
+        rows.append(
+            {
+                "pipeline": pipeline,
+                "guarantee": guarantee,
+                "backend": backend,
+                "engine": engine,
+                "records_per_s": round(statistics.median(r["records_per_s"] for r in results)),
+                "cpu_s": round(statistics.median(r["cpu_s"] for r in results), 2),
+                "peak_rss_bytes": int(statistics.median(r["peak_rss_bytes"] for r in results)),
+                "runs_records_per_s": [round(r["records_per_s"]) for r in results],
+            }
+        )
+    ceiling = {r["guarantee"]: r["records_per_s"] for r in rows if r["engine"] == "raw"}
+    quix = {
+        (r["pipeline"], r["guarantee"]): r["records_per_s"] for r in rows if r["engine"] == "quix"
+    }
+    for r in rows:
+        c = ceiling.get(r["guarantee"])
+        q = quix.get((r["pipeline"], r["guarantee"]))
+        r["vs_ceiling"] = round(r["records_per_s"] / c, 3) if c else None
+        r["vs_quix"] = round(r["records_per_s"] / q, 2) if q and r["engine"] != "quix" else None
+
+    print()
+    print(table(rows))
+    for engine, lat in latency.items():
+        print(
+            f"\nlatency, {engine} {lat['pipeline']} exactly_once at {lat['rate_per_s']:,} "
+            f"records/s: p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms, max {lat['max_ms']} ms"
+        )
+    total = time.monotonic() - t_start
+    print(f"\ntotal {total:.0f} s")
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(
+            {
+                "records": n,
+                "partitions": PARTITIONS,
+                "repeats": args.repeats,
+                "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+                "total_seconds": round(total),
+                "rows": rows,
+                "latency": latency,
+            },
+            f,
+            indent=2,
+        )
+        f.write("\n")
+    print(f"wrote {os.path.relpath(args.out, ROOT)}")
+    return 0
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = (
+        f"| {'engine':<8} | {'pipeline':<8} | {'guarantee':<14} | {'backend':<8} | "
+        f"{'records/s':>9} | {'vs ceiling':>10} | {'vs Quix':>7} | {'CPU s':>6} | {'peak RSS':>8} |"
+    )
+    sep = "|" + "|".join("-" * (len(c) if c else 0) for c in head.split("|")[1:-1]) + "|"
+    lines = [head, sep]
+    for r in rows:
+        vc = f"{r['vs_ceiling']:.2f}" if r["vs_ceiling"] is not None else "-"
+        vq = f"{r['vs_quix']:.2f}x" if r["vs_quix"] is not None else "-"
+        lines.append(
+            f"| {r['engine']:<8} | {r['pipeline']:<8} | {r['guarantee']:<14} | {r['backend']:<8} | "
+            f"{r['records_per_s']:>9,} | {vc:>10} | {vq:>7} | {r['cpu_s']:>6.1f} | "
+            f"{r['peak_rss_bytes'] / 2**20:>6.0f}MB |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
