@@ -27,8 +27,12 @@ class ExternalBroker:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if "/integration/" in str(item.path).replace("\\", "/"):
+        path = str(item.path).replace("\\", "/")
+        # everything that needs the broker is `integration`; Spark tests are also `spark`
+        if "/integration/" in path or "/e2e/" in path or "/spark/" in path:
             item.add_marker(pytest.mark.integration)
+        if "/spark/" in path:
+            item.add_marker(pytest.mark.spark)
 
 
 @pytest.fixture(scope="session")
