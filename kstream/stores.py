@@ -47,11 +47,8 @@ def window(
     segment_interval: DurationLike | None = None,
 ) -> StoreSpec:
     """A window store: values per (key, window start), dropped once older than `retention`."""
-    ret = duration(retention, name=f"store {name!r} retention")
+    ret, seg = _retention(name, retention, segment_interval)
     size = duration(window_size, name=f"store {name!r} window_size")
-    if ret <= 0:
-        raise ConfigError(f"store {name!r}: retention must be greater than zero")
-    seg = None if segment_interval is None else duration(segment_interval, name="segment_interval")
     return StoreSpec(
         name,
         "window",
@@ -78,10 +75,7 @@ def session(
     segment_interval: DurationLike | None = None,
 ) -> StoreSpec:
     """A session store: aggregates per (key, session start, end), expired by session end."""
-    ret = duration(retention, name=f"store {name!r} retention")
-    if ret <= 0:
-        raise ConfigError(f"store {name!r}: retention must be greater than zero")
-    seg = None if segment_interval is None else duration(segment_interval, name="segment_interval")
+    ret, seg = _retention(name, retention, segment_interval)
     return StoreSpec(
         name,
         "session",
@@ -104,10 +98,7 @@ def dedup(
     segment_interval: DurationLike | None = None,
 ) -> StoreSpec:
     """A dedup store: id -> first-seen time, forgetting ids older than `retention`."""
-    ret = duration(retention, name=f"store {name!r} retention")
-    if ret <= 0:
-        raise ConfigError(f"store {name!r}: retention must be greater than zero")
-    seg = None if segment_interval is None else duration(segment_interval, name="segment_interval")
+    ret, seg = _retention(name, retention, segment_interval)
     return StoreSpec(
         name,
         "dedup",
@@ -119,3 +110,14 @@ def dedup(
         retention=ret,
         segment_interval=seg,
     )
+
+
+def _retention(
+    name: str, retention: DurationLike, segment_interval: DurationLike | None
+) -> tuple[int, int | None]:
+    """The retention (> 0) and optional segment interval of a time-bounded store, in ms."""
+    ret = duration(retention, name=f"store {name!r} retention")
+    if ret <= 0:
+        raise ConfigError(f"store {name!r}: retention must be greater than zero")
+    seg = None if segment_interval is None else duration(segment_interval, name="segment_interval")
+    return ret, seg

@@ -76,6 +76,28 @@ class Cursor:
             pass
 
 
+class BatchedPoints:
+    """`put` and `delete` as one-entry batches, for backends whose only write is a batch.
+
+    Their batch is the one place that validates, checkpoints and commits, so single writes
+    go through it rather than repeating that logic.
+    """
+
+    def write_batch(
+        self,
+        puts: dict[bytes, bytes],
+        deletes: Iterable[bytes],
+        checkpoint: dict[str, Any] | None = None,
+    ) -> None:
+        raise NotImplementedError
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self.write_batch({key: value}, ())
+
+    def delete(self, key: bytes) -> None:
+        self.write_batch({}, (key,))
+
+
 @runtime_checkable
 class Backend(Protocol):
     """An ordered bytes -> bytes map with an atomic batch write and a checkpoint.

@@ -29,7 +29,7 @@ import lmdb
 import orjson
 
 from kstream.errors import ConfigError, StoreCorruptedError, StoreError
-from store_backends.base import Cursor, check_bytes, prefix_upper_bound
+from store_backends.base import BatchedPoints, Cursor, check_bytes, prefix_upper_bound
 
 FORMAT = b"kstream-lmdb-1"
 MAX_KEY = 511
@@ -40,7 +40,7 @@ def _seal(key: bytes, value: bytes) -> bytes:
     return _CRC.pack(zlib.crc32(value, zlib.crc32(key))) + value
 
 
-class LMDBBackend:
+class LMDBBackend(BatchedPoints):
     """An ordered map in an LMDB environment at `path` (created if missing)."""
 
     def __init__(
@@ -116,12 +116,6 @@ class LMDBBackend:
         except lmdb.Error as e:
             raise StoreCorruptedError(f"{self._where()}: read failed: {e}") from e
         return None if raw is None else self._open(key, raw)
-
-    def put(self, key: bytes, value: bytes) -> None:
-        self.write_batch({key: value}, ())
-
-    def delete(self, key: bytes) -> None:
-        self.write_batch({}, (key,))
 
     def write_batch(
         self,

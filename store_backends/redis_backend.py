@@ -22,14 +22,14 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 import orjson
 
 from kstream.errors import ConfigError, StoreCorruptedError, StoreError
-from store_backends.base import Cursor, check_bytes, prefix_upper_bound
+from store_backends.base import BatchedPoints, Cursor, check_bytes, prefix_upper_bound
 
 log = logging.getLogger("kstream.store_backends.redis")
 T = TypeVar("T")
 CHUNK = 512
 
 
-class RedisBackend:
+class RedisBackend(BatchedPoints):
     """An ordered map in Redis, namespaced by application, store and partition."""
 
     def __init__(
@@ -95,12 +95,6 @@ class RedisBackend:
     def get(self, key: bytes) -> bytes | None:
         v: bytes | None = self._retry("get", lambda: self._r.hget(self._v, key))
         return v
-
-    def put(self, key: bytes, value: bytes) -> None:
-        self.write_batch({key: value}, ())
-
-    def delete(self, key: bytes) -> None:
-        self.write_batch({}, (key,))
 
     def write_batch(
         self,
