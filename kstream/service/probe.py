@@ -34,9 +34,6 @@ class Probe:
         self.app = app
         self.metrics = metrics
 
-    def start(self) -> None:
-        """Kept for callers that start the probe with the app; nothing to hook any more."""
-
     def sample(self) -> None:
         """Refresh state, assignment and restoring before a scrape."""
         m, app = self.metrics, self.app

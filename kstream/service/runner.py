@@ -89,7 +89,6 @@ def run_service(target: Any, settings: Settings, out: TextIO = sys.stdout) -> in
         registry.start()
         server.served = AppService(app, probe, registry, instance_id)
         app.start()
-        probe.start()
         print(
             f"kstreamd: app {app.app_id!r} instance {instance_id!r} serving {endpoint} "
             f"({app.processing_guarantee})",

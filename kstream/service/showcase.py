@@ -175,7 +175,6 @@ def run_showcase(
         server = HttpServer(AppService(app, probe, None, "demo"), host or "127.0.0.1", int(port))
         server.start()
         app.start()
-        probe.start()
         print(
             f"app {app_id!r}: clicks joined with users, counted per user in {WINDOW} windows; "
             f"HTTP on {server.url} (try {server.url}/metrics, "
