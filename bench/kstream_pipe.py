@@ -103,6 +103,8 @@ def run_raw(args: argparse.Namespace, stop: threading.Event) -> float:
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
+            # as kstream's stream thread does: the fetch waits no longer than the batch
+            "fetch.wait.max.ms": max(1, min(500, args.batch_max_wait)),
             **GROUP_TIMEOUTS,
         }
     )

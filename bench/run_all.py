@@ -232,7 +232,8 @@ def latency_run(
                 raise RuntimeError(f"latency app did not start: {proc.communicate()[1][-3000:]}")
             time.sleep(0.05)
         time.sleep(0.5)
-        p = RawProducer({"bootstrap.servers": bs, "linger.ms": 1, "partitioner": "murmur2_random"})
+        # librdkafka's default linger (5 ms), as an upstream service would produce
+        p = RawProducer({"bootstrap.servers": bs, "partitioner": "murmur2_random"})
         tick = 0.002
         per_tick = max(1, round(rate * tick))
         start = time.monotonic()

@@ -336,11 +336,19 @@ class RuntimeTask:
         if not self.open:
             return
         self.produce_changelogs()
+        self.end_txn(group_metadata)
+        self.apply(self.producer.take_offsets())
+
+    def end_txn(self, group_metadata: Any) -> None:
+        """Send the input offsets into the transaction and commit it.
+
+        Touches only this task's producer and waits on the broker with the GIL released, so
+        the stream thread ends its tasks' transactions side by side (see `StreamThread`).
+        """
         offs = self.offsets()
         if offs:
             self.producer.send_offsets(offs, group_metadata)
         self.producer.commit()
-        self.apply(self.producer.take_offsets())
 
     def rollback(self, fenced: bool = False) -> None:
         """Drop the uncommitted work: abort, empty the write caches, rewind stream time.

@@ -12,11 +12,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
+from kstream.config import Config
 from kstream.errors import (
     KafkaClientError,
     ProducerFencedError,
@@ -43,6 +44,20 @@ _GAUGES_S = 0.5
 _STORE_TIMING_SAMPLE = 16
 
 
+def consumer_settings(cfg: Config) -> dict[str, Any]:
+    """The stream thread's consumer settings: the user's `kafka`, with a fetch wait to match.
+
+    A fetch may wait up to `fetch.wait.max.ms` for data. librdkafka's 500 ms default is far
+    above the engine's `batch_max_wait`, and a broker that answers fetches late (the test
+    broker, under a steady flow, see DESIGN.md 8) then adds that wait to every record's
+    latency; capping it at `batch_max_wait` keeps the batch wait the one latency knob. An
+    explicit `fetch.wait.max.ms` in `kafka` wins.
+    """
+    kafka = dict(cfg.kafka)
+    kafka.setdefault("fetch.wait.max.ms", max(1, min(500, cfg.batch_max_wait)))
+    return kafka
+
+
 class StreamThread:
     """Runs the tasks of this instance until `stop` is set."""
 
@@ -67,6 +82,7 @@ class StreamThread:
         self.consumer: Consumer | None = None
         self.globals: GlobalStores | None = None
         self._producer: TrackingProducer | None = None
+        self._pool: ThreadPoolExecutor | None = None
         self._last_commit = time.monotonic()
         self._next_report = time.monotonic() + _REPORT_S
         self._failures = 0
@@ -102,7 +118,7 @@ class StreamThread:
             self.consumer = Consumer(
                 self.ctx.bootstrap_servers,
                 group_id=self.ctx.app_id,
-                kafka=dict(cfg.kafka),
+                kafka=consumer_settings(cfg),
                 connect_timeout=cfg.connect_timeout,
             )
             self._subscribe()
@@ -373,14 +389,7 @@ class StreamThread:
         self._last_commit = time.monotonic()
         t0 = time.perf_counter()
         if self.ctx.exactly_once:
-            meta = self.consumer.consumer_group_metadata()
-            committed = 0
-            for rt in list(self.tasks.values()):
-                was_open = rt.open
-                if self._guard(rt, rt.commit_txn, meta):
-                    committed += was_open
-                    if rt.next_offsets:
-                        self._failures = 0
+            committed = self._commit_transactions()
             if committed:
                 self.metrics.commit(time.perf_counter() - t0, committed)
             return
@@ -410,6 +419,39 @@ class StreamThread:
                 self._seek_back(rt)
             self._failed_once(e)
 
+    def _commit_transactions(self) -> int:
+        """Commit every open task's transaction; the number committed.
+
+        Each task has its own transactional producer (fencing per task, see tasks.py), so a
+        commit costs one broker round trip per task. Done one after another, those round trips
+        add up with the task count and hold every output back until the last one; ended side
+        by side on a pool, a commit costs about one round trip, whatever the task count.
+        Changelog records are queued and the write caches applied on this thread.
+        """
+        assert self.consumer is not None
+        meta = self.consumer.consumer_group_metadata()
+        ready = [rt for rt in list(self.tasks.values()) if rt.open]
+        ready = [rt for rt in ready if self._guard(rt, rt.produce_changelogs)]
+        if not ready:
+            return 0
+        if len(ready) == 1:
+            ended = {ready[0]: self._guard(ready[0], ready[0].end_txn, meta)}
+        else:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kstream-commit")
+            futures = [(rt, self._pool.submit(rt.end_txn, meta)) for rt in ready]
+            # all transactions end before any failed task is rolled back or retried
+            wait([fut for _, fut in futures])
+            ended = {rt: self._guard(rt, fut.result) for rt, fut in futures}
+        committed = 0
+        for rt, ok in ended.items():
+            if ok:
+                rt.apply(rt.producer.take_offsets())
+                committed += 1
+                if rt.next_offsets:
+                    self._failures = 0
+        return committed
+
     def _commit_all_or_rollback(self) -> None:
         try:
             self._commit()
@@ -433,5 +475,7 @@ class StreamThread:
                 log.warning("closing the consumer: %s", e)
         if self._producer is not None:
             self._producer.close()
+        if self._pool is not None:
+            self._pool.shutdown()
         if self.globals is not None:
             self.globals.close()
