@@ -1,12 +1,24 @@
-"""Spark runner throughput and batch latency on local[2] against the embedded broker.
+"""The Spark runner next to the native runtime, on local[2] against the embedded broker.
 
 Two workloads over the same input (100-byte JSON values, 2 partitions): a stateless
-filter + map_values to a topic, and a grouped count (one stateful step). Each runs with
-`availableNow` and a per-batch record limit; records/s counts input records over the query's
-wall time (first batch included: it pays for starting Python workers), batch latency is
-Spark's trigger execution time per micro-batch. Prints a table, writes bench/results/spark.json.
+filter + map_values to a topic, and a grouped count (one stateful step). Each workload runs on
+both engines, one after the other in the same run, from the same input topic to an output topic
+of its own, under exactly-once:
 
-    python bench/spark.py [--records 200000] [--batch 50000]
+- Spark: `kstream.spark.start` with `availableNow` and a per-batch record limit. The SparkSession
+  is started beforehand; the query's first batch pays for starting Python workers.
+- native: `kstream.runtime.App` (processing_guarantee="exactly_once", default settings), in this
+  process. Done when the app's committed offsets cover every record of its source topics.
+
+Columns: `seconds` from start to the last output committed (Spark: the query's wall time;
+native: `App.start()` until done, consumer-group join included), `records_per_s` = input records
+over `seconds`; `steady_records_per_s` leaves out the start-up (Spark: batches after the first,
+over their trigger time; native: from RUNNING, i.e. partitions assigned, until done); batch
+latency is Spark's trigger execution time per micro-batch (first batch apart; p50 and max of
+the rest). Both engines must write the same final results; the run fails otherwise. Prints a
+table, writes bench/results/spark.json.
+
+    python bench/spark.py [--records 400000] [--batch 50000]
 """
 
 from __future__ import annotations
@@ -14,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import statistics
 import sys
 import tempfile
@@ -23,13 +36,19 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from confluent_kafka import TopicPartition  # noqa: E402
+
 from kstream.dsl import StreamBuilder  # noqa: E402
 from kstream.kafka.admin import Admin  # noqa: E402
 from kstream.kafka.broker import EmbeddedBroker  # noqa: E402
+from kstream.kafka.consumer import Consumer  # noqa: E402
 from kstream.kafka.producer import Producer  # noqa: E402
+from kstream.runtime import App, AppState, read_unique  # noqa: E402
 from kstream.topology.topology import Topology  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+PARTITIONS = 2
+USERS = 1000
 
 
 def stateless(src: str, out: str) -> Topology:
@@ -56,32 +75,43 @@ def grouped_count(src: str, out: str) -> Topology:
 
 
 WORKLOADS = {"stateless": stateless, "group-by count": grouped_count}
+VALUE_SERDES = {"stateless": "json", "group-by count": "long"}
 
 
 def produce(bootstrap: str, topic: str, n: int) -> None:
     pad = "x" * 60
     with Producer(bootstrap) as p:
         for i in range(n):
-            value = json.dumps({"user": f"user-{i % 1000}", "n": i, "pad": pad}).encode()
+            value = json.dumps({"user": f"user-{i % USERS}", "n": i, "pad": pad}).encode()
             p.produce(topic, value, f"k{i}".encode())
             if i % 10_000 == 0:
                 p.poll(0)
         p.flush()
 
 
-def measure(spark: Any, bootstrap: str, name: str, n: int, batch: int, tmp: str) -> dict:
+def final_results(bootstrap: str, topic: str, value_serde: str) -> tuple[int, Any]:
+    """(records, a digest of the final result): every record for a stream, last per key else."""
+    recs = read_unique(bootstrap, topic, "string", value_serde)
+    if value_serde == "long":
+        table = {r.key: r.value for r in recs}
+        return len(recs), sorted(table.items())
+    return len(recs), sorted((r.key, json.dumps(r.value, sort_keys=True)) for r in recs)
+
+
+# --- Spark -----------------------------------------------------------------------------------
+
+
+def run_spark(spark: Any, bootstrap: str, name: str, src: str, batch: int, tmp: str) -> dict:
     from kstream.spark import start
 
     slug = name.replace(" ", "-")
-    src, out = f"bench-{slug}-in", f"bench-{slug}-out"
+    out = f"bench-{slug}-out-spark"
     with Admin(bootstrap) as admin:
-        admin.create_topic(src, 2)
-        admin.create_topic(out, 2)
-    produce(bootstrap, src, n)
+        admin.create_topic(out, PARTITIONS)
     t0 = time.perf_counter()
     q = start(
         WORKLOADS[name](src, out),
-        f"bench-{slug}",
+        f"bench-{slug}-spark",
         bootstrap,
         checkpoint_dir=os.path.join(tmp, slug),
         spark=spark,
@@ -90,55 +120,186 @@ def measure(spark: Any, bootstrap: str, name: str, n: int, batch: int, tmp: str)
     q.wait()
     elapsed = time.perf_counter() - t0
     progress = q.query.recentProgress
-    q.sink.close()
+    q.close()
     latencies = [p.durationMs.get("triggerExecution", 0) / 1000 for p in progress]
-    rows = sum(p.numInputRows for p in progress)
+    per_batch = [records_read(p) for p in progress]
+    rows = sum(per_batch)
     steady = latencies[1:] or latencies
+    steady_rows = sum(per_batch[1:]) if len(per_batch) > 1 else rows
+    written, digest = final_results(bootstrap, out, VALUE_SERDES[name])
     return {
         "workload": name,
+        "engine": "spark",
         "records": rows,
         "batches": len(latencies),
         "seconds": round(elapsed, 2),
         "records_per_s": round(rows / elapsed),
+        "steady_records_per_s": round(steady_rows / sum(steady)) if sum(steady) else None,
         "first_batch_s": round(latencies[0], 2) if latencies else None,
         "batch_p50_s": round(statistics.median(steady), 3) if steady else None,
         "batch_max_s": round(max(steady), 3) if steady else None,
-        "records_written": q.sink.records_written,
+        "records_written": written,
+        "_digest": digest,
     }
+
+
+def records_read(progress: Any) -> int:
+    """Input records of one micro-batch: the offsets its source advanced by."""
+    n = 0
+    for s in progress.sources:
+        start = (json.loads(s.startOffset) if s.startOffset else None) or {}
+        end = (json.loads(s.endOffset) if s.endOffset else None) or {}
+        for topic, parts in end.items():
+            for p, e in parts.items():
+                n += int(e) - int(start.get(topic, {}).get(p, 0))
+    return n
+
+
+# --- native ----------------------------------------------------------------------------------
+
+
+def run_native(bootstrap: str, name: str, src: str, records: int, tmp: str) -> dict:
+    from kstream.spark.tasks import build_task_plan
+
+    slug = name.replace(" ", "-")
+    out, app_id = f"bench-{slug}-out-native", f"bench-{slug}-native"
+    with Admin(bootstrap) as admin:
+        admin.create_topic(out, PARTITIONS)
+    topology = WORKLOADS[name](src, out)
+    plan = build_task_plan(WORKLOADS[name](src, out), app_id)  # source topics, upstream first
+    ordered = [t for sid in plan.order for t in plan.sources[sid]]
+    ends = input_ends(bootstrap, src)
+    app = App(topology, app_id, bootstrap, "exactly_once", {"state_dir": tmp})
+    t0 = time.perf_counter()
+    app.start()
+    try:
+        if not app.wait_for(AppState.RUNNING, AppState.ERROR, timeout=120):
+            raise RuntimeError(f"the native app did not start: {app.state}")
+        running = time.perf_counter()
+        while not processed_all(bootstrap, app_id, ordered, {src: ends}):
+            if app.state == AppState.ERROR:
+                raise RuntimeError(f"the native app failed: {app.error}")
+            time.sleep(0.05)
+        done = time.perf_counter()
+    finally:
+        app.close()
+    written, digest = final_results(bootstrap, out, VALUE_SERDES[name])
+    return {
+        "workload": name,
+        "engine": "native",
+        "records": records,
+        "batches": None,
+        "seconds": round(done - t0, 2),
+        "records_per_s": round(records / (done - t0)),
+        "steady_records_per_s": round(records / (done - running)),
+        "first_batch_s": None,
+        "batch_p50_s": None,
+        "batch_max_s": None,
+        "records_written": written,
+        "_digest": digest,
+    }
+
+
+def input_ends(bootstrap: str, topic: str) -> dict[int, int]:
+    """The end offset of each partition of the input, as fetching sees it."""
+    from kstream.spark.source import partition_bounds, reader_settings
+
+    with Consumer(bootstrap, kafka=reader_settings({})) as c:
+        ends = partition_bounds(c, [topic])[1][topic]
+    return {int(p): e for p, e in ends.items()}
+
+
+def processed_all(
+    bootstrap: str, group: str, topics: list[str], known: dict[str, dict[int, int]]
+) -> bool:
+    """True when `group` has committed past every record of `topics` (in upstream order).
+
+    Where the end is known (the input) the committed offset must reach it; elsewhere (topics
+    written in transactions, which end with a commit marker) no record may follow it.
+    """
+    with Consumer(bootstrap, group_id=group) as meta:
+        for topic in topics:
+            parts = meta.partitions_for(topic)
+            committed = meta.committed([TopicPartition(topic, p) for p in parts])
+            offsets = {tp.partition: max(tp.offset, 0) for tp in committed}
+            if topic in known:
+                if any(offsets[p] < e for p, e in known[topic].items()):
+                    return False
+            elif records_after(bootstrap, topic, offsets):
+                return False
+    return True
+
+
+def records_after(bootstrap: str, topic: str, offsets: dict[int, int]) -> bool:
+    with Consumer(bootstrap) as c:
+        c.assign([TopicPartition(topic, p, o) for p, o in offsets.items()])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if c.consume_batch(1, 0.05):
+                return True
+            if all(c.eof_offset(topic, p) is not None for p in offsets):
+                return False
+    raise RuntimeError(f"no end of {topic!r} in sight")
+
+
+# --- main ------------------------------------------------------------------------------------
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--records", type=int, default=400_000)
     ap.add_argument("--batch", type=int, default=50_000)
     args = ap.parse_args()
     from kstream.spark import spark_session
 
-    spark = spark_session(conf={"spark.sql.shuffle.partitions": "2"})
+    spark = spark_session(conf={"spark.sql.shuffle.partitions": str(PARTITIONS)})
     results = []
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
+        bs = broker.bootstrap_servers
         for name in WORKLOADS:
-            results.append(
-                measure(spark, broker.bootstrap_servers, name, args.records, args.batch, tmp)
+            src = f"bench-{name.replace(' ', '-')}-in"
+            with Admin(bs) as admin:
+                admin.create_topic(src, PARTITIONS)
+            produce(bs, src, args.records)
+            spark_row = run_spark(spark, bs, name, src, args.batch, os.path.join(tmp, "spark"))
+            native_row = run_native(bs, name, src, args.records, os.path.join(tmp, "native"))
+            if spark_row.pop("_digest") != native_row.pop("_digest"):
+                raise SystemExit(f"{name}: Spark and the native runtime wrote different results")
+            native_row["spark_vs_native"] = None
+            spark_row["spark_vs_native"] = round(
+                spark_row["records_per_s"] / native_row["records_per_s"], 3
             )
+            results += [spark_row, native_row]
     spark.stop()
     cols = [
         "workload",
+        "engine",
         "records",
         "batches",
         "seconds",
         "records_per_s",
+        "steady_records_per_s",
         "first_batch_s",
         "batch_p50_s",
         "batch_max_s",
+        "spark_vs_native",
     ]
-    print(" | ".join(f"{c:>14}" for c in cols))
+    width = {c: max(len(c), 9) for c in cols}
+    print(" | ".join(f"{c:>{width[c]}}" for c in cols))
     for r in results:
-        print(" | ".join(f"{r[c]!s:>14}" for c in cols))
+        print(" | ".join(f"{'-' if r[c] is None else r[c]!s:>{width[c]}}" for c in cols))
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    meta = {"master": "local[2]", "partitions": 2, "max_records_per_batch": args.batch}
+    meta = {
+        "master": "local[2]",
+        "partitions": PARTITIONS,
+        "records": args.records,
+        "max_records_per_batch": args.batch,
+        "processing_guarantee": "exactly_once",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+    }
     with open(os.path.join(HERE, "results", "spark.json"), "w") as f:
         json.dump({"config": meta, "results": results}, f, indent=2)
+        f.write("\n")
 
 
 if __name__ == "__main__":

@@ -5,22 +5,31 @@ Every step emits rows of one schema (`ROW_SCHEMA`): either a record bound for a 
 value pickled) or a record for a user topic (`dest` null, `topic` set, key and value already
 serialized with the sink's serdes). Each row keeps the source topic, partition and offset of the
 input record that caused it, and `seq`, its place among the step's outputs: the sink turns them
-into deterministic provenance ids, so a replayed batch produces the very same records.
+into deterministic provenance ids, so a replayed batch produces the very same records. `h` holds
+the record's headers, carried from the input record as in Kafka Streams.
+
+The stateful step groups its rows by `grp`, one of `STATE_BUCKETS` buckets of keys: one call per
+bucket and batch, its state the bucket's stores (a pickled dict per store). A call per key
+would cost a pandas frame in and out per key; a bucket's state travels through Spark's state
+store once per batch instead, which suits state of moderate size.
 """
 
 from __future__ import annotations
 
+import heapq
 import pickle
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from kstream.dsl.processors import Change
-from kstream.errors import DeserializationError, ProcessingError
+from kstream.errors import DeserializationError, ProcessingError, TopologyError
 from kstream.records import Record
 from kstream.serde import BUILTIN, Serde, SerdeContext
 from kstream.spark.plan import ENTRY, Plan
+from kstream.spark.source import decode_headers, encode_headers
 from kstream.topology.topology import ProcessorDef, SinkDef, SourceDef
 
 ROW_ARROW_SCHEMA = pa.schema(
@@ -35,13 +44,17 @@ ROW_ARROW_SCHEMA = pa.schema(
         ("ppart", pa.int32()),
         ("poff", pa.int64()),
         ("seq", pa.int64()),
+        ("grp", pa.int32()),
+        ("h", pa.binary()),
     ]
 )
 ROW_SCHEMA = (
     "dest string, topic string, k binary, v binary, ts long, part int, ptopic string, "
-    "ppart int, poff long, seq long"
+    "ppart int, poff long, seq long, grp int, h binary"
 )
 STATE_SCHEMA = "stores binary"
+COLUMNS = ROW_ARROW_SCHEMA.names
+STATEFUL_COLUMNS = ("dest", "k", "v", "ts", "ptopic", "ppart", "poff", "seq", "grp", "h")
 
 _AUTO = BUILTIN["auto"]
 _NONE_KEY = b"\x00"
@@ -56,53 +69,146 @@ def key_from_bytes(data: bytes) -> Any:
     return None if data == _NONE_KEY else _AUTO._from_bytes(data)
 
 
-def _ser(s: Serde, value: Any, topic: str, is_key: bool) -> bytes | None:
+# --- state buckets ----------------------------------------------------------------------------
+
+STATE_BUCKETS = 32
+
+
+def _murmur3_int(value: int, seed: int = 42) -> int:
+    """Spark's `hash()` of an int column (Murmur3 x86_32, seed 42), as a signed int."""
+    m = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & m
+
+    k1 = (value & m) * 0xCC9E2D51 & m
+    k1 = rotl(k1, 15) * 0x1B873593 & m
+    h1 = rotl(seed ^ k1, 13)
+    h1 = (h1 * 5 + 0xE6546B64) & m
+    h1 ^= 4
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & m
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & m
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def spread_labels(n: int, modulus: int) -> list[int]:
+    """Grouping values for groups 0..n-1 that Spark spreads evenly over its partitions.
+
+    Spark places a group in shuffle partition `hash(value) mod P`. Label i is an int whose
+    Spark hash is i modulo `modulus` (a power of two), so for every P dividing `modulus`
+    group i lands in partition i mod P: no two of P consecutive groups share a core, whatever
+    partition count a checkpoint was started with, and the labels never change.
+    """
+    want = [i % modulus for i in range(n)]
+    rank = [i // modulus for i in range(n)]
+    seen: dict[int, int] = {}
+    found: dict[tuple[int, int], int] = {}
+    x = 0
+    while len(found) < n:
+        r = _murmur3_int(x) % modulus
+        k = seen.get(r, 0)
+        seen[r] = k + 1
+        if r < min(n, modulus) and k <= (n - 1 - r) // modulus:
+            found[(r, k)] = x
+        x += 1
+    return [found[(w, k)] for w, k in zip(want, rank, strict=True)]
+
+
+BUCKET_LABELS = spread_labels(STATE_BUCKETS, STATE_BUCKETS)
+
+
+def bucket_of(kb: bytes) -> int:
+    """The `grp` of a key (its `key_bytes`)."""
+    return BUCKET_LABELS[zlib.crc32(kb) % STATE_BUCKETS]
+
+
+# --- serdes -----------------------------------------------------------------------------------
+
+
+def _ser(s: Serde, value: Any, topic: str, is_key: bool, headers: Any = ()) -> bytes | None:
     if value is None:
         return None
     if s.needs_context:
-        return s.serialize(value, SerdeContext(topic, (), is_key))
+        return s.serialize(value, SerdeContext(topic, headers, is_key))
     return s.to_bytes(value)
 
 
-def _de(s: Serde, data: bytes | None, topic: str, is_key: bool) -> Any:
+def _de(s: Serde, data: bytes | None, topic: str, is_key: bool, headers: Any = ()) -> Any:
     if data is None:
         return None
     if s.needs_context:
-        return s.deserialize(data, SerdeContext(topic, (), is_key))
+        return s.deserialize(data, SerdeContext(topic, headers, is_key))
     return s.from_bytes(data)
+
+
+def input_records(batch: pa.RecordBatch) -> list[Record]:
+    """The source's Arrow batch as records, key and value still bytes."""
+    c = batch.columns
+    names = batch.schema.names
+    col = {n: c[i] for i, n in enumerate(names)}
+    if "headers" in col and col["headers"].null_count < batch.num_rows:
+        headers = [decode_headers(h) for h in col["headers"].to_pylist()]
+    else:
+        headers = [()] * batch.num_rows
+    return [
+        Record(k, v, ts, h, t, p, o)
+        for t, p, o, ts, k, v, h in zip(
+            col["topic"].to_pylist(),
+            col["partition"].to_pylist(),
+            col["offset"].to_pylist(),
+            col["timestamp"].to_pylist(),
+            col["key"].to_pylist(),
+            col["value"].to_pylist(),
+            headers,
+            strict=True,
+        )
+    ]
 
 
 class _Rows:
     def __init__(self) -> None:
-        self.cols: dict[str, list[Any]] = {n: [] for n in ROW_ARROW_SCHEMA.names}
+        self.cols: dict[str, list[Any]] = {n: [] for n in COLUMNS}
         self.seq = 0
 
-    def add(
-        self, dest: str | None, topic: str | None, k: Any, v: Any, part: int | None, r: Record
+    def add_many(
+        self,
+        dest: str | None,
+        topic: str | None,
+        keys: list[Any],
+        values: list[Any],
+        parts: list[Any] | None,
+        grps: list[Any] | None,
+        records: Sequence[Record],
     ) -> None:
+        n = len(records)
         c = self.cols
-        c["dest"].append(dest)
-        c["topic"].append(topic)
-        c["k"].append(k)
-        c["v"].append(v)
-        c["ts"].append(r.timestamp)
-        c["part"].append(part)
-        c["ptopic"].append(r.topic)
-        c["ppart"].append(r.partition)
-        c["poff"].append(r.offset)
-        c["seq"].append(self.seq)
-        self.seq += 1
+        c["dest"].extend([dest] * n)
+        c["topic"].extend([topic] * n)
+        c["k"].extend(keys)
+        c["v"].extend(values)
+        c["ts"].extend([r.timestamp for r in records])
+        c["part"].extend(parts if parts is not None else [None] * n)
+        c["ptopic"].extend([r.topic for r in records])
+        c["ppart"].extend([r.partition for r in records])
+        c["poff"].extend([r.offset for r in records])
+        c["seq"].extend(range(self.seq, self.seq + n))
+        c["grp"].extend(grps if grps is not None else [None] * n)
+        c["h"].extend([encode_headers(r.headers) if r.headers else None for r in records])
+        self.seq += n
 
     def __len__(self) -> int:
         return len(self.cols["dest"])
 
     def take_columns(self) -> dict[str, list[Any]]:
-        out, self.cols = self.cols, {n: [] for n in ROW_ARROW_SCHEMA.names}
+        out, self.cols = self.cols, {n: [] for n in COLUMNS}
         return out
 
     def take(self) -> pa.RecordBatch:
         out = pa.RecordBatch.from_pydict(self.cols, schema=ROW_ARROW_SCHEMA)
-        self.cols = {n: [] for n in ROW_ARROW_SCHEMA.names}
+        self.cols = {n: [] for n in COLUMNS}
         return out
 
 
@@ -195,62 +301,87 @@ class _Runner:
             for child in self.plan.children[node]:
                 self.push(child, records)
         elif node in self.stateful and node != self.owner:
-            add = self.rows.add
-            for r in records:
-                add(node, None, key_bytes(r.key), pickle.dumps(r.value, protocol=5), None, r)
+            kbs = [key_bytes(r.key) for r in records]
+            values = [pickle.dumps(r.value, protocol=5) for r in records]
+            grps = [bucket_of(kb) for kb in kbs]
+            self.rows.add_many(node, None, kbs, values, None, grps, records)
         else:
             self._proc(node).process_batch(records)
 
     def _emit_sink(self, nd: SinkDef, records: list[Record]) -> None:
         topic, ks, vs, fn = nd.topic, nd.key_serde, nd.value_serde, nd.partitioner
         n = self.plan.sink_partitions.get(topic, 1)
-        add = self.rows.add
-        for r in records:
-            try:
-                k = _ser(ks, r.key, topic, True)
-                v = _ser(vs, r.value, topic, False)
-                part = None if fn is None else int(fn(r.key, r.value, n))
-            except Exception as e:
-                raise ProcessingError(
-                    f"sink {nd.name!r} (topic {topic!r}) cannot write a record from "
-                    f"topic={r.topic!r} partition={r.partition} offset={r.offset}: {e!r}"
-                ) from e
-            add(None, topic, k, v, part, r)
+        try:
+            if ks.needs_context or vs.needs_context or fn is not None:
+                raise _OneByOne
+            kser, vser = ks.to_bytes, vs.to_bytes
+            keys = [kser(r.key) for r in records]
+            values = [vser(r.value) for r in records]
+            parts = None
+        except Exception:
+            keys, values, parts = [], [], []
+            for r in records:
+                try:
+                    keys.append(_ser(ks, r.key, topic, True, r.headers))
+                    values.append(_ser(vs, r.value, topic, False, r.headers))
+                    parts.append(None if fn is None else int(fn(r.key, r.value, n)))
+                except Exception as e:
+                    raise ProcessingError(
+                        f"sink {nd.name!r} (topic {topic!r}) cannot write a record from "
+                        f"topic={r.topic!r} partition={r.partition} offset={r.offset}: {e!r}"
+                    ) from e
+            if fn is None:
+                parts = None
+        self.rows.add_many(None, topic, keys, values, parts, None, records)
+
+
+class _OneByOne(Exception):
+    """Serialize record by record (context serdes, partitioners, or to find a failure)."""
+
+
+def deserialize(plan: Plan, records: list[Record]) -> dict[str, list[Record]]:
+    """Input records (key and value bytes) deserialized in place, by source node."""
+    by_topic: dict[str, list[Record]] = {}
+    for r in records:
+        by_topic.setdefault(r.topic or "", []).append(r)
+    out: dict[str, list[Record]] = {}
+    for topic, recs in by_topic.items():
+        src_name = plan.source_of_topic[topic]
+        src = plan.nodes[src_name]
+        assert isinstance(src, SourceDef)
+        ks, vs = src.key_serde, src.value_serde
+        try:
+            if ks.needs_context or vs.needs_context:
+                raise _OneByOne
+            kd, vd = ks.from_bytes, vs.from_bytes
+            keys = [kd(r.key) for r in recs]
+            values = [vd(r.value) for r in recs]
+            for r, k, v in zip(recs, keys, values, strict=True):
+                r.key = k
+                r.value = v
+        except Exception:
+            for r in recs:
+                try:
+                    k = _de(ks, r.key, topic, True, r.headers)
+                    v = _de(vs, r.value, topic, False, r.headers)
+                except Exception as e:
+                    raise DeserializationError(
+                        f"cannot deserialize the record at topic={topic!r} "
+                        f"partition={r.partition} offset={r.offset}: {e!r}"
+                    ) from e
+                r.key = k
+                r.value = v
+        out.setdefault(src_name, []).extend(recs)
+    return out
 
 
 def entry_function(plan: Plan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """`mapInArrow` function: deserialize Kafka records and run them to the first boundary."""
+    """Deserialize Kafka records and run them to the first boundary (run inside the read)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         runner = _Runner(plan, ENTRY, {})
-        nodes = plan.nodes
         for batch in batches:
-            cols = batch.to_pydict()
-            by_source: dict[str, list[Record]] = {}
-            for topic, part, off, ts, k, v in zip(
-                cols["topic"],
-                cols["partition"],
-                cols["offset"],
-                cols["timestamp"],
-                cols["key"],
-                cols["value"],
-                strict=True,
-            ):
-                src_name = plan.source_of_topic[topic]
-                src = nodes[src_name]
-                assert isinstance(src, SourceDef)
-                try:
-                    key = _de(src.key_serde, k, topic, True)
-                    value = _de(src.value_serde, v, topic, False)
-                except Exception as e:
-                    raise DeserializationError(
-                        f"cannot deserialize the record at topic={topic!r} partition={part} "
-                        f"offset={off}: {e!r}"
-                    ) from e
-                by_source.setdefault(src_name, []).append(
-                    Record(key, value, ts, (), topic, part, off)
-                )
-            for src_name, records in by_source.items():
+            for src_name, records in deserialize(plan, input_records(batch)).items():
                 runner.push(src_name, records)
             if len(runner.rows):
                 yield runner.rows.take()
@@ -259,12 +390,15 @@ def entry_function(plan: Plan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[
 
 
 def stateful_function(plan: Plan) -> Callable[..., Iterator[Any]]:
-    """`applyInPandasWithState` function of the stateful step, grouped by (node, key)."""
+    """`applyInPandasWithState` function of the stateful step: one state bucket per call.
+
+    The bucket's records run through their nodes in Kafka Streams' order: each input
+    partition's records in offset order, partitions merged by timestamp.
+    """
 
     def run(key: tuple[Any, ...], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
         import pandas as pd
 
-        node = str(key[0])
         rows: list[tuple[Any, ...]] = []
         for pdf in pdfs:
             rows.extend(
@@ -274,27 +408,66 @@ def stateful_function(plan: Plan) -> Callable[..., Iterator[Any]]:
                     pdf["ppart"].tolist(),
                     pdf["poff"].tolist(),
                     pdf["seq"].tolist(),
+                    pdf["dest"].tolist(),
                     pdf["k"].tolist(),
                     pdf["v"].tolist(),
+                    pdf["h"].tolist(),
                     strict=True,
                 )
             )
-        rows.sort(key=lambda r: r[:5])
-        stores: dict[str, dict[bytes, Any]] = pickle.loads(state.get[0]) if state.exists else {}
-        records = [
-            Record(key_from_bytes(bytes(k)), pickle.loads(v), ts, (), pt, pp, po)
-            for ts, pt, pp, po, _seq, k, v in rows
-        ]
-        runner = _Runner(plan, node, stores)
-        runner.captured = []
-        runner._proc(node).process_batch(records)
-        outputs, runner.captured = _coalesce(runner.captured), None
-        if outputs:
-            runner.forward(node, outputs, None)
-        state.update((pickle.dumps(stores, protocol=5),))
-        yield pd.DataFrame(runner.rows.take_columns(), columns=ROW_ARROW_SCHEMA.names)
+        stores = _load_bucket(state, int(key[0]))
+        by_node: dict[str, list[Record]] = {}
+        for ts, pt, pp, po, _seq, dest, k, v, h in merge_rows(rows):
+            by_node.setdefault(dest, []).append(
+                Record(key_from_bytes(bytes(k)), pickle.loads(v), ts, decode_headers(h), pt, pp, po)
+            )
+        runner = _Runner(plan, ENTRY, stores)
+        for node in sorted(by_node):
+            runner.owner = node
+            runner.captured = []
+            runner._proc(node).process_batch(by_node[node])
+            outputs, runner.captured = _coalesce(runner.captured), None
+            if outputs:
+                runner.forward(node, outputs, None)
+        state.update((pickle.dumps((STATE_BUCKETS, stores), protocol=5),))
+        yield pd.DataFrame(runner.rows.take_columns(), columns=COLUMNS)
 
     return run
+
+
+def _load_bucket(state: Any, grp: int) -> dict[str, dict[bytes, Any]]:
+    if not state.exists:
+        return {}
+    buckets, stores = pickle.loads(state.get[0])
+    if buckets != STATE_BUCKETS or grp not in BUCKET_LABELS:
+        raise TopologyError(
+            f"the checkpoint keeps state in {buckets} buckets, this version of kstream in "
+            f"{STATE_BUCKETS}: start from a new checkpoint"
+        )
+    return stores
+
+
+def merge_rows(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Rows `(ts, ptopic, ppart, poff, seq, ...)`: each input partition in offset order (then
+    seq), the partitions merged by the timestamp at their head, as a Kafka Streams task does."""
+    parts: dict[tuple[Any, Any], list[tuple[Any, ...]]] = {}
+    for r in rows:
+        parts.setdefault((r[1], r[2]), []).append(r)
+    for q in parts.values():
+        q.sort(key=lambda r: (r[3], r[4]))
+    if len(parts) == 1:
+        (only,) = parts.values()
+        return only
+    heads = [(q[0][0], tp, 0) for tp, q in parts.items()]
+    heapq.heapify(heads)
+    out: list[tuple[Any, ...]] = []
+    while heads:
+        _ts, tp, i = heapq.heappop(heads)
+        q = parts[tp]
+        out.append(q[i])
+        if i + 1 < len(q):
+            heapq.heappush(heads, (q[i + 1][0], tp, i + 1))
+    return out
 
 
 def _coalesce(outputs: list[Record]) -> list[Record]:

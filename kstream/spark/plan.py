@@ -3,10 +3,11 @@ starts.
 
 A topology this plan accepts runs on Spark as one streaming query. Its nodes fall into three kinds:
 - stateless processors (filter, map, branch, table filter/map_values, ...) run as they are,
-  batch-wise, inside the Python function of the step that reaches them;
+  batch-wise, inside the Python function of the step that reaches them (the first of which
+  runs inside the source's read tasks);
 - key-value aggregations (count, reduce, aggregate, to_table, table sources) run in one
-  `applyInPandasWithState` step (Spark allows one per query), grouped by (node, record key),
-  each running its own processor over a store kept in Spark's state;
+  `applyInPandasWithState` step (Spark allows one per query), grouped by bucket of record keys
+  (`execute.STATE_BUCKETS`), each running its own processor over a store kept in Spark's state;
 - sinks to user topics are written by the transactional sink; repartition topics disappear
   (the grouping of the next stateful step is the shuffle).
 Anything else is rejected here, naming the operator; `kstream.spark.run` then runs the topology

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from kstream.spark.tasks import TaskPlan
 
 _PROCESSING_TIME = re.compile(r"^processingTime=(.+)$")
+TASK_LABEL_MODULUS = 1024
 
 
 @dataclass
@@ -172,7 +173,7 @@ def start(
         checkpoint_dir = os.path.join(cfg.state_dir, app_id, "spark-checkpoint")
     from pyspark.sql import functions as F
 
-    raw = (
+    entry = (
         spark.readStream.format(source.NAME)
         .options(
             **source.options(
@@ -180,22 +181,18 @@ def start(
                 plan.external_topics,
                 kafka=cfg.kafka,
                 max_records_per_batch=max_records_per_batch,
+                transform=(execute.entry_function(plan), execute.ROW_SCHEMA),
             )
         )
         .load()
     )
-    outputs = {ENTRY: raw.mapInArrow(execute.entry_function(plan), execute.ROW_SCHEMA)}
+    outputs = {ENTRY: entry}
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     if plan.stateful:
-        parts = [
-            outputs[seg].filter(F.col("dest").isin(plan.stateful))
-            for seg in sorted({seg for node in plan.stateful for seg in plan.feeds[node]})
-        ]
-        inp = parts[0]
-        for extra in parts[1:]:
-            inp = inp.unionByName(extra)
-        outputs["__stateful__"] = inp.groupBy("dest", "k").applyInPandasWithState(
+        # only the columns the stateful step reads: Spark hands it every row column by column
+        inp = entry.filter(F.col("dest").isin(plan.stateful)).select(*execute.STATEFUL_COLUMNS)
+        outputs["__stateful__"] = inp.groupBy("grp").applyInPandasWithState(
             execute.stateful_function(plan),
             execute.ROW_SCHEMA,
             execute.STATE_SCHEMA,
@@ -287,8 +284,10 @@ def _start_tasks(
     max_records_per_batch: int | None,
 ) -> TaskQueries:
     """Create the internal topics; start one query per sub-topology (`kstream.spark.tasks`)."""
+    from pyspark.sql import functions as F
+
     from kstream.kafka.admin import Admin
-    from kstream.spark import source, tasks
+    from kstream.spark import execute, source, tasks
     from kstream.spark.sink import TransactionalSink, marker_topic
 
     app_id = plan.app_id
@@ -330,20 +329,32 @@ def _start_tasks(
                         plan.sources[sid],
                         kafka=cfg.kafka,
                         max_records_per_batch=max_records_per_batch,
+                        transform=None
+                        if sid in plan.stateful
+                        else (tasks.stateless_function(blob, sid), tasks.ROW_SCHEMA),
                     )
                 )
                 .load()
             )
             if sid in plan.stateful:
-                out = raw.groupBy("partition").applyInPandasWithState(
-                    tasks.stateful_function(blob, sid),
-                    tasks.ROW_SCHEMA,
-                    tasks.TASK_STATE_SCHEMA,
-                    "append",
-                    GroupStateTimeout.NoTimeout,
+                # one group per task; labels that Spark spreads evenly over its partitions
+                labels = execute.spread_labels(
+                    max(plan.partitions[t] for t in plan.sources[sid]), TASK_LABEL_MODULUS
+                )
+                task = F.element_at(F.array(*[F.lit(x) for x in labels]), F.col("partition") + 1)
+                out = (
+                    raw.withColumn("task", task)
+                    .groupBy("task")
+                    .applyInPandasWithState(
+                        tasks.stateful_function(blob, sid, labels),
+                        tasks.ROW_SCHEMA,
+                        tasks.TASK_STATE_SCHEMA,
+                        "append",
+                        GroupStateTimeout.NoTimeout,
+                    )
                 )
             else:
-                out = raw.mapInArrow(tasks.stateless_function(blob, sid), tasks.ROW_SCHEMA)
+                out = raw
             query_app = _query_app(app_id, sid)
             sink = TransactionalSink(query_app, bootstrap_servers, cfg.kafka)
             query = (

@@ -19,7 +19,10 @@ import heapq
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kstream.spark.source import decode_headers
 from kstream.state import provenance
+
+COLUMNS = ("ptopic", "ppart", "poff", "seq", "k", "topic", "v", "ts", "part", "h")
 
 
 def marker_topic(app_id: str) -> str:
@@ -33,19 +36,25 @@ def sink_group(app_id: str) -> str:
 def write_order(rows: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """The batch's rows in the order they are written: deterministic, so a replay is the same.
 
-    Rows are `(ptopic, ppart, poff, seq, k, topic, v, ts, part)`. What one input partition
-    caused stays in its order (input offset, then rank); input partitions are interleaved by
-    timestamp, each next row taken from the partition whose head is oldest, as a Kafka Streams
-    task picks its next record. So a repartition topic written from several partitions is in
-    time order where its inputs were.
+    Rows are `(ptopic, ppart, poff, seq, k, topic, v, ts, part, headers)`. What one input
+    partition caused stays in its order (input offset, then rank); input partitions are
+    interleaved by timestamp, each next row taken from the partition whose head is oldest, as a
+    Kafka Streams task picks its next record. So a repartition topic written from several
+    partitions is in time order where its inputs were.
     """
     groups: dict[tuple[Any, Any], list[tuple[Any, ...]]] = {}
     for r in rows:
-        groups.setdefault((r[0], r[1]), []).append(r)
-    heads: list[tuple[int, tuple[Any, Any], int]] = []
-    for tp, g in groups.items():
-        g.sort(key=lambda r: (r[2], r[3], r[4] or b""))
-        heads.append((g[0][7], tp, 0))
+        g = groups.get((r[0], r[1]))
+        if g is None:
+            groups[(r[0], r[1])] = [r]
+        else:
+            g.append(r)
+    for g in groups.values():
+        g.sort(key=_input_order)
+    if len(groups) == 1:
+        (only,) = groups.values()
+        return only
+    heads: list[tuple[int, tuple[Any, Any], int]] = [(g[0][7], tp, 0) for tp, g in groups.items()]
     heapq.heapify(heads)
     out: list[tuple[Any, ...]] = []
     while heads:
@@ -55,6 +64,10 @@ def write_order(rows: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         if i + 1 < len(g):
             heapq.heappush(heads, (g[i + 1][7], tp, i + 1))
     return out
+
+
+def _input_order(r: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (r[2], r[3], r[4] or b"")
 
 
 class TransactionalSink:
@@ -97,17 +110,19 @@ class TransactionalSink:
         return max(int(tp.offset), 0)
 
     def __call__(self, df: Any, batch_id: int) -> None:
-        self.write(df.toArrow().to_pydict(), batch_id)
+        self.write(df.select(*COLUMNS).toArrow().to_pydict(), batch_id)
 
     def write(self, cols: Mapping[str, list[Any]], batch_id: int) -> None:
         from confluent_kafka import TopicPartition
 
         producer, consumer = self._clients()
-        if not cols["seq"]:
+        n = len(cols["seq"])
+        if not n:
             return
         if batch_id < self.committed_batches():
             self.batches_skipped += 1
             return
+        headers = cols.get("h") or [None] * n
         rows = write_order(
             zip(
                 cols["ptopic"],
@@ -119,26 +134,13 @@ class TransactionalSink:
                 cols["v"],
                 cols["ts"],
                 cols["part"],
+                headers,
                 strict=True,
             )
         )
         producer.begin()
         try:
-            prev: tuple[Any, Any, Any] | None = None
-            index = 0
-            for pt, pp, po, _seq, k, topic, v, ts, part in rows:
-                here = (pt, pp, po)
-                index = index + 1 if here == prev else 0
-                prev = here
-                header = provenance.encode(pt, pp, po, index)
-                producer.produce(
-                    topic,
-                    v,
-                    k,
-                    partition=part,
-                    timestamp=ts,
-                    headers=[(provenance.HEADER, header)],
-                )
+            self._produce_all(producer, rows)
             meta = consumer.consumer_group_metadata()
             producer.send_offsets(
                 [TopicPartition(marker_topic(self.app_id), 0, batch_id + 1)], meta
@@ -153,6 +155,28 @@ class TransactionalSink:
             raise
         self.batches_written += 1
         self.records_written += len(rows)
+
+    @staticmethod
+    def _produce_all(producer: Any, rows: list[tuple[Any, ...]]) -> None:
+        """Every row with its provenance id (+ the record's own headers), in order."""
+        raw = producer.raw.produce
+        encode, header = provenance.encode, provenance.HEADER
+        prev: tuple[Any, Any, Any] | None = None
+        index = 0
+        for pt, pp, po, _seq, k, topic, v, ts, part, hs in rows:
+            here = (pt, pp, po)
+            index = index + 1 if here == prev else 0
+            prev = here
+            hdrs = [(header, encode(pt, pp, po, index))]
+            if hs is not None:
+                hdrs = [h for h in decode_headers(hs) if h[0] != header] + hdrs
+            try:
+                if part is None:
+                    raw(topic, v, k, timestamp=ts or 0, headers=hdrs)
+                else:
+                    raw(topic, v, k, partition=part, timestamp=ts or 0, headers=hdrs)
+            except Exception:  # a full queue: drained and retried; or raised as kstream's error
+                producer.produce(topic, v, k, partition=part, timestamp=ts, headers=hdrs)
 
     def close(self) -> None:
         if self._producer is not None:

@@ -11,9 +11,11 @@ and reads up to the partition-EOF event, which carries the true end.
 
 from __future__ import annotations
 
+import base64
 import json
+import pickle
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -26,10 +28,14 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from kstream.errors import TopologyError
+from kstream.errors import KafkaClientError, TopologyError
 
 NAME = "kstream_kafka"
-SCHEMA = "topic string, partition int, offset long, timestamp long, key binary, value binary"
+# `headers`: the record's headers as `encode_headers` writes them (null when it has none)
+SCHEMA = (
+    "topic string, partition int, offset long, timestamp long, key binary, value binary, "
+    "headers binary"
+)
 ARROW_SCHEMA = pa.schema(
     [
         ("topic", pa.string()),
@@ -38,12 +44,20 @@ ARROW_SCHEMA = pa.schema(
         ("timestamp", pa.int64()),
         ("key", pa.binary()),
         ("value", pa.binary()),
+        ("headers", pa.binary()),
     ]
 )
-_ARROW_BATCH = 10_000
+_ARROW_BATCH = 20_000  # rows per Arrow batch handed to Spark
+_FETCH = 10_000  # messages per consume call
+_POLL_S = 0.05  # a consume call returns when it has _FETCH messages or after this
+_FETCH_WAIT_MS = 10
 _EOF_WAIT_S = 15.0
+_STALL_S = 60.0  # a range read that gets nothing for this long fails the task
 
 Offsets = dict[str, dict[str, int]]
+
+
+Transform = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
 
 def options(
@@ -52,8 +66,15 @@ def options(
     *,
     kafka: Mapping[str, Any] | None = None,
     max_records_per_batch: int | None = None,
+    transform: tuple[Transform, str] | None = None,
 ) -> dict[str, str]:
-    """The `.options(...)` of a `readStream.format("kstream_kafka")` reading `topics`."""
+    """The `.options(...)` of a `readStream.format("kstream_kafka")` reading `topics`.
+
+    `transform` = `(function, schema)`: the read task passes its Arrow batches (of `SCHEMA`)
+    through `function`, whose output (of `schema`, a DDL string) is what the source returns:
+    a `mapInArrow` step run inside the read, which spares Spark a hop through the JVM and a
+    second Python worker for every record.
+    """
     out = {
         "bootstrap_servers": bootstrap_servers,
         "topics": json.dumps(list(topics)),
@@ -61,6 +82,12 @@ def options(
     }
     if max_records_per_batch is not None:
         out["max_records_per_batch"] = str(int(max_records_per_batch))
+    if transform is not None:
+        from kstream.spark.tasks import dumps
+
+        fn, schema = transform
+        out["transform"] = base64.b64encode(dumps(fn)).decode("ascii")
+        out["schema"] = schema
     return out
 
 
@@ -72,7 +99,7 @@ class KafkaSource(DataSource):
         return NAME
 
     def schema(self) -> str:
-        return SCHEMA
+        return str(self.options.get("schema") or SCHEMA)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KafkaStreamReader(dict(self.options))
@@ -100,6 +127,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_records = int(limit) if limit else None
         if self.max_records is not None and self.max_records <= 0:
             raise TopologyError(f"max_records_per_batch must be positive, got {limit}")
+        self.transform = opts.get("transform") or None
         self._target: Offsets | None = None
         self._planner: Any = None
 
@@ -114,46 +142,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._planner is None:
             from kstream.kafka.consumer import Consumer
 
-            kafka = {**self.kafka, "enable.partition.eof": True}
-            self._planner = Consumer(self.bootstrap_servers, kafka=kafka)
+            self._planner = Consumer(self.bootstrap_servers, kafka=reader_settings(self.kafka))
         return self._planner
 
     def _ends(self) -> tuple[Offsets, Offsets]:
-        """(earliest, end) offsets of every partition, the end as seen by fetching."""
-        from confluent_kafka import TopicPartition
-
-        c = self._consumer()
-        lows: Offsets = {}
-        ends: Offsets = {}
-        tps = []
-        for topic in self.topics:
-            parts = c.partitions_for(topic)
-            if not parts:
-                raise TopologyError(f"source topic {topic!r} does not exist")
-            lows[topic], ends[topic] = {}, {}
-            for p in parts:
-                low, reported = c.get_watermark_offsets(TopicPartition(topic, p), cached=False)
-                lows[topic][str(p)] = max(int(low), 0)
-                ends[topic][str(p)] = max(int(reported), int(low), 0)
-                tps.append(TopicPartition(topic, p, max(int(reported) - 1, int(low), 0)))
-        c.assign(tps)
-        for tp in tps:
-            c.seek(tp.topic, tp.partition, tp.offset)
-        pending = {(tp.topic, tp.partition) for tp in tps}
-        deadline = time.monotonic() + _EOF_WAIT_S
-        while pending and time.monotonic() < deadline:
-            c.consume_batch(10_000, 0.2)
-            for t, p in list(pending):
-                eof = c.eof_offset(t, p)
-                if eof is not None:
-                    ends[t][str(p)] = max(ends[t][str(p)], eof)
-                    pending.discard((t, p))
-        for t, p in pending:
-            high = c.high_watermark(t, p)
-            if high is not None:
-                ends[t][str(p)] = max(ends[t][str(p)], high)
-        c.unassign()
-        return lows, ends
+        return partition_bounds(self._consumer(), self.topics)
 
     def initialOffset(self) -> dict:
         return self._ends()[0]
@@ -197,48 +190,177 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRange)
-        yield from read_range(self.bootstrap_servers, self.kafka, partition)
+        batches = read_range(self.bootstrap_servers, self.kafka, partition)
+        if self.transform is None:
+            yield from batches
+        else:
+            yield from _transform(self.transform)(batches)
+
+
+def partition_bounds(consumer: Any, topics: Sequence[str]) -> tuple[Offsets, Offsets]:
+    """(earliest, end) offsets of every partition of `topics`, the end as seen by fetching.
+
+    `consumer` is a kstream `Consumer` made with `reader_settings` (left unassigned).
+    """
+    from confluent_kafka import TopicPartition
+
+    c = consumer
+    lows: Offsets = {}
+    ends: Offsets = {}
+    tps = []
+    for topic in topics:
+        parts = c.partitions_for(topic)
+        if not parts:
+            raise TopologyError(f"source topic {topic!r} does not exist")
+        lows[topic], ends[topic] = {}, {}
+        for p in parts:
+            low, reported = c.get_watermark_offsets(TopicPartition(topic, p), cached=False)
+            lows[topic][str(p)] = max(int(low), 0)
+            ends[topic][str(p)] = max(int(reported), int(low), 0)
+            tps.append(TopicPartition(topic, p, max(int(reported) - 1, int(low), 0)))
+    c.assign(tps)
+    for tp in tps:
+        c.seek(tp.topic, tp.partition, tp.offset)
+    pending = {(tp.topic, tp.partition) for tp in tps}
+    deadline = time.monotonic() + _EOF_WAIT_S
+    while pending and time.monotonic() < deadline:
+        c.consume_batch(_FETCH, _POLL_S)
+        for t, p in list(pending):
+            eof = c.eof_offset(t, p)
+            if eof is not None:
+                ends[t][str(p)] = max(ends[t][str(p)], eof)
+                pending.discard((t, p))
+    for t, p in pending:
+        high = c.high_watermark(t, p)
+        if high is not None:
+            ends[t][str(p)] = max(ends[t][str(p)], high)
+    c.unassign()
+    return lows, ends
 
 
 def read_range(
     bootstrap_servers: str, kafka: Mapping[str, Any], r: OffsetRange
 ) -> Iterator[pa.RecordBatch]:
-    """The records of `r` as Arrow batches (offsets skipped by transactions simply absent)."""
-    from confluent_kafka import TopicPartition
+    """The records of `r` as Arrow batches (offsets skipped by transactions simply absent).
 
+    The consumer is kept for the next range this Python worker reads (Spark reuses workers),
+    so a batch pays for no connection set-up.
+    """
+    c = _reader(bootstrap_servers, kafka)
+    ok = False
+    try:
+        c.assign([(r.topic, r.partition, r.start)])
+        chunks: list[list[Any]] = []
+        rows = 0
+        last = r.start - 1
+        stall = time.monotonic() + _STALL_S
+        while last < r.end - 1:
+            msgs = c.consume_batch(min(_FETCH, r.end - 1 - last), _POLL_S)
+            if not msgs and time.monotonic() > stall:
+                raise KafkaClientError(
+                    f"reading {r.topic!r} partition {r.partition} offsets [{r.start}, {r.end}): "
+                    f"nothing after offset {last} for {_STALL_S:.0f}s"
+                )
+            if msgs:
+                stall = time.monotonic() + _STALL_S
+                if msgs[-1].offset() >= r.end:
+                    msgs = [m for m in msgs if m.offset() < r.end]
+                    last = r.end - 1
+                if msgs:
+                    last = max(last, msgs[-1].offset())
+                    chunks.append(msgs)
+                    rows += len(msgs)
+            if (c.eof_offset(r.topic, r.partition) or -1) >= r.end:
+                break  # the rest of the range holds no records (e.g. transaction markers)
+            if rows >= _ARROW_BATCH:
+                yield _to_arrow(r.topic, r.partition, chunks)
+                chunks, rows = [], 0
+        if rows:
+            yield _to_arrow(r.topic, r.partition, chunks)
+        ok = True
+    finally:
+        if ok:
+            c.unassign()
+        else:
+            _drop_reader(bootstrap_servers, kafka)
+
+
+def _to_arrow(topic: str, partition: int, chunks: list[list[Any]]) -> pa.RecordBatch:
+    msgs = chunks[0] if len(chunks) == 1 else [m for ch in chunks for m in ch]
+    n = len(msgs)
+    headers = [m.headers() for m in msgs]
+    if any(headers):
+        headers = [None if h is None else encode_headers(h) for h in headers]
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([topic] * n, pa.string()),
+            pa.array([partition] * n, pa.int32()),
+            pa.array([m.offset() for m in msgs], pa.int64()),
+            pa.array([m.timestamp()[1] for m in msgs], pa.int64()),
+            pa.array([m.key() for m in msgs], pa.binary()),
+            pa.array([m.value() for m in msgs], pa.binary()),
+            pa.array(headers, pa.binary()),
+        ],
+        schema=ARROW_SCHEMA,
+    )
+
+
+def encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes | None:
+    """Headers in a `binary` column: a pickled list of (key, value) pairs (None when none).
+
+    A list of structs would be the natural type, but Spark's Arrow writers size nested
+    vectors row by row, which costs more than the rest of the row; one binary value does not.
+    """
+    return pickle.dumps(list(headers), protocol=5) if headers else None
+
+
+def decode_headers(data: bytes | None) -> Any:
+    """The headers of `encode_headers` (an empty tuple when none)."""
+    return pickle.loads(data) if data is not None else ()
+
+
+_READERS: dict[tuple[str, str], Any] = {}
+_TRANSFORMS: dict[str, Transform] = {}
+
+
+def _transform(blob: str) -> Transform:
+    """The transform of an option value, unpickled once per Python worker."""
+    fn = _TRANSFORMS.get(blob)
+    if fn is None:
+        from kstream.spark.tasks import loads
+
+        if len(_TRANSFORMS) > 16:
+            _TRANSFORMS.clear()
+        fn = _TRANSFORMS[blob] = loads(base64.b64decode(blob))
+    return fn
+
+
+def _reader(bootstrap_servers: str, kafka: Mapping[str, Any]) -> Any:
+    """This worker's consumer for ranges of `bootstrap_servers` (no group, assign only)."""
     from kstream.kafka.consumer import Consumer
 
-    c = Consumer(bootstrap_servers, kafka={**kafka, "enable.partition.eof": True})
-    try:
-        c.assign([TopicPartition(r.topic, r.partition, r.start)])
-        cols: dict[str, list[Any]] = {n: [] for n in ARROW_SCHEMA.names}
-        last = r.start - 1
-        while last < r.end - 1:
-            msgs = c.consume_batch(10_000, 1.0)
-            for m in msgs:
-                off = m.offset()
-                if off is None or off < r.start:
-                    continue
-                if off >= r.end:
-                    last = r.end
-                    break
-                last = off
-                cols["topic"].append(r.topic)
-                cols["partition"].append(r.partition)
-                cols["offset"].append(off)
-                cols["timestamp"].append(m.timestamp()[1])
-                cols["key"].append(m.key())
-                cols["value"].append(m.value())
-            eof = c.eof_offset(r.topic, r.partition)
-            if eof is not None and eof >= r.end:
-                break
-            if len(cols["offset"]) >= _ARROW_BATCH:
-                yield pa.RecordBatch.from_pydict(cols, schema=ARROW_SCHEMA)
-                cols = {n: [] for n in ARROW_SCHEMA.names}
-        if cols["offset"]:
-            yield pa.RecordBatch.from_pydict(cols, schema=ARROW_SCHEMA)
-    finally:
+    key = (bootstrap_servers, json.dumps(dict(kafka), sort_keys=True, default=str))
+    c = _READERS.get(key)
+    if c is None:
+        c = _READERS[key] = Consumer(bootstrap_servers, kafka=reader_settings(kafka))
+    return c
+
+
+def _drop_reader(bootstrap_servers: str, kafka: Mapping[str, Any]) -> None:
+    key = (bootstrap_servers, json.dumps(dict(kafka), sort_keys=True, default=str))
+    c = _READERS.pop(key, None)
+    if c is not None:
         c.close()
+
+
+def reader_settings(kafka: Mapping[str, Any]) -> dict[str, Any]:
+    """librdkafka settings for reading a known range: the end shows up at once.
+
+    A fetch at the end of a partition is answered when `fetch.wait.max.ms` passes (500 ms by
+    default), and the end-of-partition event comes with that answer; ranges and end offsets
+    are read to the end, so the wait is kept short.
+    """
+    return {**kafka, "enable.partition.eof": True, "fetch.wait.max.ms": _FETCH_WAIT_MS}
 
 
 def _merge_start(start: Mapping[str, Any], lows: Offsets) -> Offsets:

@@ -10,27 +10,31 @@ chained stateful operators, user processors) runs here, with the real kstream pr
   ones and repartition topics) and writes through the transactional sink; repartition topics are
   real Kafka topics (`<app_id>-<name>`, created with the partition count the native runtime
   gives them), so the hop between sub-topologies is the same as in Kafka Streams;
-- a stateful sub-topology groups its input by Kafka partition (`applyInPandasWithState`): each
-  group is one task (sub-topology, partition). The group function builds a `Task` whose stores
+- a stateful sub-topology groups its input by Kafka partition (`applyInPandasWithState`, the
+  partition mapped to a label that Spark spreads evenly over its cores): each group is one task
+  (sub-topology, partition). The group function builds a `Task` whose stores
   are typed stores over in-memory backends loaded from Spark's state, processes the batch's
   records, flushes the stores and puts their contents back into Spark's state (with the task's
-  stream time and its stream-time punctuation schedule). So a task sees the same records in the
+  stream time and its punctuation schedules). So a task sees the same records in the
   same order as in the native runtime: the same stream time, the same windows closing, the same
   late records dropped. Records of several topics in one batch are merged as Kafka Streams
   merges partitions: the record with the smallest timestamp at the head of its partition goes
   first, each partition in offset order;
-- a stateless sub-topology (only built-in stateless operators, no store) runs batch-wise in
-  `mapInArrow`, one `Task` per Kafka partition, without any shuffle;
+- a stateless sub-topology (only built-in stateless operators, no store) runs batch-wise inside
+  the source's read tasks, one `Task` per Kafka partition, without any shuffle;
 - global tables: a task of a sub-topology that may read them keeps its own copy of every global
   store in its state, with the offsets read so far, and reads the global topics from there up
   to their end before each batch (Kafka Streams' global thread, caught up at batch start);
 - with `trigger="availableNow"` the queries run one after the other, upstream first, each to
   the end of what its upstream wrote; with `processingTime` they run side by side.
 
-Not reproduced: wall-clock punctuations never fire on Spark (a window with emit final closes
-when stream time passes it, not after wall-clock silence); record headers are not read from
-Kafka. A task's whole state travels through Spark's state store once per batch, which suits
-state of moderate size.
+Wall-clock punctuations fire at the end of a task's micro-batch, when due (their schedule is kept
+in the task's state): so only while records arrive, since a micro-batch runs only then. A window
+with emit final therefore closes when stream time passes it, not after wall-clock silence as on
+the native runtime. Record headers are read from Kafka and passed on as in Kafka Streams. Not
+reproduced: the native runtime drops input records whose provenance id it has already seen
+(repeats a broker shows from aborted transactions); Spark does not. A task's whole state travels
+through Spark's state store once per batch, which suits state of moderate size.
 """
 
 from __future__ import annotations
@@ -50,7 +54,9 @@ from kstream.dsl import processors as p
 from kstream.errors import TopologyError
 from kstream.records import Headers, Record
 from kstream.serde import BUILTIN, Serde
-from kstream.spark.execute import ROW_ARROW_SCHEMA, ROW_SCHEMA
+from kstream.spark.execute import ROW_ARROW_SCHEMA, ROW_SCHEMA, input_records
+from kstream.spark.source import decode_headers, encode_headers
+from kstream.state.provenance import HEADER
 from kstream.topology.compiled import CompiledTopology, compile_topology
 from kstream.topology.processor import PunctuationType
 from kstream.topology.topology import ProcessorDef, Topology
@@ -283,6 +289,8 @@ class _Collector:
         c["ppart"].append(pp)
         c["poff"].append(po)
         c["seq"].append(self.seq)
+        c["grp"].append(None)
+        c["h"].append(_outgoing_headers(headers))
         self.seq += 1
 
     def partitions_for(self, topic: str) -> int:
@@ -409,6 +417,7 @@ class TaskRun:
                 ),
             )
             glob = {n: s.read_only() for n, s in self.global_task.stores.items()}
+        self.now = int(time.time() * 1000)
         self.task = Task(
             compiled,
             sub,
@@ -416,15 +425,19 @@ class TaskRun:
             collector=self.collector,
             open_store=lambda spec, part: _memory_store(spec, part, stores.get(spec.name)),
             global_stores=glob,
+            wall_clock_ms=self.now,
         )
         self.collector.task = self.task
         self.task.stream_time = int(saved.get("stream_time", -1))
-        dues = list(saved.get("dues", []))
-        for s, due in zip(self._stream_schedules(), dues, strict=False):
-            s.due = due
+        for kind, key in (
+            (PunctuationType.STREAM_TIME, "dues"),
+            (PunctuationType.WALL_CLOCK, "wall"),
+        ):
+            for s, due in zip(self._schedules(kind), saved.get(key, []), strict=False):
+                s.due = due
 
-    def _stream_schedules(self) -> list[Any]:
-        return [s for s in self.task.schedules if s.type is PunctuationType.STREAM_TIME]
+    def _schedules(self, kind: PunctuationType) -> list[Any]:
+        return [s for s in self.task.schedules if s.type is kind]
 
     def run(self, records: Sequence[Record]) -> dict[str, list[Any]]:
         if self.global_task is not None:
@@ -437,6 +450,7 @@ class TaskRun:
             last = ordered[-1]
             self.collector.fallback = (last.topic or "", last.partition or 0, last.offset or 0)
             self.task.process(ordered)
+        self.task.punctuate_wall_clock(self.now)
         self.task.flush_stores()
         return self.collector.take()
 
@@ -444,7 +458,8 @@ class TaskRun:
         out: dict[str, Any] = {
             "stores": {n: _contents(s) for n, s in self.task.stores.items()},
             "stream_time": self.task.stream_time,
-            "dues": [s.due for s in self._stream_schedules()],
+            "dues": [s.due for s in self._schedules(PunctuationType.STREAM_TIME)],
+            "wall": [s.due for s in self._schedules(PunctuationType.WALL_CLOCK)],
         }
         if self.global_task is not None:
             out["globals"] = {n: _contents(s) for n, s in self.global_task.stores.items()}
@@ -457,32 +472,45 @@ class TaskRun:
             self.global_task.close()
 
 
-def _records(cols: Mapping[str, Sequence[Any]]) -> list[Record]:
+def _outgoing_headers(headers: Headers) -> bytes | None:
+    """The headers a sink record keeps (encoded): the sink adds its own provenance id."""
+    if not headers:
+        return None
+    return encode_headers([h for h in headers if h[0] != HEADER])
+
+
+def _records(pdf: Any) -> list[Record]:
+    """A pandas frame of the source's rows as records (key and value still bytes)."""
     return [
-        Record(k, v, ts, (), t, part, off)
-        for t, part, off, ts, k, v in zip(
-            cols["topic"],
-            cols["partition"],
-            cols["offset"],
-            cols["timestamp"],
-            cols["key"],
-            cols["value"],
+        Record(k, v, ts, h, t, part, off)
+        for t, part, off, ts, k, v, h in zip(
+            pdf["topic"].tolist(),
+            pdf["partition"].tolist(),
+            pdf["offset"].tolist(),
+            pdf["timestamp"].tolist(),
+            pdf["key"].tolist(),
+            pdf["value"].tolist(),
+            [decode_headers(h) for h in pdf["headers"].tolist()],
             strict=True,
         )
     ]
 
 
-def stateful_function(blob: bytes, sub: int) -> Callable[..., Iterator[Any]]:
-    """`applyInPandasWithState` function: one task (sub-topology `sub`, the group's partition)."""
+def stateful_function(blob: bytes, sub: int, labels: Sequence[int]) -> Callable[..., Iterator[Any]]:
+    """`applyInPandasWithState` function: one task (sub-topology `sub`, the group's partition).
+
+    The grouping value of partition p is `labels[p]`.
+    """
+    partition_of = {label: p for p, label in enumerate(labels)}
 
     def run(key: tuple[Any, ...], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
         import pandas as pd
 
         plan = _plan(blob)
-        partition = int(key[0])
+        partition = partition_of[int(key[0])]
         records: list[Record] = []
         for pdf in pdfs:
-            records.extend(_records({c: pdf[c].tolist() for c in pdf.columns}))
+            records.extend(_records(pdf))
         saved = pickle.loads(state.get[0]) if state.exists else {}
         task = TaskRun(plan, sub, partition, saved)
         try:
@@ -498,7 +526,7 @@ def stateful_function(blob: bytes, sub: int) -> Callable[..., Iterator[Any]]:
 def stateless_function(
     blob: bytes, sub: int
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """`mapInArrow` function of a sub-topology without state: one task per Kafka partition."""
+    """Function of a sub-topology without state, run inside the read: a task per partition."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         plan = _plan(blob)
@@ -506,7 +534,7 @@ def stateless_function(
         try:
             for batch in batches:
                 by_part: dict[int, list[Record]] = {}
-                for r in _records(batch.to_pydict()):
+                for r in input_records(batch):
                     by_part.setdefault(r.partition or 0, []).append(r)
                 for part, records in by_part.items():
                     task = tasks.get(part)

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+# `examples` lives at the repository root: importable however pytest was started
+ROOT = str(Path(__file__).resolve().parents[2])
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

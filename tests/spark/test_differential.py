@@ -1,7 +1,9 @@
-"""The same topology gives the same results on Spark (local[2], real broker) as in the driver.
+"""The same topology gives the same results on Spark (local[2], real broker) as on the native
+runtime (same broker, same input, exactly-once) and in the test driver.
 
 Spark coalesces a table's updates per key and batch, as a record cache does, so tables are
-compared by the value each key ends at; streams are compared record for record.
+compared by the value each key ends at; streams are compared record for record. The native
+run goes on while Spark runs (it writes to topics of its own).
 """
 
 from __future__ import annotations
@@ -17,12 +19,18 @@ from spark_helpers import (
     create_topics,
     driver_outputs,
     final_values,
+    finish_native,
     produce,
     read_all,
+    start_native,
 )
 
 from examples.word_count import build_topology as word_count
 from kstream.dsl import StreamBuilder
+from kstream.kafka.producer import Producer
+from kstream.records import Record
+from kstream.state import provenance
+from kstream.topology.processor import Processor
 from kstream.topology.topology import Topology
 
 pytest.importorskip("pyspark")
@@ -36,19 +44,28 @@ def run_spark(spark: Any, topology: Topology, app: str, bootstrap: str, tmp: Any
     run(topology, app, bootstrap, checkpoint_dir=str(tmp / app), spark=spark)
 
 
+def native(
+    topology: Topology, unique_name: Names, bootstrap: str, tmp: Any
+) -> Any:  # the started App
+    app_id = unique_name("native")
+    return start_native(topology, app_id, bootstrap, str(tmp / app_id))
+
+
 def test_word_count(spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any) -> None:
-    src, out = unique_name("lines"), unique_name("counts")
-    create_topics(bootstrap_servers, {src: 2, out: 2})
+    src, out, nat = unique_name("lines"), unique_name("counts"), unique_name("native-counts")
+    create_topics(bootstrap_servers, {src: 2, out: 2, nat: 2})
     lines = [(f"k{i % 5}", text, 1000 + i) for i, text in enumerate(LINES)]
     produce(bootstrap_servers, src, lines, "string", "string")
-    topo = word_count(src, out)
-    run_spark(spark, topo, unique_name("wc"), bootstrap_servers, tmp_path)
+    app = native(word_count(src, nat), unique_name, bootstrap_servers, tmp_path)
+    run_spark(spark, word_count(src, out), unique_name("wc"), bootstrap_servers, tmp_path)
+    finish_native(app, bootstrap_servers)
 
     got = read_all(bootstrap_servers, out, "string", "long")
+    on_native = read_all(bootstrap_servers, nat, "string", "long")
     ref = driver_outputs(
         word_count(src, out), {src: ("string", "string", lines)}, {out: ("string", "long")}
     )[out]
-    assert final_values(got) == dict(ref) == final_values_of(ref)
+    assert final_values(got) == final_values(on_native) == dict(ref) == final_values_of(ref)
     assert all(r.header("kstream.src") is not None for r in got)
 
 
@@ -86,21 +103,26 @@ def test_stateless_branches(
     spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any
 ) -> None:
     src, a, b = unique_name("in"), unique_name("a"), unique_name("b")
-    create_topics(bootstrap_servers, {src: 2, a: 1, b: 1})
+    na, nb = unique_name("native-a"), unique_name("native-b")
+    create_topics(bootstrap_servers, {src: 2, a: 1, b: 1, na: 1, nb: 1})
     recs = [(f"u{i % 7}", {"n": i}, 5000 + i) for i in range(100)]
     produce(bootstrap_servers, src, recs, "string", "json")
+    app = native(stateless(src, na, nb), unique_name, bootstrap_servers, tmp_path)
     run_spark(spark, stateless(src, a, b), unique_name("sl"), bootstrap_servers, tmp_path)
+    finish_native(app, bootstrap_servers)
 
     ref = driver_outputs(
         stateless(src, a, b),
         {src: ("string", "json", recs)},
         {a: ("string", "long"), b: ("string", "long")},
     )
-    got_a = [(r.key, r.value) for r in read_all(bootstrap_servers, a, "string", "long")]
-    got_b = [(r.key, r.value) for r in read_all(bootstrap_servers, b, "string", "long")]
-    assert Counter(got_a) == Counter(ref[a])
-    assert Counter(got_b) == Counter(ref[b])
-    assert len(got_b) == 2 * sum(1 for i in range(50, 100) if i % 3)
+
+    def pairs(topic: str) -> list[tuple[Any, Any]]:
+        return [(r.key, r.value) for r in read_all(bootstrap_servers, topic, "string", "long")]
+
+    assert Counter(pairs(a)) == Counter(pairs(na)) == Counter(ref[a])
+    assert Counter(pairs(b)) == Counter(pairs(nb)) == Counter(ref[b])
+    assert len(pairs(b)) == 2 * sum(1 for i in range(50, 100) if i % 3)
 
 
 def aggregations(src: str, sums: str, paths: str) -> Topology:
@@ -123,22 +145,30 @@ def test_group_by_aggregate_and_reduce(
     spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any
 ) -> None:
     src, sums, paths = unique_name("in"), unique_name("sums"), unique_name("paths")
-    create_topics(bootstrap_servers, {src: 2, sums: 2, paths: 2})
+    nsums, npaths = unique_name("native-sums"), unique_name("native-paths")
+    create_topics(bootstrap_servers, {src: 2, sums: 2, paths: 2, nsums: 2, npaths: 2})
     recs = [
         (f"s{i % 4}", {"user": f"u{i % 3}", "amount": i, "page": f"p{i % 5}"}, 10_000 + i)
         for i in range(60)
     ]
     produce(bootstrap_servers, src, recs, "string", "json")
-    topo = aggregations(src, sums, paths)
-    run_spark(spark, topo, unique_name("agg"), bootstrap_servers, tmp_path)
+    app = native(aggregations(src, nsums, npaths), unique_name, bootstrap_servers, tmp_path)
+    run_spark(
+        spark, aggregations(src, sums, paths), unique_name("agg"), bootstrap_servers, tmp_path
+    )
+    finish_native(app, bootstrap_servers)
 
     ref = driver_outputs(
         aggregations(src, sums, paths),
         {src: ("string", "json", recs)},
         {sums: ("string", "json"), paths: ("string", "string")},
     )
-    assert final_values(read_all(bootstrap_servers, sums, "string", "json")) == dict(ref[sums])
-    assert final_values(read_all(bootstrap_servers, paths, "string", "string")) == dict(ref[paths])
+
+    def table(topic: str, vs: str) -> dict[Any, Any]:
+        return final_values(read_all(bootstrap_servers, topic, "string", vs))
+
+    assert table(sums, "json") == table(nsums, "json") == dict(ref[sums])
+    assert table(paths, "string") == table(npaths, "string") == dict(ref[paths])
     assert dict(ref[sums])["u0"] == {"n": 20, "total": sum(range(0, 60, 3))}
 
 
@@ -157,14 +187,16 @@ def table_ops(src: str, out: str) -> Topology:
 def test_table_with_deletes(
     spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any
 ) -> None:
-    src, out = unique_name("users"), unique_name("names")
-    create_topics(bootstrap_servers, {src: 2, out: 2})
+    src, out, nat = unique_name("users"), unique_name("names"), unique_name("native-names")
+    create_topics(bootstrap_servers, {src: 2, out: 2, nat: 2})
     recs: list[tuple[Any, Any, int]] = [
         (f"id{i % 6}", {"name": f"n{i}", "active": i % 4 != 0}, 100 + i) for i in range(30)
     ]
     recs += [("id1", None, 500), ("id2", {"name": "x", "active": False}, 501)]
     produce(bootstrap_servers, src, recs, "string", "json")
+    app = native(table_ops(src, nat), unique_name, bootstrap_servers, tmp_path)
     run_spark(spark, table_ops(src, out), unique_name("tbl"), bootstrap_servers, tmp_path)
+    finish_native(app, bootstrap_servers)
 
     ref = driver_outputs(
         table_ops(src, out), {src: ("string", "json", recs)}, {out: ("string", "string")}
@@ -176,7 +208,7 @@ def test_table_with_deletes(
             expected.pop(k, None)
         else:
             expected[k] = v
-    assert got == expected
+    assert got == final_values(read_all(bootstrap_servers, nat, "string", "string")) == expected
     assert "id1" not in got and "id2" not in got
 
 
@@ -192,11 +224,11 @@ def test_table_with_deletes(
         max_size=40,
     )
 )
-def test_count_matches_driver(
+def test_count_matches_driver_and_native(
     spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any, words: Any
 ) -> None:
-    src, out = unique_name("ev"), unique_name("cnt")
-    create_topics(bootstrap_servers, {src: 2, out: 2})
+    src, out, nat = unique_name("ev"), unique_name("cnt"), unique_name("native-cnt")
+    create_topics(bootstrap_servers, {src: 2, out: 2, nat: 2})
     recs = [(f"k{i}", w, ts) for i, (w, ts) in enumerate(words)]
     produce(bootstrap_servers, src, recs, "string", "string")
 
@@ -207,6 +239,80 @@ def test_count_matches_driver(
         ).count().to_stream().to(out, value_serde="long")
         return b.build()
 
+    app = native(counts(src, nat), unique_name, bootstrap_servers, tmp_path)
     run_spark(spark, counts(src, out), unique_name("hc"), bootstrap_servers, tmp_path)
+    finish_native(app, bootstrap_servers)
     got = final_values(read_all(bootstrap_servers, out, "string", "long"))
-    assert got == dict(Counter(w for w, _ in words))
+    on_native = final_values(read_all(bootstrap_servers, nat, "string", "long"))
+    ref = driver_outputs(
+        counts(src, out), {src: ("string", "string", recs)}, {out: ("string", "long")}
+    )[out]
+    assert got == on_native == final_values_of(ref) == dict(Counter(w for w, _ in words))
+
+
+class ByTrace(Processor):
+    """Passes on records whose `trace` header is even, adding a header of its own."""
+
+    def process(self, record: Record) -> None:
+        trace = record.header("trace")
+        if trace is not None and int(trace) % 2 == 0:
+            headers = [*record.headers, ("seen-by", b"by-trace")]
+            self.ctx.forward(Record(record.key, record.value, record.timestamp, headers))
+
+
+def mapped(src: str, out: str) -> Topology:
+    b = StreamBuilder()
+    b.stream(src, key_serde="string", value_serde="string").map_values(str.upper).to(
+        out, key_serde="string", value_serde="string"
+    )
+    return b.build()
+
+
+def routed(src: str, out: str) -> Topology:
+    b = StreamBuilder()
+    b.stream(src, key_serde="string", value_serde="string").process(ByTrace).to(
+        out, key_serde="string", value_serde="string"
+    )
+    return b.build()
+
+
+@pytest.mark.parametrize("topology", [mapped, routed], ids=["fast-path", "task-path"])
+def test_headers_pass_through_as_on_native(
+    spark: Any,
+    bootstrap_servers: str,
+    unique_name: Names,
+    tmp_path: Any,
+    topology: Callable[[str, str], Topology],
+) -> None:
+    """Input headers reach the processors and the output, each output with its provenance id:
+    the very same records as the native runtime writes, headers included."""
+    src, out, nat = unique_name("in"), unique_name("out"), unique_name("native-out")
+    create_topics(bootstrap_servers, {src: 2, out: 2, nat: 2})
+    with Producer(bootstrap_servers) as p:
+        for i in range(40):
+            headers = [("trace", str(i).encode()), ("kind", None)] if i % 4 else None
+            p.produce(
+                src, f"v{i}".encode(), f"k{i % 5}".encode(), timestamp=100 + i, headers=headers
+            )
+        p.flush()
+    app = native(topology(src, nat), unique_name, bootstrap_servers, tmp_path)
+    run_spark(spark, topology(src, out), unique_name("hdr"), bootstrap_servers, tmp_path)
+    finish_native(app, bootstrap_servers)
+
+    def written(topic: str) -> Counter[Any]:
+        got = read_all(bootstrap_servers, topic, "string", "string")
+        return Counter((r.key, r.value, r.timestamp, tuple(r.headers)) for r in got)
+
+    got = written(out)
+    assert got == written(nat)
+    assert sum(got.values()) == (40 if topology is mapped else 10)
+    for _k, value, _ts, headers in got:
+        i = int(value[1:])
+        names = [h for h, _ in headers]
+        if i % 4 == 0:
+            assert names == ["kstream.src"]
+        else:
+            extra = ["seen-by"] if topology is routed else []
+            assert names == ["trace", "kind", *extra, "kstream.src"]
+            assert dict(headers)["trace"] == str(i).encode()
+        assert provenance.from_headers(list(headers)).topic == src  # type: ignore[union-attr]

@@ -118,3 +118,15 @@ def test_merge_by_time_keeps_partition_order() -> None:
     b = [Record("k", i, ts, (), "b", 0, i) for i, ts in enumerate([3, 7])]
     got = [(r.topic, r.offset) for r in merge_by_time(b + a)]
     assert got == [("b", 0), ("a", 0), ("a", 1), ("b", 1), ("a", 2)]
+
+
+def test_grouping_labels_spread_evenly_over_spark_partitions(spark: Any) -> None:
+    """Label i lands in Spark partition i mod P for every P dividing the modulus."""
+    from kstream.spark.execute import BUCKET_LABELS, STATE_BUCKETS, spread_labels
+
+    labels = spread_labels(6, 1024)
+    assert labels[:4] == spread_labels(4, 1024)  # a longer list keeps the labels it had
+    rows = spark.createDataFrame([(x,) for x in BUCKET_LABELS + labels], "x int")
+    hashes = [r.h for r in rows.selectExpr("hash(x) as h").collect()]
+    assert [h % STATE_BUCKETS for h in hashes[:STATE_BUCKETS]] == list(range(STATE_BUCKETS))
+    assert [h % 1024 for h in hashes[STATE_BUCKETS:]] == list(range(6))

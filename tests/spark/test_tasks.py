@@ -1,9 +1,11 @@
-"""Topologies beyond the fast path run on Spark with kstream's own tasks, as in the driver.
+"""Topologies beyond the fast path run on Spark with kstream's own tasks, as in the driver and on
+the native runtime.
 
 Stream time is per task, i.e. per partition (as in Kafka Streams and the native runtime), so
 where it decides the outcome (late records, final windows, dedup expiry) a multi-partition input
 is compared with one driver per partition; single-partition inputs are compared with one driver,
-record for record.
+record for record. The native runtime reads the same input topics (writing to topics of its
+own) while Spark runs, and must end with the same results.
 """
 
 from __future__ import annotations
@@ -20,14 +22,19 @@ from spark_helpers import (
     driver_in_time_order,
     driver_outputs,
     final_values,
+    finish_native,
     per_partition_driver,
     produce,
     read_all,
+    start_native,
 )
 
+from kstream import stores
 from kstream.dsl import StreamBuilder
 from kstream.dsl.windowed import session_windowed_serde, time_windowed_serde
 from kstream.dsl.windows import JoinWindows, SessionWindows, TimeWindows
+from kstream.records import Record
+from kstream.topology.processor import Processor
 from kstream.topology.topology import Topology
 
 pytest.importorskip("pyspark")
@@ -45,13 +52,19 @@ def pairs(bootstrap: str, topic: str, ks: Any, vs: Any) -> list[tuple[Any, Any]]
     return [(r.key, r.value) for r in read_all(bootstrap, topic, ks, vs)]
 
 
+def native(topology: Topology, unique_name: Names, bootstrap: str, tmp: Any) -> Any:
+    """The native runtime started on `topology` (see `spark_helpers.finish_native`)."""
+    app_id = unique_name("native")
+    return start_native(topology, app_id, bootstrap, str(tmp / app_id))
+
+
 def test_clicks_per_minute(
     spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any
 ) -> None:
     from examples.clicks_per_minute import build_topology
 
-    src, out = unique_name("clicks"), unique_name("cpm")
-    create_topics(bootstrap_servers, {src: 2, out: 2})
+    src, out, nat = unique_name("clicks"), unique_name("cpm"), unique_name("native-cpm")
+    create_topics(bootstrap_servers, {src: 2, out: 2, nat: 2})
     minute = 60_000
     recs: list[tuple[Any, Any, int]] = []
     for i in range(80):
@@ -61,16 +74,20 @@ def test_clicks_per_minute(
             recs.append((f"u{(i + 1) % 5}", {"late": i}, ts - 5_000))
         if i % 13 == 0:  # late by 70 s: always dropped
             recs.append((f"u{(i + 2) % 5}", {"too late": i}, ts - 70_000))
-    recs += [(f"u{u}", {"end": True}, 1_000_000 + 10 * minute) for u in range(5)]
+    # The last records open a minute of their own: they close every earlier window, and the
+    # native runtime would close theirs only after 70 s of wall-clock silence (Spark never).
+    recs += [(f"u{u}", {"end": True}, 27 * minute) for u in range(5)]
     produce(bootstrap_servers, src, recs, "string", "json")
+    app = native(build_topology(src, nat), unique_name, bootstrap_servers, tmp_path)
     run_spark(spark, build_topology(src, out), unique_name("cpm"), bootstrap_servers, tmp_path)
+    finish_native(app, bootstrap_servers)
 
     ks = time_windowed_serde("string", "1m")
     ref = per_partition_driver(
         lambda: build_topology(src, out), src, "string", "json", recs, 2, {out: (ks, "long")}
     )[out]
     got = pairs(bootstrap_servers, out, ks, "long")
-    assert Counter(got) == Counter(ref)
+    assert Counter(got) == Counter(pairs(bootstrap_servers, nat, ks, "long")) == Counter(ref)
     assert len(got) == len({k for k, _ in got}), "a window was emitted twice"
     assert sum(v for _, v in got) < len(recs) - 5  # the too-late ones were dropped
 
@@ -80,8 +97,8 @@ def test_payments_dedup(
 ) -> None:
     from examples.payments_dedup import build_topology
 
-    src, out = unique_name("payments"), unique_name("deduped")
-    create_topics(bootstrap_servers, {src: 2, out: 2})
+    src, out, nat = unique_name("payments"), unique_name("deduped"), unique_name("native-dd")
+    create_topics(bootstrap_servers, {src: 2, out: 2, nat: 2})
     hour = 3_600_000
     recs: list[tuple[Any, Any, int]] = []
     for i in range(60):
@@ -92,15 +109,19 @@ def test_payments_dedup(
             recs.append((acct, {"idempotency_key": None, "amount": -i}, ts + 1))
     recs.append(("acct0", "not a dict", 60 * 120_000 + hour))
     produce(bootstrap_servers, src, recs, "string", "json")
+    app = native(build_topology(src, nat), unique_name, bootstrap_servers, tmp_path)
     run_spark(spark, build_topology(src, out), unique_name("dd"), bootstrap_servers, tmp_path)
+    finish_native(app, bootstrap_servers)
 
     ref = per_partition_driver(
         lambda: build_topology(src, out), src, "string", "json", recs, 2, {out: ("string", "json")}
     )[out]
     got = pairs(bootstrap_servers, out, "string", "json")
-    assert sorted(map(repr, got)) == sorted(map(repr, ref))
+    on_native = pairs(bootstrap_servers, nat, "string", "json")
+    assert sorted(map(repr, got)) == sorted(map(repr, on_native)) == sorted(map(repr, ref))
     for acct in {k for k, _ in ref}:  # per key, in order
-        assert [v for k, v in got if k == acct] == [v for k, v in ref if k == acct]
+        want = [v for k, v in ref if k == acct]
+        assert [v for k, v in got if k == acct] == [v for k, v in on_native if k == acct] == want
     assert len(ref) < len(recs)
 
 
@@ -111,7 +132,8 @@ def test_orders_enriched(
 
     orders, customers = unique_name("orders"), unique_name("customers")
     products, out = unique_name("products"), unique_name("enriched")
-    create_topics(bootstrap_servers, {orders: 2, customers: 2, products: 1, out: 2})
+    nat = unique_name("native-enriched")
+    create_topics(bootstrap_servers, {orders: 2, customers: 2, products: 1, out: 2, nat: 2})
     prods = [(f"p{i}", {"name": f"product {i}", "price": 10 + i}, 100 + i) for i in range(4)]
     custs: list[tuple[Any, Any, int]] = [
         (f"c{i}", {"name": f"customer {i}", "region": f"r{i % 2}"}, 200 + i) for i in range(5)
@@ -130,10 +152,12 @@ def test_orders_enriched(
     produce(bootstrap_servers, customers, custs, "string", "json")
     produce(bootstrap_servers, orders, ords, "string", "json")
 
-    def topo() -> Topology:
+    def topo(out: str = out) -> Topology:
         return build_topology(orders, customers, products, out)
 
+    app = native(topo(nat), unique_name, bootstrap_servers, tmp_path)
     run_spark(spark, topo(), unique_name("oe"), bootstrap_servers, tmp_path)
+    finish_native(app, bootstrap_servers)
 
     ref = driver_in_time_order(
         topo(),
@@ -150,6 +174,18 @@ def test_orders_enriched(
     assert dict(got) == dict(ref), diff
     assert dict(got)["o4"]["product"] is None  # unknown product: left join
     assert dict(got)["o1"]["region"] == "r1" and dict(got)["o31"]["region"] == "moved"
+    # The native runtime joins each order with the customer as it is when the re-keyed order
+    # arrives through the repartition topic, which here is after the move: where the table
+    # changes mid-stream its result depends on timing (as in Kafka Streams), while Spark runs
+    # the re-keying query to its end first and then merges both sides by time. Everything else
+    # is the same.
+    on_native = dict(pairs(bootstrap_servers, nat, "string", "json"))
+    assert on_native.keys() == dict(got).keys()
+    moved = {k for k, v in got if v["customer_id"] == "c1"}
+    assert {k: v for k, v in on_native.items() if k not in moved} == {
+        k: v for k, v in got if k not in moved
+    }
+    assert all(on_native[k]["region"] in ("r1", "moved") for k in moved)
 
 
 def mixed(src: str, clicks: str, views: str, totals: str, sessions: str, joined: str) -> Topology:
@@ -229,7 +265,14 @@ def windowed_sums(src: str, out: str) -> Topology:
         b.stream(src, key_serde="string", value_serde="long")
         .group_by_key()
         .windowed_by(TimeWindows.of(100, advance=50, grace=30))
-        .aggregate(lambda: 0, lambda _k, v, agg: agg + v, value_serde="long", emit="final")
+        # windows close on stream time only: the same on every engine, whatever the wall clock
+        .aggregate(
+            lambda: 0,
+            lambda _k, v, agg: agg + v,
+            value_serde="long",
+            emit="final",
+            idle_close=None,
+        )
         .to_stream()
         .to(out)
     )
@@ -248,21 +291,24 @@ def windowed_sums(src: str, out: str) -> Topology:
         max_size=40,
     )
 )
-def test_windowed_aggregate_matches_driver(
+def test_windowed_aggregate_matches_driver_and_native(
     spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any, events: Any
 ) -> None:
     """Hopping windows with grace and emit final over random, out-of-order timestamps."""
-    src, out = unique_name("ev"), unique_name("win")
-    create_topics(bootstrap_servers, {src: 2, out: 2})
+    src, out, nat = unique_name("ev"), unique_name("win"), unique_name("native-win")
+    create_topics(bootstrap_servers, {src: 2, out: 2, nat: 2})
     recs = [(k, v, ts) for k, v, ts in events]
     produce(bootstrap_servers, src, recs, "string", "long")
+    app = native(windowed_sums(src, nat), unique_name, bootstrap_servers, tmp_path)
     run_spark(spark, windowed_sums(src, out), unique_name("hw"), bootstrap_servers, tmp_path)
+    finish_native(app, bootstrap_servers)
 
     ks = time_windowed_serde("string", 100)
     ref = per_partition_driver(
         lambda: windowed_sums(src, out), src, "string", "long", recs, 2, {out: (ks, "long")}
     )[out]
-    assert Counter(pairs(bootstrap_servers, out, ks, "long")) == Counter(ref)
+    got = Counter(pairs(bootstrap_servers, out, ks, "long"))
+    assert got == Counter(pairs(bootstrap_servers, nat, ks, "long")) == Counter(ref)
 
 
 def test_task_path_keeps_driver_order_on_one_partition(
@@ -280,3 +326,49 @@ def test_task_path_keeps_driver_order_on_one_partition(
         windowed_sums(src, out), {src: ("string", "long", recs)}, {out: (ks, "long")}
     )
     assert pairs(bootstrap_servers, out, ks, "long") == ref[out]
+
+
+class Held(Processor):
+    """Holds records in its store; passes them on, in offset order, when the wall clock says."""
+
+    def init(self, ctx: Any) -> None:
+        super().init(ctx)
+        self.held = ctx.get_store("held")
+        ctx.schedule(1, "wall_clock", self.release)
+
+    def process(self, record: Record) -> None:
+        self.held.put(record.offset, record.value)
+
+    def release(self, now: int) -> None:
+        with self.held.all() as cur:
+            entries = list(cur)
+        for offset, value in entries:
+            self.held.delete(offset)
+            self.ctx.forward(Record(offset, value, now))
+
+
+def test_wall_clock_punctuation_fires_per_micro_batch(
+    spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any
+) -> None:
+    """A punctuation due fires at the end of the batch: what one batch holds the next releases."""
+    from kstream.spark import run
+
+    src, out = unique_name("in"), unique_name("out")
+    create_topics(bootstrap_servers, {src: 1, out: 1})
+    produce(
+        bootstrap_servers, src, [("k", f"v{i}", 1_000 + i) for i in range(30)], "string", "string"
+    )
+    b = StreamBuilder()
+    b.stream(src, key_serde="string", value_serde="string").process(
+        Held, stores=[stores.key_value("held", key_serde="long", value_serde="string")]
+    ).to(out, key_serde="long", value_serde="string")
+    app = unique_name("held")
+    run(
+        b.build(),
+        app,
+        bootstrap_servers,
+        checkpoint_dir=str(tmp_path / app),
+        spark=spark,
+        max_records_per_batch=10,  # three batches: the first holds, the next two release
+    )
+    assert pairs(bootstrap_servers, out, "long", "string") == [(i, f"v{i}") for i in range(30)]
