@@ -16,7 +16,6 @@ store once per batch instead, which suits state of moderate size.
 
 from __future__ import annotations
 
-import heapq
 import pickle
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -28,6 +27,7 @@ from kstream.dsl.processors import Change
 from kstream.errors import DeserializationError, ProcessingError, TopologyError
 from kstream.records import Record
 from kstream.serde import BUILTIN, Serde, SerdeContext
+from kstream.spark.order import merge_by_head, tp_order
 from kstream.spark.plan import ENTRY, Plan
 from kstream.spark.source import decode_headers, encode_headers
 from kstream.topology.topology import ProcessorDef, SinkDef, SourceDef
@@ -153,17 +153,31 @@ def input_records(batch: pa.RecordBatch) -> list[Record]:
         headers = [decode_headers(h) for h in col["headers"].to_pylist()]
     else:
         headers = [()] * batch.num_rows
+    return records_from_columns(
+        col["topic"].to_pylist(),
+        col["partition"].to_pylist(),
+        col["offset"].to_pylist(),
+        col["timestamp"].to_pylist(),
+        col["key"].to_pylist(),
+        col["value"].to_pylist(),
+        headers,
+    )
+
+
+def records_from_columns(
+    topics: Sequence[str],
+    partitions: Sequence[int],
+    offsets: Sequence[int],
+    timestamps: Sequence[int],
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+    headers: Sequence[Any],
+) -> list[Record]:
+    """The source's columns (from Arrow or pandas) as records, key and value still bytes."""
     return [
         Record(k, v, ts, h, t, p, o)
         for t, p, o, ts, k, v, h in zip(
-            col["topic"].to_pylist(),
-            col["partition"].to_pylist(),
-            col["offset"].to_pylist(),
-            col["timestamp"].to_pylist(),
-            col["key"].to_pylist(),
-            col["value"].to_pylist(),
-            headers,
-            strict=True,
+            topics, partitions, offsets, timestamps, keys, values, headers, strict=True
         )
     ]
 
@@ -455,19 +469,7 @@ def merge_rows(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         parts.setdefault((r[1], r[2]), []).append(r)
     for q in parts.values():
         q.sort(key=lambda r: (r[3], r[4]))
-    if len(parts) == 1:
-        (only,) = parts.values()
-        return only
-    heads = [(q[0][0], tp, 0) for tp, q in parts.items()]
-    heapq.heapify(heads)
-    out: list[tuple[Any, ...]] = []
-    while heads:
-        _ts, tp, i = heapq.heappop(heads)
-        q = parts[tp]
-        out.append(q[i])
-        if i + 1 < len(q):
-            heapq.heappush(heads, (q[i + 1][0], tp, i + 1))
-    return out
+    return merge_by_head([parts[tp] for tp in sorted(parts, key=tp_order)], lambda r: r[0])
 
 
 def _coalesce(outputs: list[Record]) -> list[Record]:

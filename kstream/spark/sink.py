@@ -15,10 +15,10 @@ transaction that a faulty broker still hands to read_committed readers).
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kstream.spark.order import merge_by_head, tp_order
 from kstream.spark.source import decode_headers
 from kstream.state import provenance
 
@@ -51,19 +51,7 @@ def write_order(rows: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
             g.append(r)
     for g in groups.values():
         g.sort(key=_input_order)
-    if len(groups) == 1:
-        (only,) = groups.values()
-        return only
-    heads: list[tuple[int, tuple[Any, Any], int]] = [(g[0][7], tp, 0) for tp, g in groups.items()]
-    heapq.heapify(heads)
-    out: list[tuple[Any, ...]] = []
-    while heads:
-        _ts, tp, i = heapq.heappop(heads)
-        g = groups[tp]
-        out.append(g[i])
-        if i + 1 < len(g):
-            heapq.heappush(heads, (g[i + 1][7], tp, i + 1))
-    return out
+    return merge_by_head([groups[tp] for tp in sorted(groups, key=tp_order)], lambda r: r[7])
 
 
 def _input_order(r: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -31,15 +31,21 @@ chained stateful operators, user processors) runs here, with the real kstream pr
 Wall-clock punctuations fire at the end of a task's micro-batch, when due (their schedule is kept
 in the task's state): so only while records arrive, since a micro-batch runs only then. A window
 with emit final therefore closes when stream time passes it, not after wall-clock silence as on
-the native runtime. Record headers are read from Kafka and passed on as in Kafka Streams. Not
-reproduced: the native runtime drops input records whose provenance id it has already seen
-(repeats a broker shows from aborted transactions); Spark does not. A task's whole state travels
-through Spark's state store once per batch, which suits state of moderate size.
+the native runtime. Record headers are read from Kafka and passed on as in Kafka Streams.
+
+Repeats of records a broker still shows after an aborted transaction: a task drops an input
+record whose provenance id is at or below the highest id it has seen from the same source
+partition on that input topic (kstream writers keep each source partition's outputs in offset
+order, so a repeat is never above the mark). A sub-topology that reads a repartition topic is
+therefore always run as a stateful task, since a batch this runner's sink aborted before a crash
+is shown there. The stateless paths (the fast path, and stateless sub-topologies over external
+topics) keep no state and rely on the broker to hide aborted records, as Kafka does. A task's
+whole state travels through Spark's state store once per batch, which suits state of moderate
+size.
 """
 
 from __future__ import annotations
 
-import heapq
 import io
 import pickle
 import struct
@@ -54,8 +60,10 @@ from kstream.dsl import processors as p
 from kstream.errors import TopologyError
 from kstream.records import Headers, Record
 from kstream.serde import BUILTIN, Serde
-from kstream.spark.execute import ROW_ARROW_SCHEMA, ROW_SCHEMA, input_records
+from kstream.spark.execute import ROW_ARROW_SCHEMA, ROW_SCHEMA, input_records, records_from_columns
+from kstream.spark.order import merge_by_head
 from kstream.spark.source import decode_headers, encode_headers
+from kstream.state import provenance
 from kstream.state.provenance import HEADER
 from kstream.topology.compiled import CompiledTopology, compile_topology
 from kstream.topology.processor import PunctuationType
@@ -219,7 +227,13 @@ def build_task_plan(topology: Topology, app_id: str) -> TaskPlan:
         order.extend(ready)
         done.update(ready)
     stateful: set[int] = set()
+    internal = set(compiled.repartition_topics)
     for s in subs:
+        if internal & set(s.source_topics):
+            # its input is what this runner's sink wrote: a batch the sink aborted before a
+            # crash may still be shown, so the task keeps the provenance high marks in state
+            stateful.add(s.id)
+            continue
         for n in s.nodes:
             node = topo.nodes[n]
             if not isinstance(node, ProcessorDef):
@@ -323,23 +337,9 @@ def merge_by_time(records: Sequence[Record]) -> list[Record]:
     queues: dict[tuple[str, int], list[Record]] = {}
     for r in records:
         queues.setdefault((r.topic or "", r.partition or 0), []).append(r)
-    if len(queues) == 1:
-        (only,) = queues.values()
-        only.sort(key=lambda r: r.offset or 0)
-        return only
-    heads: list[tuple[int, tuple[str, int], int]] = []
-    for tp, q in queues.items():
+    for q in queues.values():
         q.sort(key=lambda r: r.offset or 0)
-        heads.append((q[0].timestamp, tp, 0))
-    heapq.heapify(heads)
-    out: list[Record] = []
-    while heads:
-        _ts, tp, i = heapq.heappop(heads)
-        q = queues[tp]
-        out.append(q[i])
-        if i + 1 < len(q):
-            heapq.heappush(heads, (q[i + 1].timestamp, tp, i + 1))
-    return out
+    return merge_by_head([queues[tp] for tp in sorted(queues)], lambda r: r.timestamp)
 
 
 def _read_globals(
@@ -428,6 +428,8 @@ class TaskRun:
             wall_clock_ms=self.now,
         )
         self.collector.task = self.task
+        self.seen: dict[tuple[str, str, int], tuple[int, int]] = dict(saved.get("seen", {}))
+        self.duplicates_dropped = 0
         self.task.stream_time = int(saved.get("stream_time", -1))
         for kind, key in (
             (PunctuationType.STREAM_TIME, "dues"),
@@ -445,7 +447,7 @@ class TaskRun:
                 for recs in parts:
                     self.global_task.process(recs)
             self.global_task.flush_stores()
-        ordered = merge_by_time(records)
+        ordered = self._drop_seen(merge_by_time(records))
         if ordered:
             last = ordered[-1]
             self.collector.fallback = (last.topic or "", last.partition or 0, last.offset or 0)
@@ -454,9 +456,39 @@ class TaskRun:
         self.task.flush_stores()
         return self.collector.take()
 
+    def _drop_seen(self, ordered: list[Record]) -> list[Record]:
+        """Drop records whose provenance id is at or below the highest one seen before.
+
+        kstream writers (this runner's sink and the native runtime) write the outputs of one
+        source partition in its offset order, so within one input topic the ids from one source
+        partition only grow, and a repeat (the same batch shown again after an aborted
+        transaction) is at or below the mark. One mark per (input topic, source partition)
+        keeps the task's state small, where a set of every id would grow with the input.
+        """
+        seen = self.seen
+        out: list[Record] = []
+        for r in ordered:
+            pid = None
+            if r.headers:
+                for k, v in r.headers:
+                    if k == HEADER:
+                        pid = v
+            src = provenance.decode(pid) if pid is not None else None
+            if src is not None:
+                mark = (r.topic or "", src.topic, src.partition)
+                here = (src.offset, src.output_index)
+                last = seen.get(mark)
+                if last is not None and here <= last:
+                    self.duplicates_dropped += 1
+                    continue
+                seen[mark] = here
+            out.append(r)
+        return out
+
     def snapshot(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "stores": {n: _contents(s) for n, s in self.task.stores.items()},
+            "seen": self.seen,
             "stream_time": self.task.stream_time,
             "dues": [s.due for s in self._schedules(PunctuationType.STREAM_TIME)],
             "wall": [s.due for s in self._schedules(PunctuationType.WALL_CLOCK)],
@@ -481,19 +513,15 @@ def _outgoing_headers(headers: Headers) -> bytes | None:
 
 def _records(pdf: Any) -> list[Record]:
     """A pandas frame of the source's rows as records (key and value still bytes)."""
-    return [
-        Record(k, v, ts, h, t, part, off)
-        for t, part, off, ts, k, v, h in zip(
-            pdf["topic"].tolist(),
-            pdf["partition"].tolist(),
-            pdf["offset"].tolist(),
-            pdf["timestamp"].tolist(),
-            pdf["key"].tolist(),
-            pdf["value"].tolist(),
-            [decode_headers(h) for h in pdf["headers"].tolist()],
-            strict=True,
-        )
-    ]
+    return records_from_columns(
+        pdf["topic"].tolist(),
+        pdf["partition"].tolist(),
+        pdf["offset"].tolist(),
+        pdf["timestamp"].tolist(),
+        pdf["key"].tolist(),
+        pdf["value"].tolist(),
+        [decode_headers(h) for h in pdf["headers"].tolist()],
+    )
 
 
 def stateful_function(blob: bytes, sub: int, labels: Sequence[int]) -> Callable[..., Iterator[Any]]:

@@ -39,8 +39,11 @@ def produce(
         p.flush()
 
 
-def read_all(bootstrap: str, topic: str, key_serde: Any, value_serde: Any) -> list[Record]:
-    """Every record of `topic` up to its end, minus repeats of a provenance id already seen."""
+def read_all(
+    bootstrap: str, topic: str, key_serde: Any, value_serde: Any, *, keep_repeats: bool = False
+) -> list[Record]:
+    """Every record of `topic` up to its end, minus repeats of a provenance id already seen
+    (`keep_repeats`: everything a read_committed reader is shown)."""
     ks, vs = serde(key_serde), serde(value_serde)
     out: list[Record] = []
     seen: set[tuple[str, int, int, int]] = set()
@@ -52,7 +55,7 @@ def read_all(bootstrap: str, topic: str, key_serde: Any, value_serde: Any) -> li
         while len(done) < len(parts) and time.monotonic() < deadline:
             for m in c.consume_batch(5000, 0.5):
                 prov = provenance.from_headers(m.headers())
-                if prov is not None:
+                if prov is not None and not keep_repeats:
                     if tuple(prov) in seen:
                         continue
                     seen.add(tuple(prov))
