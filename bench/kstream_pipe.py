@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import resource
 import signal
@@ -182,6 +183,8 @@ def main() -> None:
     ap.add_argument("--commit-interval", type=int, default=100)
     ap.add_argument("--kafka", default="{}", help="librdkafka settings (JSON) for the app")
     args = ap.parse_args()
+    # the engine's warnings (retries, rollbacks) reach stderr, which the harness shows on failure
+    logging.basicConfig(level=os.environ.get("BENCH_LOG", "WARNING"), stream=sys.stderr)
     args.group = args.group or f"bench-{uuid.uuid4().hex[:8]}"
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

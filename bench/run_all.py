@@ -42,12 +42,13 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition  # noqa: E402
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition  # noqa: E402
 from confluent_kafka import Consumer as RawConsumer  # noqa: E402
 from confluent_kafka import Producer as RawProducer  # noqa: E402
 
 from kstream.kafka.admin import Admin  # noqa: E402
 from kstream.kafka.broker import EmbeddedBroker  # noqa: E402
+from kstream.state import provenance  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PARTITIONS = 4
@@ -139,20 +140,27 @@ def run_one(
     expected: int,
     ready_file: str,
     timeout_s: float = 300.0,
+    stall_s: float = 60.0,
 ) -> dict[str, Any]:
     """Run one benchmark subprocess against an output topic; returns its measurements."""
     Admin(bs).create_topic(out, PARTITIONS)
     w = Watcher(bs, out, expected)
     w.start()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    deadline = started + timeout_s
     try:
         while w.is_alive() and time.monotonic() < deadline and proc.poll() is None:
             w.join(0.1)
+            if time.monotonic() - max(w.last, started) > stall_s:
+                break  # no output for stall_s: stuck, not slow
     finally:
         w.halt.set()
         w.join()
+        stacks = ""
         if proc.poll() is None:
+            if w.seen < expected:
+                stacks = dump_stacks(proc.pid)
             proc.send_signal(signal.SIGTERM)
         try:
             stdout, stderr = proc.communicate(timeout=60)
@@ -161,8 +169,9 @@ def run_one(
             stdout, stderr = proc.communicate()
     if w.seen < expected:
         raise RuntimeError(
-            f"{' '.join(cmd[1:4])}: {w.seen} of {expected} outputs (rc={proc.returncode})\n"
-            f"{stderr[-3000:]}"
+            f"{' '.join(cmd[1:4])}: {w.seen} of {expected} outputs (rc={proc.returncode}, "
+            f"last output {time.monotonic() - w.last:.0f}s before the end)\n"
+            f"{visible_counts(bs, out)}\n{stderr[-3000:]}\n{stacks}"
         )
     lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
     if not lines:
@@ -170,6 +179,62 @@ def run_one(
     res: dict[str, Any] = json.loads(lines[-1])
     res["seconds"] = w.last - res["first"]
     return res
+
+
+def visible_counts(bs: str, topic: str) -> str:
+    """What a read_committed reader misses of what a read_uncommitted one gets, per partition:
+    tells outputs that never arrived from outputs held back or hidden by the broker."""
+    got: dict[str, dict[tuple[int, int], str]] = {}
+    for isolation in ("read_committed", "read_uncommitted"):
+        c = RawConsumer(
+            {
+                "bootstrap.servers": bs,
+                "group.id": f"diag-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "isolation.level": isolation,
+                "enable.partition.eof": True,
+            }
+        )
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        seen: dict[tuple[int, int], str] = {}
+        eof: set[int] = set()
+        deadline = time.monotonic() + 20
+        while len(eof) < PARTITIONS and time.monotonic() < deadline:
+            for m in c.consume(10_000, 0.2):
+                if m.error() is None:
+                    src = provenance.from_headers(m.headers())
+                    seen[(m.partition(), m.offset())] = f"{src.partition}" if src else "-"
+                elif m.error().code() == KafkaError._PARTITION_EOF:
+                    eof.add(m.partition())
+        c.close()
+        got[isolation] = seen
+    lines = []
+    for p in range(PARTITIONS):
+        missing = sorted(
+            o for q, o in got["read_uncommitted"] if q == p and (q, o) not in got["read_committed"]
+        )
+        if missing:
+            srcs = sorted({got["read_uncommitted"][(p, o)] for o in missing})
+            lines.append(
+                f"partition {p}: {len(missing)} hidden from read_committed, offsets "
+                f"{missing[0]}..{missing[-1]}, written by the tasks of source partitions {srcs}"
+            )
+    counts = {k: len(v) for k, v in got.items()}
+    return f"records seen: {counts}\n" + "\n".join(lines)
+
+
+def dump_stacks(pid: int) -> str:
+    """The threads' stacks of a run that stopped short (py-spy, when installed)."""
+    spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
+    if not os.path.exists(spy):
+        return ""
+    try:
+        done = subprocess.run(
+            [spy, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"py-spy dump failed: {e}"
+    return done.stdout[-6000:] + done.stderr[-1000:]
 
 
 def ensure_quix_python(path: str | None) -> str:

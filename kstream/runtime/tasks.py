@@ -340,11 +340,8 @@ class RuntimeTask:
         self.apply(self.producer.take_offsets())
 
     def end_txn(self, group_metadata: Any) -> None:
-        """Send the input offsets into the transaction and commit it.
-
-        Touches only this task's producer and waits on the broker with the GIL released, so
-        the stream thread ends its tasks' transactions side by side (see `StreamThread`).
-        """
+        """Send the input offsets into the transaction and commit it (the stream thread
+        queues the changelogs first and applies the write caches after)."""
         offs = self.offsets()
         if offs:
             self.producer.send_offsets(offs, group_metadata)
