@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -156,13 +157,22 @@ def ready(args: argparse.Namespace) -> None:
             f.write("ready")
 
 
+def py_spy() -> str | None:
+    """py-spy's path: on PATH, or beside this Python (a virtualenv's bin is not always on PATH)."""
+    found = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
+    return found if os.path.exists(found) else None
+
+
 def profiler() -> subprocess.Popen[bytes] | None:
     """`BENCH_PYSPY=<file prefix>`: sample this process with py-spy (collapsed stacks)."""
     prefix = os.environ.get("BENCH_PYSPY")
     if not prefix:
         return None
+    spy = py_spy()
+    if spy is None:
+        raise SystemExit("BENCH_PYSPY is set but py-spy is not installed")
     out = f"{prefix}-{os.getpid()}.txt"
-    cmd = ["py-spy", "record", "-r", "250", "-f", "raw", "-o", out, "--pid", str(os.getpid())]
+    cmd = [spy, "record", "-r", "250", "-f", "raw", "-o", out, "--pid", str(os.getpid())]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

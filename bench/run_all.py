@@ -45,6 +45,7 @@ sys.path.insert(0, ROOT)
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition  # noqa: E402
 from confluent_kafka import Consumer as RawConsumer  # noqa: E402
 from confluent_kafka import Producer as RawProducer  # noqa: E402
+from kstream_pipe import py_spy  # noqa: E402
 
 from kstream.kafka.admin import Admin  # noqa: E402
 from kstream.kafka.broker import EmbeddedBroker  # noqa: E402
@@ -170,7 +171,7 @@ def run_one(
     if w.seen < expected:
         raise RuntimeError(
             f"{' '.join(cmd[1:4])}: {w.seen} of {expected} outputs (rc={proc.returncode}, "
-            f"last output {time.monotonic() - w.last:.0f}s before the end)\n"
+            f"last output {time.monotonic() - max(w.last, started):.0f}s before the end)\n"
             f"{visible_counts(bs, out)}\n{stderr[-3000:]}\n{stacks}"
         )
     lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
@@ -225,8 +226,8 @@ def visible_counts(bs: str, topic: str) -> str:
 
 def dump_stacks(pid: int) -> str:
     """The threads' stacks of a run that stopped short (py-spy, when installed)."""
-    spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
-    if not os.path.exists(spy):
+    spy = py_spy()
+    if spy is None:
         return ""
     try:
         done = subprocess.run(

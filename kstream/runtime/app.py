@@ -19,7 +19,7 @@ from kstream.config import Config, validate_guarantee
 from kstream.errors import KStreamError, TopologyError
 from kstream.kafka.admin import Admin, TopicSpec
 from kstream.metrics import Metrics
-from kstream.runtime.tasks import RuntimeContext, dedup_spec
+from kstream.runtime.tasks import RuntimeContext, marks_spec
 from kstream.runtime.thread import StreamThread
 from kstream.topology.topology import Topology
 
@@ -151,7 +151,7 @@ class App:
             self._set_state(AppState.ERROR)
             raise
         changelogs = set(self.compiled.changelog_topics) | {
-            dedup_spec(s.id, 1).changelog_topic(self.app_id) for s in self.compiled.subtopologies
+            marks_spec(s.id).changelog_topic(self.app_id) for s in self.compiled.subtopologies
         }
         ctx = RuntimeContext(
             compiled=self.compiled,
@@ -204,7 +204,7 @@ class App:
             specs.append(TopicSpec(name, counts[name], conf, rf))
         for s in compiled.subtopologies:
             n = max(counts[t] for t in s.source_topics)
-            name = dedup_spec(s.id, 1).changelog_topic(self.app_id)
+            name = marks_spec(s.id).changelog_topic(self.app_id)
             specs.append(TopicSpec(name, n, {"cleanup.policy": "compact"}, rf))
         if cfg.dlq_topic:
             specs.append(TopicSpec(cfg.dlq_topic, 1, {}, rf))

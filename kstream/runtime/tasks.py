@@ -6,15 +6,17 @@ broker does with consumer-group generations. A batch of a task is one transactio
 changelog records and the task's input offsets commit together, and only then are the write
 caches applied to the stores (DESIGN.md section 4).
 
-Inputs that kstream wrote carry a provenance id; ids already seen are dropped through a
-per-task dedup store, which is changelogged like any store, so records of aborted transactions
-that a broker still shows are processed once.
+Inputs that kstream wrote carry a provenance id; a task drops an id at or below the highest
+one it has seen from the same source partition on that input topic (`HighMarks`). The marks live
+in a small changelogged store, written once per batch, so records of aborted transactions that
+a broker still shows are processed once, across restarts too.
 """
 
 from __future__ import annotations
 
 import heapq
 import logging
+import struct
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -30,7 +32,7 @@ from kstream.records import Headers, Record
 from kstream.runtime.policies import ErrorCounts, make_handler
 from kstream.runtime.producer import TrackingProducer
 from kstream.state.changelog import CHANGELOG_OFFSET, changelog_records
-from kstream.state.provenance import HEADER, encode
+from kstream.state.provenance import HEADER, HighMarks, Mark, encode, header_value
 from kstream.state.restore import open_and_restore
 from kstream.state.spec import StoreSpec
 from kstream.topology.compiled import CompiledTopology
@@ -41,9 +43,24 @@ log = logging.getLogger("kstream.runtime")
 TP = tuple[str, int]
 
 
-def dedup_spec(subtopology: int, retention: int) -> StoreSpec:
-    """The store of provenance ids a sub-topology's tasks have seen on their inputs."""
-    return stores.dedup(f"kstream-src-dedup-{subtopology}", retention, key_serde="bytes")
+_MARK = struct.Struct(">qIq")  # offset, output index, timestamp
+
+
+def marks_spec(subtopology: int) -> StoreSpec:
+    """The store of a sub-topology's provenance high marks: `input|source topic|partition`
+    -> offset, output index and the timestamp of the record that set it."""
+    return stores.key_value(
+        f"kstream-src-marks-{subtopology}", key_serde="string", value_serde="bytes"
+    )
+
+
+def load_marks(store: Any) -> HighMarks:
+    out: dict[Mark, tuple[int, int, int]] = {}
+    with store.all() as cur:
+        for key, value in cur:
+            inp, src, part = key.rsplit("|", 2)
+            out[(inp, src, int(part))] = _MARK.unpack(value)
+    return HighMarks(out)
 
 
 @dataclass
@@ -211,13 +228,14 @@ class RuntimeTask:
                 wall_clock_ms=int(time.time() * 1000),
             )
             try:
-                spec = dedup_spec(subtopology, cfg.dedup_retention)
-                self.dedup = open_store(spec, partition)
+                spec = marks_spec(subtopology)
+                self.marks_store = open_store(spec, partition)
+                self.marks = load_marks(self.marks_store)
             except BaseException:
                 self.task.close()
                 raise
-            self.dedup.source = self.task.source
-            self.task.stores[spec.name] = self.dedup
+            self.marks_store.source = self.task.source
+            self.task.stores[spec.name] = self.marks_store
         except BaseException:
             if ctx.exactly_once:
                 self.producer.close()
@@ -271,31 +289,40 @@ class RuntimeTask:
         try:
             if records:
                 self.task.process(records)
+            if self.marks.changed:
+                self._save_marks()
         finally:
             self.batch = {}
 
     def _drop_seen(self, records: list[Record]) -> list[Record]:
-        dd = self.dedup
-        task = self.task
+        marks = self.marks
+        before = marks.dropped
         out: list[Record] = []
-        dropped = 0
         for r in records:
             hdrs = r.headers
             if hdrs:
-                pid = None
-                for k, v in hdrs:
-                    if k == HEADER:
-                        pid = v
-                if pid is not None:
-                    task.current = r
-                    if not dd.check_and_mark(pid, r.timestamp):
-                        dropped += 1
-                        continue
+                pid = header_value(hdrs)
+                if pid is not None and not marks.admit(r.topic or "", pid, r.timestamp, r):
+                    continue
             out.append(r)
-        task.current = None
-        if dropped:
-            self.ctx.duplicates_dropped += dropped
+        if marks.dropped != before:
+            self.ctx.duplicates_dropped += marks.dropped - before
         return out
+
+    def _save_marks(self) -> None:
+        """Write the marks this batch moved (each with the record that moved it as its
+        provenance, so a restore skips it if that record's offset was never committed), and
+        forget marks not moved within `dedup_retention` of stream time."""
+        marks, store, task = self.marks, self.marks_store, self.task
+        if task.stream_time >= 0:
+            for inp, src, part in marks.expire(task.stream_time - self.ctx.config.dedup_retention):
+                task.current = None
+                store.delete(f"{inp}|{src}|{part}")
+        for (inp, src, part), cause in marks.changed.items():
+            task.current = cause
+            store.put(f"{inp}|{src}|{part}", _MARK.pack(*marks.marks[(inp, src, part)]))
+        task.current = None
+        marks.changed.clear()
 
     def punctuate(self, now_ms: int) -> None:
         task = self.task
@@ -362,6 +389,7 @@ class RuntimeTask:
                     log.warning("task %s: abort failed (%s); recreating its producer", self.id, e)
                     self.recreate_producer()
         self.task.discard()
+        self.marks = load_marks(self.marks_store)  # the marks as last committed
         if self._snapshot is not None:
             st, scheds = self._snapshot
             self.task.stream_time = st

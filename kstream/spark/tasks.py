@@ -63,8 +63,7 @@ from kstream.serde import BUILTIN, Serde
 from kstream.spark.execute import ROW_ARROW_SCHEMA, ROW_SCHEMA, input_records, records_from_columns
 from kstream.spark.order import merge_by_head
 from kstream.spark.source import decode_headers, encode_headers
-from kstream.state import provenance
-from kstream.state.provenance import HEADER
+from kstream.state.provenance import HEADER, HighMarks, header_value
 from kstream.topology.compiled import CompiledTopology, compile_topology
 from kstream.topology.processor import PunctuationType
 from kstream.topology.topology import ProcessorDef, Topology
@@ -428,8 +427,7 @@ class TaskRun:
             wall_clock_ms=self.now,
         )
         self.collector.task = self.task
-        self.seen: dict[tuple[str, str, int], tuple[int, int]] = dict(saved.get("seen", {}))
-        self.duplicates_dropped = 0
+        self.marks = HighMarks(saved.get("marks"))
         self.task.stream_time = int(saved.get("stream_time", -1))
         for kind, key in (
             (PunctuationType.STREAM_TIME, "dues"),
@@ -457,38 +455,21 @@ class TaskRun:
         return self.collector.take()
 
     def _drop_seen(self, ordered: list[Record]) -> list[Record]:
-        """Drop records whose provenance id is at or below the highest one seen before.
-
-        kstream writers (this runner's sink and the native runtime) write the outputs of one
-        source partition in its offset order, so within one input topic the ids from one source
-        partition only grow, and a repeat (the same batch shown again after an aborted
-        transaction) is at or below the mark. One mark per (input topic, source partition)
-        keeps the task's state small, where a set of every id would grow with the input.
-        """
-        seen = self.seen
-        out: list[Record] = []
+        """Records that are not repeats of what a kstream writer already delivered (see
+        `HighMarks`): the marks travel in the task's Spark state."""
+        admit = self.marks.admit
+        out = []
         for r in ordered:
-            pid = None
-            if r.headers:
-                for k, v in r.headers:
-                    if k == HEADER:
-                        pid = v
-            src = provenance.decode(pid) if pid is not None else None
-            if src is not None:
-                mark = (r.topic or "", src.topic, src.partition)
-                here = (src.offset, src.output_index)
-                last = seen.get(mark)
-                if last is not None and here <= last:
-                    self.duplicates_dropped += 1
-                    continue
-                seen[mark] = here
-            out.append(r)
+            pid = header_value(r.headers)
+            if pid is None or admit(r.topic or "", pid, r.timestamp, None):
+                out.append(r)
+        self.marks.changed.clear()
         return out
 
     def snapshot(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "stores": {n: _contents(s) for n, s in self.task.stores.items()},
-            "seen": self.seen,
+            "marks": self.marks.marks,
             "stream_time": self.task.stream_time,
             "dues": [s.due for s in self._schedules(PunctuationType.STREAM_TIME)],
             "wall": [s.due for s in self._schedules(PunctuationType.WALL_CLOCK)],
