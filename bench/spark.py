@@ -43,7 +43,7 @@ from kstream.kafka.admin import Admin  # noqa: E402
 from kstream.kafka.broker import EmbeddedBroker  # noqa: E402
 from kstream.kafka.consumer import Consumer  # noqa: E402
 from kstream.kafka.producer import Producer  # noqa: E402
-from kstream.runtime import App, AppState, read_unique  # noqa: E402
+from kstream.runtime import App, AppState, caught_up, read_unique  # noqa: E402
 from kstream.topology.topology import Topology  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -225,21 +225,9 @@ def processed_all(
             if topic in known:
                 if any(offsets[p] < e for p, e in known[topic].items()):
                     return False
-            elif records_after(bootstrap, topic, offsets):
+            elif not caught_up(bootstrap, group, topic):
                 return False
     return True
-
-
-def records_after(bootstrap: str, topic: str, offsets: dict[int, int]) -> bool:
-    with Consumer(bootstrap) as c:
-        c.assign([TopicPartition(topic, p, o) for p, o in offsets.items()])
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if c.consume_batch(1, 0.05):
-                return True
-            if all(c.eof_offset(topic, p) is not None for p in offsets):
-                return False
-    raise RuntimeError(f"no end of {topic!r} in sight")
 
 
 # --- main ------------------------------------------------------------------------------------

@@ -109,3 +109,26 @@ def read_unique(
     """Every record of `topic` up to its current end, each provenance id once."""
     with TopicReader(bootstrap_servers, topic, key_serde, value_serde) as r:
         return r.read_to_end()
+
+
+def caught_up(bootstrap_servers: str, group: str, topic: str, timeout_s: float = 30.0) -> bool:
+    """True when no record of `topic` lies at or after `group`'s committed offsets.
+
+    The end is where fetching stops (partition EOF), never ListOffsets, so it holds on brokers
+    whose ListOffsets LATEST is wrong, and past transaction markers, which take offsets but are
+    never delivered.
+    """
+    from confluent_kafka import TopicPartition
+
+    with Consumer(bootstrap_servers, group_id=group) as meta:
+        parts = meta.partitions_for(topic)
+        committed = meta.committed([TopicPartition(topic, p) for p in parts])
+    with Consumer(bootstrap_servers) as c:
+        c.assign([TopicPartition(topic, tp.partition, max(tp.offset, 0)) for tp in committed])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if c.consume_batch(1, 0.05):
+                return False
+            if all(c.eof_offset(topic, p) is not None for p in parts):
+                return True
+    raise KStreamError(f"topic {topic!r}: no end in sight after {timeout_s:g}s")

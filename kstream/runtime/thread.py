@@ -425,7 +425,7 @@ class StreamThread:
         commit costs one broker round trip per task. Ending them side by side on a pool would
         cost about one, but on the test broker it made some committed transactions read as
         aborted: a read_committed reader then skipped every later record of those producers
-        (about one benchmark run in twenty; none in sixty one after another). Kafka Streams
+        (about one benchmark run in twenty; none in a hundred one after another). Kafka Streams
         also commits its tasks one after another.
         """
         assert self.consumer is not None

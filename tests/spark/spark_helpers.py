@@ -14,7 +14,7 @@ from kstream.kafka.consumer import Consumer
 from kstream.kafka.partitioner import default_partition
 from kstream.kafka.producer import Producer
 from kstream.records import Record
-from kstream.runtime import App, AppState
+from kstream.runtime import App, AppState, caught_up
 from kstream.serde import serde
 from kstream.state import provenance
 from kstream.testing import TopologyTestDriver
@@ -183,7 +183,7 @@ def finish_native(app: App, bootstrap: str, deadline_s: float = 120.0) -> None:
     topics = [t for sid in plan.order for t in plan.sources[sid]]
     end = time.monotonic() + deadline_s
     try:
-        while not all(_caught_up(bootstrap, app.app_id, t) for t in topics):
+        while not all(caught_up(bootstrap, app.app_id, t) for t in topics):
             if app.state == AppState.ERROR:
                 raise AssertionError(f"the native app failed: {app.error!r}")
             assert time.monotonic() < end, f"the native app did not finish in {deadline_s:g}s"
@@ -192,19 +192,3 @@ def finish_native(app: App, bootstrap: str, deadline_s: float = 120.0) -> None:
         app.close()
     if app.error is not None:
         raise AssertionError(f"the native app failed: {app.error!r}")
-
-
-def _caught_up(bootstrap: str, group: str, topic: str) -> bool:
-    """No record of `topic` at or after `group`'s committed offsets."""
-    with Consumer(bootstrap, group_id=group) as meta:
-        parts = meta.partitions_for(topic)
-        committed = meta.committed([TopicPartition(topic, p) for p in parts])
-    with Consumer(bootstrap) as c:
-        c.assign([TopicPartition(topic, tp.partition, max(tp.offset, 0)) for tp in committed])
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if c.consume_batch(1, 0.05):
-                return False
-            if all(c.eof_offset(topic, p) is not None for p in parts):
-                return True
-    raise AssertionError(f"no end of {topic!r} in sight")
