@@ -18,7 +18,7 @@ from kstream.errors import ConfigError
 from kstream.kafka.security import validate_security
 
 ERROR_POLICIES = ("fail", "skip", "dlq")
-GUARANTEES = ("exactly_once", "at_least_once")
+GUARANTEES = ("exactly_once", "exactly_once_v2", "at_least_once")
 _HOSTPORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.\-]*):(\d{1,5})$")
 
 

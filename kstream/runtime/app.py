@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
 import signal
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -158,13 +160,16 @@ class App:
             config=self.config,
             app_id=self.app_id,
             bootstrap_servers=self.bootstrap_servers,
-            exactly_once=self.processing_guarantee == "exactly_once",
+            exactly_once=self.processing_guarantee in ("exactly_once", "exactly_once_v2"),
             partition_counts=counts,
             changelog_topics=changelogs,
             global_views={},
             shared_producer=lambda: stream.shared_producer(),
+            shared_transactions=self.processing_guarantee == "exactly_once_v2",
+            renew_shared_producer=lambda: stream.renew_shared_producer(),
         )
-        stream = StreamThread(ctx, self._stop, self._set_state, self.metrics)
+        txn_id = f"{self.app_id}-{process_id(self.config.state_dir, self.app_id)}-1"
+        stream = StreamThread(ctx, self._stop, self._set_state, self.metrics, txn_id)
         self._ctx, self._stream = ctx, stream
         self._set_state(AppState.REBALANCING)
         self._thread = threading.Thread(
@@ -314,3 +319,24 @@ class LocalStore:
             with s.fetch(key, time_from, time_to) as cur:
                 out.extend(cur)
         return sorted(out)
+
+
+def process_id(state_dir: str, app_id: str) -> str:
+    """This instance's id, kept in its state directory (as Kafka Streams keeps its process id):
+    a restart reuses it, so the thread's transactional producer fences its predecessor at once
+    instead of leaving the predecessor's open transaction to time out."""
+    path = os.path.join(state_dir, app_id, "process-id")
+    try:
+        with open(path, encoding="ascii") as f:
+            pid = f.read().strip()
+        if pid:
+            return pid
+    except FileNotFoundError:
+        pass
+    pid = uuid.uuid4().hex
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{pid}"
+    with open(tmp, "w", encoding="ascii") as f:
+        f.write(pid)
+    os.replace(tmp, path)
+    return pid

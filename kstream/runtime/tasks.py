@@ -1,10 +1,13 @@
 """One task as the runtime runs it: the topology `Task` plus its producer, offsets and dedup.
 
-Under exactly-once every task has its own transactional producer (transactional id
+Under `exactly_once` every task has its own transactional producer (transactional id
 `<app_id>-<task id>`), so a new owner of the task fences the old one on any broker, whatever the
 broker does with consumer-group generations. A batch of a task is one transaction: outputs,
 changelog records and the task's input offsets commit together, and only then are the write
-caches applied to the stores (DESIGN.md section 4).
+caches applied to the stores (DESIGN.md section 4). Under `exactly_once_v2` the tasks of a
+stream thread share the thread's transactional producer and commit in one transaction, as in
+Kafka Streams: one commit instead of one per task, but a zombie is fenced only by a broker that
+checks consumer-group generations in transactional offset commits (KIP-447).
 
 Inputs that kstream wrote carry a provenance id; a task drops an id at or below the highest
 one it has seen from the same source partition on that input topic (`HighMarks`). The marks live
@@ -77,6 +80,9 @@ class RuntimeContext:
     global_views: Mapping[str, Any]
     shared_producer: Callable[[], TrackingProducer]
     counts: ErrorCounts = field(default_factory=ErrorCounts)
+    # exactly_once_v2: the tasks share the stream thread's transactional producer
+    shared_transactions: bool = False
+    renew_shared_producer: Callable[[], None] = lambda: None
     restoring: int = 0
     duplicates_dropped: int = 0
 
@@ -180,9 +186,10 @@ class RuntimeTask:
         self.open = False
         self.batch: dict[TP, list[Message]] = {}
         self._snapshot: tuple[int, list[tuple[Schedule, int]]] | None = None
+        self.own_producer = ctx.exactly_once and not ctx.shared_transactions
         self.producer: TrackingProducer = (
             ctx.new_producer(f"{ctx.app_id}-{self.id}")
-            if ctx.exactly_once
+            if self.own_producer
             else ctx.shared_producer()
         )
         self.collector = Collector(self)
@@ -237,7 +244,7 @@ class RuntimeTask:
             self.marks_store.source = self.task.source
             self.task.stores[spec.name] = self.marks_store
         except BaseException:
-            if ctx.exactly_once:
+            if self.own_producer:
                 self.producer.close()
             raise
         finally:
@@ -261,7 +268,7 @@ class RuntimeTask:
             return
         t = self.task
         self._snapshot = (t.stream_time, [(s, s.due) for s in t.schedules])
-        if self.ctx.exactly_once:
+        if self.ctx.exactly_once and not self.producer.in_txn:
             self.producer.begin()
         self.open = True
 
@@ -402,7 +409,9 @@ class RuntimeTask:
         self._snapshot = None
 
     def recreate_producer(self) -> None:
-        if not self.ctx.exactly_once:
+        if not self.own_producer:
+            if self.ctx.exactly_once:
+                self.ctx.renew_shared_producer()
             return
         try:
             self.producer.close(1.0)
@@ -414,7 +423,7 @@ class RuntimeTask:
         try:
             self.task.close()
         finally:
-            if self.ctx.exactly_once:
+            if self.own_producer:
                 self.producer.close(1.0)
 
 

@@ -67,8 +67,12 @@ class StreamThread:
         stop: threading.Event,
         on_state: Callable[[str], None],
         metrics: Metrics | None = None,
+        transactional_id: str = "",
     ) -> None:
         self.ctx = ctx
+        # exactly_once_v2: the id of the thread's producer, the same across restarts so that a
+        # restarted instance fences its predecessor at once
+        self.transactional_id = transactional_id or f"{ctx.app_id}-thread"
         self.metrics = metrics if metrics is not None else Metrics(ctx.app_id)
         self._next_gauges = 0.0
         self._next_offset: dict[TP, int] = {}
@@ -82,6 +86,7 @@ class StreamThread:
         self.consumer: Consumer | None = None
         self.globals: GlobalStores | None = None
         self._producer: TrackingProducer | None = None
+        self._producer_lock = threading.Lock()
         self._last_commit = time.monotonic()
         self._next_report = time.monotonic() + _REPORT_S
         self._failures = 0
@@ -96,14 +101,36 @@ class StreamThread:
     # --- set-up ----------------------------------------------------------------------------
 
     def shared_producer(self) -> TrackingProducer:
-        if self._producer is None:
+        """The thread's producer: every task's under at_least_once, and the one transactional
+        producer of all tasks under exactly_once_v2. Tasks are created side by side: the lock
+        makes one producer (a second one with the same transactional id would fence the first)."""
+        with self._producer_lock:
+            return self._producer or self._new_shared_producer()
+
+    def _new_shared_producer(self) -> TrackingProducer:
+        ctx = self.ctx
+        if ctx.shared_transactions:
+            self._producer = ctx.new_producer(self.transactional_id)
+        else:
             self._producer = TrackingProducer(
-                self.ctx.bootstrap_servers,
-                kafka=self.ctx.config.kafka,
-                tracked=self.ctx.changelog_topics,
-                connect_timeout_s=self.ctx.config.connect_timeout / 1000,
+                ctx.bootstrap_servers,
+                kafka=ctx.config.kafka,
+                tracked=ctx.changelog_topics,
+                connect_timeout_s=ctx.config.connect_timeout / 1000,
             )
         return self._producer
+
+    def renew_shared_producer(self) -> None:
+        """Replace a fatal shared transactional producer (its tasks were rolled back)."""
+        if self._producer is not None:
+            try:
+                self._producer.close(1.0)
+            except Exception:
+                pass
+            self._producer = None
+        producer = self.shared_producer()
+        for rt in self.tasks.values():
+            rt.producer = producer
 
     def run(self) -> None:
         try:
@@ -336,8 +363,7 @@ class StreamThread:
             return False
         except FatalTransactionError as e:
             log.warning("task %s: fatal producer error (%s); recreating its producer", rt.id, e)
-            self._rollback(rt)
-            self._seek_back(rt)
+            self._seek_back(self._rollback(rt))
             rt.recreate_producer()
             self._failed_once(e)
             return False
@@ -349,21 +375,30 @@ class StreamThread:
                     self._rollback(rt, fenced=True)
                     self._resubscribe = True
                     return False
-                self._rollback(rt)
-                self._seek_back(rt)
+                self._seek_back(self._rollback(rt))
                 rt.recreate_producer()
                 self._failed_once(e)
                 return False
             log.warning("task %s: %s; retrying from the committed offsets", rt.id, e)
-            self._rollback(rt)
-            self._seek_back(rt)
+            self._seek_back(self._rollback(rt))
             self._failed_once(e)
             return False
 
-    def _rollback(self, rt: RuntimeTask, fenced: bool = False) -> None:
+    def _scope(self, rt: RuntimeTask) -> list[RuntimeTask]:
+        """The tasks a failure of `rt` rolls back: under exactly_once_v2 every task in the
+        thread's transaction, else `rt` alone."""
+        if not self.ctx.shared_transactions:
+            return [rt]
+        return [rt, *(o for o in self.tasks.values() if o.open and o is not rt)]
+
+    def _rollback(self, rt: RuntimeTask, fenced: bool = False) -> list[RuntimeTask]:
+        """Roll back `rt` (and the tasks sharing its transaction); the tasks rolled back."""
         if self.ctx.exactly_once and rt.producer.in_txn:
             self.metrics.transaction_aborted()
-        rt.rollback(fenced=fenced)
+        scope = self._scope(rt)
+        for one in scope:
+            one.rollback(fenced=fenced)
+        return scope
 
     def _failed_once(self, e: BaseException) -> None:
         self._failures += 1
@@ -371,15 +406,18 @@ class StreamThread:
             raise e
         time.sleep(min(0.1 * self._failures, 2.0))
 
-    def _seek_back(self, rt: RuntimeTask) -> None:
+    def _seek_back(self, tasks: list[RuntimeTask]) -> None:
+        """Seek the tasks' partitions back to their committed offsets. Only tasks that were
+        rolled back: the others still have this batch's records to process."""
         assert self.consumer is not None
-        for t, p in rt.tps:
-            off = rt.committed.get((t, p), OFFSET_BEGINNING)
-            try:
-                self.consumer.seek(t, p, off)
-            except KafkaClientError as e:
-                # Not fetching yet (just assigned): it will start from the committed offset.
-                log.debug("seek %s[%d] to %d: %s", t, p, off, e)
+        for rt in tasks:
+            for t, p in rt.tps:
+                off = rt.committed.get((t, p), OFFSET_BEGINNING)
+                try:
+                    self.consumer.seek(t, p, off)
+                except KafkaClientError as e:
+                    # Not fetching yet (just assigned): it starts from the committed offset.
+                    log.debug("seek %s[%d] to %d: %s", t, p, off, e)
 
     # --- commit ----------------------------------------------------------------------------
 
@@ -414,8 +452,7 @@ class StreamThread:
         except KafkaClientError as e:
             log.warning("commit failed: %s; retrying from the committed offsets", e)
             for rt in open_tasks:
-                self._rollback(rt)
-                self._seek_back(rt)
+                self._seek_back(self._rollback(rt))
             self._failed_once(e)
 
     def _commit_transactions(self) -> int:
@@ -430,6 +467,8 @@ class StreamThread:
         """
         assert self.consumer is not None
         meta = self.consumer.consumer_group_metadata()
+        if self.ctx.shared_transactions:
+            return self._commit_shared_transaction(meta)
         committed = 0
         for rt in list(self.tasks.values()):
             if not rt.open or not self._guard(rt, rt.produce_changelogs):
@@ -440,6 +479,32 @@ class StreamThread:
                 if rt.next_offsets:
                     self._failures = 0
         return committed
+
+    def _commit_shared_transaction(self, meta: Any) -> int:
+        """exactly_once_v2: one transaction holds every open task's outputs, changelogs and
+        input offsets; the number of tasks committed."""
+        open_tasks = [rt for rt in self.tasks.values() if rt.open]
+        if not open_tasks:
+            return 0
+
+        def end() -> None:
+            offsets: list[TopicPartition] = []
+            for rt in open_tasks:
+                rt.produce_changelogs()
+                offsets += rt.offsets()
+            producer = open_tasks[0].producer
+            if offsets:
+                producer.send_offsets(offsets, meta)
+            producer.commit()
+
+        if not self._guard(open_tasks[0], end):
+            return 0
+        delivered = open_tasks[0].producer.take_offsets()
+        for rt in open_tasks:
+            rt.apply(delivered)
+        if any(rt.next_offsets for rt in open_tasks):
+            self._failures = 0
+        return len(open_tasks)
 
     def _commit_all_or_rollback(self) -> None:
         try:

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
+from kstream.config import GUARANTEES
 from kstream.duration import duration
 from kstream.errors import ConfigError, KStreamError
 
@@ -81,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--guarantee",
-        choices=("exactly_once", "at_least_once"),
+        choices=GUARANTEES,
         default=None,
         help="processing guarantee (default exactly_once)",
     )

@@ -1,4 +1,5 @@
-"""Crash test: a stateful pipeline under SIGKILL at random moments stays exact (exactly-once)."""
+"""Crash test: a stateful pipeline under SIGKILL at random moments stays exact (exactly-once,
+with a producer per task and with one per stream thread)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ KEYS = 500
 
 
 @pytest.mark.timeout(1800 if LONG else 600)
+@pytest.mark.parametrize("guarantee", ["exactly_once", "exactly_once_v2"])
 def test_sigkill_at_random_moments_keeps_results_exact(
-    kafka_broker: EmbeddedBroker, unique_name: Callable[[str], str], tmp_path: Path
+    kafka_broker: EmbeddedBroker, unique_name: Callable[[str], str], tmp_path: Path, guarantee: str
 ) -> None:
     bs = kafka_broker.bootstrap_servers
     inp, cnt, sm = unique_name("in"), unique_name("counts"), unique_name("sums")
@@ -35,7 +37,21 @@ def test_sigkill_at_random_moments_keeps_results_exact(
     res = Results(bs, cnt, sm)
     # A small per-record delay bounds the worker's speed (about 10k records/s at most), so that
     # every kill lands mid-stream however fast the engine gets; it does not change results.
-    w = worker(tmp_path, "w", bs, app_id, inp, cnt, sm, "--batch", batch, "--delay", "0.0001")
+    w = worker(
+        tmp_path,
+        "w",
+        bs,
+        app_id,
+        inp,
+        cnt,
+        sm,
+        "--batch",
+        batch,
+        "--delay",
+        "0.0001",
+        "--guarantee",
+        guarantee,
+    )
     done_kills = 0
     try:
         for _ in range(kills):
