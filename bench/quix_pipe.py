@@ -40,7 +40,7 @@ def main() -> None:
         loglevel="WARNING",
         commit_interval=0.1 if args.guarantee == "exactly_once" else 5.0,
         # the broker's group join takes session.timeout.ms / 2 (kstream uses the same values)
-        consumer_extra_config={"session.timeout.ms": 6000, "heartbeat.interval.ms": 500},
+        consumer_extra_config={"session.timeout.ms": 2000, "heartbeat.interval.ms": 250},
     )
     src = app.topic(args.topic, key_deserializer="string", value_deserializer="json")
     dst = app.topic(args.out, key_serializer="string", value_serializer="json")

@@ -45,6 +45,8 @@ class Config:
     shutdown_timeout: int = 30_000
     replication_factor: int = 1
     kafka: Mapping[str, Any] = field(default_factory=dict)
+    # Pause Python's cyclic garbage collector while a batch is processed (see thread.py)
+    gc_pause: bool = True
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -82,6 +84,8 @@ class Config:
             "shutdown_timeout",
         ):
             set_(self, key, duration(getattr(self, key), name=key))
+        if not isinstance(self.gc_pause, bool):
+            raise ConfigError(f"gc_pause: expected true or false, got {self.gc_pause!r}")
         if self.dedup_retention <= 0:
             raise ConfigError("dedup_retention: must be greater than zero")
         if self.connect_timeout <= 0:

@@ -8,6 +8,7 @@ under the "fail" policy, or anything that retrying cannot fix, stops the app.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -97,6 +98,7 @@ class StreamThread:
         self._wait_s = cfg.batch_max_wait / 1000
         self._max = cfg.batch_max_records
         self._interval_s = cfg.commit_interval / 1000
+        self._gc_pause = cfg.gc_pause
 
     # --- set-up ----------------------------------------------------------------------------
 
@@ -320,6 +322,24 @@ class StreamThread:
                 self._seen_dead[kind] = n
 
     def _process(self, msgs: list[Any]) -> None:
+        """Run a batch through its tasks with the cyclic garbage collector paused.
+
+        A batch allocates a few objects per record (records, decoded values, keys) that
+        reference counting frees; but every 700 allocations CPython's collector scans the young
+        objects, and every few scans the older ones. With GC paused for the batch (bounded by
+        `batch_max_records`) and collections resuming after it, stateful pipelines spend 25-40% less
+        CPU (bench/). A collector the user turned off stays off; `gc_pause=False` opts out.
+        """
+        if self._gc_pause and gc.isenabled():
+            gc.disable()
+            try:
+                self._process_batch(msgs)
+            finally:
+                gc.enable()
+        else:
+            self._process_batch(msgs)
+
+    def _process_batch(self, msgs: list[Any]) -> None:
         t0 = time.perf_counter()
         groups: dict[TP, list[Any]] = {}
         for m in msgs:

@@ -120,3 +120,40 @@ def test_the_runtime_feeds_its_metrics(
     finally:
         app.close()
     assert app.metrics.state == "NOT_RUNNING"
+
+
+@pytest.mark.parametrize("gc_pause", [True, False])
+def test_batches_run_with_the_cyclic_gc_paused_unless_opted_out(
+    kafka_broker: EmbeddedBroker,
+    unique_name: Callable[[str], str],
+    tmp_path: Path,
+    gc_pause: bool,
+) -> None:
+    import gc
+
+    from kstream.kafka.producer import Producer
+
+    bs = kafka_broker.bootstrap_servers
+    src, dst = unique_name("in"), unique_name("out")
+    Admin(bs).create_topic(src, 2)
+    Admin(bs).create_topic(dst, 2)
+    p = Producer(bs)
+    for i in range(30):
+        p.produce(src, b"v", key=b"k%d" % i)
+    p.flush()
+    seen: list[bool] = []
+    b = StreamBuilder()
+    b.stream(src).peek(lambda _k, _v: seen.append(gc.isenabled())).to(dst)
+    app = App(b, unique_name("app"), bs, config={"state_dir": str(tmp_path), "gc_pause": gc_pause})
+    app.start()
+    try:
+        assert app.wait_for(AppState.RUNNING, timeout=60)
+        for _ in range(300):
+            if len(seen) >= 30:
+                break
+            app.wait_for(AppState.ERROR, timeout=0.1)
+    finally:
+        app.close()
+    # during every batch the collector was off (or on, when opted out), and it is on again
+    assert seen == [not gc_pause] * 30
+    assert gc.isenabled()

@@ -170,8 +170,17 @@ def test_valid_security_settings(tmp_path: Path) -> None:
 
 def test_processing_guarantee() -> None:
     assert validate_guarantee("exactly_once") == "exactly_once"
+    assert validate_guarantee("exactly_once_v2") == "exactly_once_v2"
     with pytest.raises(ConfigError) as e:
         validate_guarantee("exactly-once")
     assert str(e.value) == (
-        "processing_guarantee: expected one of exactly_once, at_least_once, got 'exactly-once'"
+        "processing_guarantee: expected one of exactly_once, exactly_once_v2, at_least_once, "
+        "got 'exactly-once'"
     )
+
+
+def test_gc_pause_must_be_a_bool() -> None:
+    assert Config().gc_pause is True
+    assert Config.from_mapping({"gc_pause": False}).gc_pause is False
+    with pytest.raises(ConfigError, match=r"gc_pause: expected true or false, got 'no'"):
+        Config.from_mapping({"gc_pause": "no"})
