@@ -169,8 +169,13 @@ def run_one(
         try:
             stdout, stderr = proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
+            stacks = dump_stacks(proc.pid)
             proc.kill()
             stdout, stderr = proc.communicate()
+            raise RuntimeError(
+                f"{' '.join(cmd[1:4])}: did not stop within 60 s of SIGTERM\n"
+                f"{stderr[-3000:]}\n{stacks}"
+            ) from None
     if w.seen < expected:
         raise RuntimeError(
             f"{' '.join(cmd[1:4])}: {w.seen} of {expected} outputs (rc={proc.returncode}, "
@@ -234,7 +239,7 @@ def dump_stacks(pid: int) -> str:
         return ""
     try:
         done = subprocess.run(
-            [spy, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30
+            [spy, "dump", "--native", "--pid", str(pid)], capture_output=True, text=True, timeout=30
         )
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"py-spy dump failed: {e}"
