@@ -9,7 +9,8 @@ configuration alike):
 - kstream P1 (filter + map + to), P2 (running count per key), P3 (tumbling 10 s windowed sum
   per key), at_least_once and exactly_once, memory and lmdb backends;
 - Quix Streams on P1-P3 under the same guarantees (in its own virtualenv, see `--quix-python`);
-- end-to-end latency (p50/p99) of kstream P1 under exactly_once at a fixed input rate.
+- end-to-end latency (p50/p99) of kstream P1 under exactly_once at a fixed input rate, beside
+  the raw transactional loop and the broker's own floor (one plain hop, one transactional hop).
 
 Every run is a subprocess (CPU seconds and peak RSS from its `getrusage`), timed from its first
 record (kstream: the app is RUNNING, i.e. partitions assigned and stores restored; raw and
@@ -308,32 +309,13 @@ def latency_run(
         time.sleep(0.5)
         # librdkafka's default linger (5 ms), as an upstream service would produce
         p = RawProducer({"bootstrap.servers": bs, "partitioner": "murmur2_random"})
-        tick = 0.002
-        per_tick = max(1, round(rate * tick))
-        start = time.monotonic()
-        i = 0
-        while i < n:
-            for _ in range(min(per_tick, n - i)):
-                v, _refund = value_of(i)
-                p.produce(src, v, b"user-%d" % (i % KEYS), timestamp=int(time.time() * 1000))
-                i += 1
-            p.poll(0)
-            delay = start + (i / rate) - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-        p.flush(30)
+        produce_at_rate(p, src, rate, n)
         w.join(60)
     finally:
         w.halt.set()
         w.join()
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)
-    lat = sorted(w.latencies_ms)
-    if not lat:
-        raise RuntimeError("latency run: no outputs")
-    # the first second includes the first fetch and transaction set-up: warm-up, not counted
-    skip = min(len(lat) // 10, int(rate * 1.0))
-    steady = sorted(w.latencies_ms[skip:])
     return {
         "engine": engine,
         "pipeline": "P1" if engine == "kstream" else "raw",
@@ -341,11 +323,93 @@ def latency_run(
         "backend": "memory",
         "rate_per_s": rate,
         "records": n,
-        "outputs": len(lat),
+        **percentiles(w.latencies_ms, rate),
+        "config": {**knobs, "kafka": kafka},
+    }
+
+
+def produce_at_rate(
+    p: RawProducer, topic: str, rate: int, n: int, commit_every_s: float | None = None
+) -> None:
+    """Produce `n` input records at `rate` records/s, each stamped with the wall clock when it
+    was handed to the client. With `commit_every_s` the producer is transactional and commits
+    that often."""
+    tick = 0.002
+    per_tick = max(1, round(rate * tick))
+    start = last_commit = time.monotonic()
+    if commit_every_s is not None:
+        p.begin_transaction()
+    i = 0
+    while i < n:
+        for _ in range(min(per_tick, n - i)):
+            v, _refund = value_of(i)
+            p.produce(topic, v, b"user-%d" % (i % KEYS), timestamp=int(time.time() * 1000))
+            i += 1
+        p.poll(0)
+        if commit_every_s is not None and time.monotonic() - last_commit >= commit_every_s:
+            p.commit_transaction()
+            p.begin_transaction()
+            last_commit = time.monotonic()
+        delay = start + (i / rate) - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+    if commit_every_s is not None:
+        p.commit_transaction()
+    p.flush(30)
+
+
+def percentiles(latencies_ms: list[float], rate: int) -> dict[str, Any]:
+    if not latencies_ms:
+        raise RuntimeError("latency run: no outputs")
+    # the first second includes the first fetch and transaction set-up: warm-up, not counted
+    skip = min(len(latencies_ms) // 10, int(rate * 1.0))
+    steady = sorted(latencies_ms[skip:])
+    return {
+        "outputs": len(latencies_ms),
         "p50_ms": round(steady[len(steady) // 2], 2),
         "p99_ms": round(steady[min(len(steady) - 1, int(len(steady) * 0.99))], 2),
         "max_ms": round(steady[-1], 2),
-        "config": {**knobs, "kafka": kafka},
+    }
+
+
+def hop_latency_run(
+    bs: str, rate: int, seconds: float, commit_interval_ms: int | None
+) -> dict[str, Any]:
+    """The broker's own floor: one produce -> read_committed consume hop, no processing.
+
+    Plain (`commit_interval_ms=None`) or transactional, committing every `commit_interval_ms`
+    as a pipeline's output does. A pipeline has an input hop and a transactional output hop,
+    so its latency cannot go below this pair.
+    """
+    topic = f"hop-{uuid.uuid4().hex[:6]}"
+    Admin(bs).create_topic(topic, PARTITIONS)
+    n = int(rate * seconds)
+    w = Watcher(bs, topic, n, latency=True)
+    w.start()
+    conf: dict[str, Any] = {"bootstrap.servers": bs, "partitioner": "murmur2_random"}
+    if commit_interval_ms is not None:
+        conf["transactional.id"] = f"hop-{uuid.uuid4().hex}"
+    p = RawProducer(conf)
+    try:
+        if commit_interval_ms is not None:
+            p.init_transactions(30)
+        time.sleep(0.5)
+        every = None if commit_interval_ms is None else commit_interval_ms / 1000
+        produce_at_rate(p, topic, rate, n, every)
+        w.join(60)
+    finally:
+        w.halt.set()
+        w.join()
+    tx = commit_interval_ms is not None
+    return {
+        "engine": "broker",
+        "pipeline": "transactional hop" if tx else "hop",
+        "guarantee": "exactly_once" if tx else "at_least_once",
+        "backend": "-",
+        "rate_per_s": rate,
+        "records": n,
+        **percentiles(w.latencies_ms, rate),
+        "config": {"commit_interval": commit_interval_ms},
     }
 
 
@@ -418,6 +482,12 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
         if "latency" in only:
+            latency["broker hop"] = hop_latency_run(
+                bs, args.latency_rate, args.latency_seconds, None
+            )
+            latency["broker transactional hop"] = hop_latency_run(
+                bs, args.latency_rate, args.latency_seconds, LATENCY_KNOBS["commit_interval"]
+            )
             for engine, guarantee in (
                 ("raw", "exactly_once"),
                 ("kstream", "exactly_once"),

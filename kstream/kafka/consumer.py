@@ -156,7 +156,13 @@ class Consumer:
     # -- consuming -------------------------------------------------------------------------
 
     def consume_batch(self, max_records: int, timeout_s: float) -> list[Message]:
-        """Up to `max_records` messages, waiting at most `timeout_s` for the first.
+        """Up to `max_records` messages, gathered for at most `timeout_s`.
+
+        librdkafka returns when `max_records` have arrived or the timeout has passed, so under a
+        light flow a batch always takes the whole wait (that is the micro-batch). Returning as
+        soon as anything is queued, as Kafka's `poll` does, was tried: it took ~2 ms off the
+        median latency at 5,000 records/s and 10-20% off stateful throughput (more, smaller
+        batches), so the engine keeps full batches and `batch_max_wait` is the latency knob.
 
         Partition-EOF events are recorded (see `eof_offset`) and left out; any other error
         is raised as a kstream exception.

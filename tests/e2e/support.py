@@ -132,6 +132,7 @@ class Results:
     """Follows the two output topics, each provenance id once."""
 
     def __init__(self, bootstrap: str, counts: str, sums: str) -> None:
+        self.bootstrap, self.counts_topic = bootstrap, counts
         self.counts_reader = TopicReader(bootstrap, counts, "string", "long")
         self.sums_reader = TopicReader(bootstrap, sums, "string", "long")
         self.sequences: dict[str, list[int]] = {}
@@ -157,7 +158,28 @@ class Results:
             self.poll()
             if time.monotonic() > end:
                 logs = "\n".join(w.tail() for w in workers)
-                raise AssertionError(f"gave up waiting for {what}\n{logs}")
+                raise AssertionError(f"gave up waiting for {what}\n{self.hidden()}\n{logs}")
+
+    def hidden(self) -> str:
+        """What a read_uncommitted reader sees of the counts topic, next to what this
+        (read_committed) one saw: tells a broker hiding committed records from an engine that
+        never wrote them."""
+        try:
+            with TopicReader(
+                self.bootstrap,
+                self.counts_topic,
+                "string",
+                "long",
+                kafka={"isolation.level": "read_uncommitted"},
+            ) as r:
+                unique = len(r.read_to_end(idle_timeout=10))
+                by_partition = {p: r.consumer.eof_offset(r.topic, p) for p in r.partitions}
+        except Exception as e:
+            return f"(read_uncommitted check failed: {e})"
+        return (
+            f"read_committed saw {self.total} count records; read_uncommitted sees {unique} "
+            f"unique ({by_partition} partition ends)"
+        )
 
     def wait_progress(self, n: int, deadline_s: float, *workers: Worker) -> None:
         """Wait until the workers run, then until `n` new outputs arrive."""
