@@ -382,17 +382,18 @@ def hop_latency_run(
     as a pipeline's output does. A pipeline has an input hop and a transactional output hop,
     so its latency cannot go below this pair.
     """
+    tx = commit_interval_ms is not None
     topic = f"hop-{uuid.uuid4().hex[:6]}"
     Admin(bs).create_topic(topic, PARTITIONS)
     n = int(rate * seconds)
     w = Watcher(bs, topic, n, latency=True)
     w.start()
     conf: dict[str, Any] = {"bootstrap.servers": bs, "partitioner": "murmur2_random"}
-    if commit_interval_ms is not None:
+    if tx:
         conf["transactional.id"] = f"hop-{uuid.uuid4().hex}"
     p = RawProducer(conf)
     try:
-        if commit_interval_ms is not None:
+        if tx:
             p.init_transactions(30)
         time.sleep(0.5)
         every = None if commit_interval_ms is None else commit_interval_ms / 1000
@@ -401,7 +402,6 @@ def hop_latency_run(
     finally:
         w.halt.set()
         w.join()
-    tx = commit_interval_ms is not None
     return {
         "engine": "broker",
         "pipeline": "transactional hop" if tx else "hop",
