@@ -45,7 +45,15 @@ __all__ = [
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 APP_STATES = ("CREATED", "REBALANCING", "RUNNING", "PENDING_SHUTDOWN", "NOT_RUNNING", "ERROR")
-DROP_REASONS = ("deserialization_error", "processing_error", "duplicate")
+DROP_REASONS = (
+    "deserialization_error",
+    "processing_error",
+    "duplicate",
+    "late_record",
+    "expired_window",
+    "null_key",
+    "null_value",
+)
 ERROR_KINDS = ("deserialization", "processing")
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -302,7 +310,8 @@ def _families(m: Metrics) -> Iterator[Metric]:
     )
     yield _counter(
         "kstream_records_dropped",
-        "Input records dropped, by reason (skipped errors, duplicates).",
+        "Records dropped, by reason (skipped errors, duplicates, late records, expired windows, "
+        "null keys or values that the operator cannot use).",
         ["reason"],
         [((r,), n) for r, n in sorted(m.dropped_by_reason.items())],
     )

@@ -298,6 +298,11 @@ class StreamThread:
         m, ctx, consumer = self.metrics, self.ctx, self.consumer
         m.set_restoring(ctx.restoring)
         for rt in list(self.tasks.values()):
+            dropped = rt.task.dropped
+            if dropped:
+                rt.task.dropped = {}
+                for reason, n in dropped.items():
+                    m.dropped(reason, n)
             produced = rt.collector.produced
             if produced:
                 rt.collector.produced = {}

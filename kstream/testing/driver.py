@@ -170,6 +170,17 @@ class TopologyTestDriver:
         names = sorted(n for t in self._all_tasks() for n in t.stores)
         raise TopologyError(f"no store {name!r} in the topology (stores: {names})")
 
+    def dropped_records(self) -> dict[str, int]:
+        """Records the topology dropped on purpose so far, by reason (late, null key, ...).
+
+        The same counts a running app exports as `kstream_records_dropped_total{reason}`.
+        """
+        out: dict[str, int] = {}
+        for t in self._all_tasks():
+            for reason, n in t.dropped.items():
+                out[reason] = out.get(reason, 0) + n
+        return out
+
     def _all_tasks(self) -> list[Task]:
         return ([self.global_task] if self.global_task is not None else []) + self.tasks
 

@@ -83,6 +83,14 @@ class ProcessorContext(Protocol):
 
     def on_error(self, exc: BaseException, record: Record) -> None: ...
 
+    def record_dropped(self, reason: str, record: Record | None = None) -> None:
+        """Count (and log at debug) a record this processor drops on purpose.
+
+        Nothing may vanish silently: a late record, an expired window or a null key that Kafka
+        Streams also drops is counted in `kstream_records_dropped_total{reason=...}`.
+        """
+        ...
+
 
 class Processor:
     """Base class of processors: override `process`, and `init`/`close` when needed.

@@ -36,6 +36,7 @@ record at the node where it failed; the default handler raises.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -57,6 +58,8 @@ from kstream.topology.processor import (
     overrides_batch,
 )
 from kstream.topology.topology import NodeDef, ProcessorDef, SinkDef, SourceDef
+
+log = logging.getLogger(__name__)
 
 
 class RecordCollector(Protocol):
@@ -411,6 +414,10 @@ class NodeContext:
     def on_error(self, exc: BaseException, record: Record) -> None:
         self.task.report(exc, record, f"processor {self.node.name!r}")
 
+    def record_dropped(self, reason: str, record: Record | None = None) -> None:
+        self.task.record_dropped(reason, record if record is not None else self.task.current,
+                                 self.node.name)
+
 
 class Task:
     """Runs one sub-topology (or the global stores) for one partition.
@@ -449,6 +456,7 @@ class Task:
         self.current: Record | None = None
         self.depth_first = False
         self.commit_requested = False
+        self.dropped: dict[str, int] = {}
         self.schedules: list[Schedule] = []
         self._state_dir = state_dir
         self._default_backend = default_backend
@@ -546,6 +554,24 @@ class Task:
         )
         err.__cause__ = exc
         self.error_handler(err, record)
+
+    def record_dropped(self, reason: str, record: Record | None, node: str) -> None:
+        """A node dropped a record on purpose: count it by reason and log where it came from."""
+        self.dropped[reason] = self.dropped.get(reason, 0) + 1
+        if log.isEnabledFor(logging.DEBUG):
+            where = (
+                f"topic {record.topic!r} partition {record.partition} offset {record.offset}"
+                if record is not None and record.topic is not None
+                else "a punctuation"
+            )
+            log.debug(
+                "task %s: %s dropped a record (%s) from %s, timestamp %s",
+                self.id,
+                node,
+                reason,
+                where,
+                None if record is None else record.timestamp,
+            )
 
     # --- processing ------------------------------------------------------------------------
 
