@@ -398,14 +398,7 @@ def _families(m: Metrics) -> Iterator[Metric]:
 
 
 _BOUNDED_LABELS: dict[str, set[str]] = {
-    "reason": {
-        "deserialization_error",
-        "processing_error",
-        "duplicate",
-        "deserialization",
-        "processing",
-        "other",
-    },
+    "reason": {*DROP_REASONS, *ERROR_KINDS, _OTHER},
     "state": set(APP_STATES) | {"other"},
 }
 

@@ -415,8 +415,9 @@ class NodeContext:
         self.task.report(exc, record, f"processor {self.node.name!r}")
 
     def record_dropped(self, reason: str, record: Record | None = None) -> None:
-        self.task.record_dropped(reason, record if record is not None else self.task.current,
-                                 self.node.name)
+        self.task.record_dropped(
+            reason, record if record is not None else self.task.current, self.node.name
+        )
 
 
 class Task:
