@@ -36,12 +36,11 @@ from typing import Any
 from kstream.dsl.graph import AUTO, ValueGetter, processor_factory
 from kstream.dsl.processors import BuiltinProcessor, Change
 from kstream.dsl.stream import KStream
+from kstream.dsl.stream_stream_join import OuterKeySerde, SideTagger, StreamStreamJoinProcessor
 from kstream.dsl.table import GlobalKTable, KTable
 from kstream.dsl.windows import JoinWindows
-from kstream.errors import SerdeError, TopologyError
+from kstream.errors import TopologyError
 from kstream.records import Record
-from kstream.serde import Serde
-from kstream.state.keys import TS_MIN, ts8, unts8
 from kstream.topology.processor import ProcessorContext
 
 KINDS = ("inner", "left", "outer")
@@ -55,6 +54,23 @@ def _check_common(kind: str, joiner: Any, what: str) -> None:
         raise TopologyError(f"{what}: join kind must be one of {KINDS}, got {kind!r}")
     if not callable(joiner):
         raise TopologyError(f"{what}: joiner must be a function (v1, v2) -> value, got {joiner!r}")
+
+
+def _partitioned(stream: KStream, base: str, keep_null_keys: bool) -> str:
+    """The node a join reads `stream` from, repartitioned first if its key may have changed.
+
+    As in Kafka 3.7+, the repartition topic in front of a join that accepts None keys (left
+    and outer joins) keeps None-key records instead of filtering them out.
+    """
+    if not stream._repartition_required:
+        return stream._node
+    return stream._builder.repartition(
+        stream._node,
+        base,
+        key_serde=stream._key_serde,
+        value_serde=stream._value_serde,
+        drop_null_keys=not keep_null_keys,
+    )
 
 
 # --- entry points (the hooks of graph.py) -------------------------------------------------------
@@ -98,20 +114,26 @@ def join_tables(left: KTable, other: KTable, joiner: Any, *, kind: str, name: st
     this_node = b.name("JOINTHIS", None if name is None else f"{name}-join-this", "KTABLE")
     other_node = b.name("JOINOTHER", None if name is None else f"{name}-join-other", "KTABLE")
     merge = b.name("MERGE", name, "KTABLE")
+    from kstream import stores
+
+    ts_spec = stores.key_value(
+        f"{merge}-timestamps-store", key_serde=left._key_serde or AUTO, value_serde=AUTO
+    )
     b.processor(
         this_node,
-        processor_factory(TableTableJoinProcessor, other._getter, joiner, kind, True),
+        processor_factory(TableTableJoinProcessor, other._getter, joiner, kind, True, ts_spec.name),
         left._node,
     )
     b.processor(
         other_node,
-        processor_factory(TableTableJoinProcessor, left._getter, joiner, kind, False),
+        processor_factory(TableTableJoinProcessor, left._getter, joiner, kind, False, ts_spec.name),
         other._node,
     )
     for s in other._getter.stores:
         b.connect(this_node, s)
     for s in left._getter.stores:
         b.connect(other_node, s)
+    b.add_store(ts_spec, [this_node, other_node])
     b.processor(merge, _PassThrough, [this_node, other_node])
     getter = JoinedValueGetter(left._getter, other._getter, joiner, kind)
     return KTable(b, merge, left._key_serde, None, getter)
@@ -141,7 +163,7 @@ def _stream_table(
         # Co-partitioning is by key bytes: repartition with the table's key serde, or the
         # stream's records land in other partitions than the table's keys.
         left = KStream(b, left._node, table._key_serde, left._value_serde, True)
-    parent = left._ensure_partitioned(node)
+    parent = _partitioned(left, node, keep_null_keys=kind == "left")
     factory = processor_factory(
         StreamTableJoinProcessor, table._getter, joiner, kind == "left", None
     )
@@ -184,7 +206,13 @@ def _stream_global(
 
 
 class StreamTableJoinProcessor(BuiltinProcessor):
-    """Looks each record up in a table (or, with `key_selector`, a global table)."""
+    """Looks each record up in a table (or, with `key_selector`, a global table).
+
+    As Kafka's `KStreamKTableJoinProcessor`: a record with a None value is dropped, and so is
+    one whose lookup key (its key, or `key_selector(k, v)`) is None, except that a left join
+    forwards a None-key record as `joiner(v, None)` (KIP-962) or, for a global table, looks
+    up `key_selector(None, v)`. The result keeps the stream record's timestamp.
+    """
 
     def __init__(
         self,
@@ -204,17 +232,19 @@ class StreamTableJoinProcessor(BuiltinProcessor):
 
     def process_batch(self, records: Sequence[Record]) -> None:
         get, joiner, left, select = self.get, self.joiner, self.left, self.key_selector
-        on_error = self.ctx.on_error
+        on_error, dropped = self.ctx.on_error, self.ctx.record_dropped
         out = []
         for r in records:
-            v = r.value
+            k, v = r.key, r.value
             if v is None:
+                dropped("null_value", r)
                 continue
             try:
-                k = r.key if select is None else select(r.key, v)
-                if k is None:
+                lookup = k if select is None else select(k, v)
+                if lookup is None and not (left and k is None):
+                    dropped("null_key", r)
                     continue
-                tv = get(k)
+                tv = None if lookup is None else get(lookup)
                 if tv is None and not left:
                     continue
                 joined = joiner(v, tv)
@@ -253,8 +283,10 @@ def _stream_stream(
     this_node = b.name("JOINTHIS", None if name is None else f"{name}-this-join")
     other_node = b.name("JOINOTHER", None if name is None else f"{name}-other-join")
     join_node = b.name(_OPS[kind], name)
-    left_parent = left._ensure_partitioned(f"{join_node}-left")
-    right_parent = right._ensure_partitioned(f"{join_node}-right")
+    # Left and outer joins take None-key records (KIP-962): repartitioning must keep them.
+    keep_null_keys = kind != "inner"
+    left_parent = _partitioned(left, f"{join_node}-left", keep_null_keys)
+    right_parent = _partitioned(right, f"{join_node}-right", keep_null_keys)
 
     size = window.before_ms + window.after_ms
     retention = max(size + window.grace_ms, 1)
@@ -274,8 +306,8 @@ def _stream_stream(
         outer_name = outer_spec.name
         store_specs.append(outer_spec)
 
-    b.processor(this_node, processor_factory(_SideTagger, True), left_parent)
-    b.processor(other_node, processor_factory(_SideTagger, False), right_parent)
+    b.processor(this_node, processor_factory(SideTagger, True), left_parent)
+    b.processor(other_node, processor_factory(SideTagger, False), right_parent)
     factory = processor_factory(
         StreamStreamJoinProcessor,
         this_spec.name,
@@ -291,155 +323,6 @@ def _stream_stream(
     return KStream(b, join_node, left._key_serde, None, False)
 
 
-class _SideTagger(BuiltinProcessor):
-    """Marks each record with its side of the join; drops what can never join."""
-
-    def __init__(self, is_left: bool) -> None:
-        self.is_left = is_left
-
-    def process_batch(self, records: Sequence[Record]) -> None:
-        side = self.is_left
-        self.ctx.forward_batch(
-            [
-                r.with_value((side, r.value))
-                for r in records
-                if r.key is not None and r.value is not None
-            ]
-        )
-
-
-class OuterKeySerde(Serde):
-    """Keys `(timestamp, is_left, key)` of the outer store, in timestamp order on disk.
-
-    Laid out as Kafka's `TimestampedKeyAndJoinSide`: 8-byte timestamp, a side byte (1 = left),
-    then the key, so scanning the store visits the oldest pending records first.
-    """
-
-    def __init__(self, key_serde: Serde) -> None:
-        inner = key_serde
-
-        def ser(k: tuple[int, bool, Any]) -> bytes:
-            kb = inner.to_bytes(k[2])
-            if kb is None:
-                raise SerdeError("outer join store: key must not be None")
-            return ts8(k[0]) + (b"\x01" if k[1] else b"\x00") + kb
-
-        def de(data: bytes) -> tuple[int, bool, Any]:
-            return unts8(data), data[8] == 1, inner.from_bytes(bytes(data[9:]))
-
-        super().__init__(ser, de, f"outer-join-key({inner.name})")
-
-
-class StreamStreamJoinProcessor(BuiltinProcessor):
-    """Both sides of a windowed stream-stream join (records arrive tagged `(is_left, value)`)."""
-
-    def __init__(
-        self,
-        this_store: str,
-        other_store: str,
-        outer_store: str | None,
-        joiner: Joiner,
-        window: JoinWindows,
-        kind: str,
-    ) -> None:
-        self.names = (this_store, other_store, outer_store)
-        self.joiner = joiner
-        self.before = window.before_ms
-        self.after = window.after_ms
-        self.grace = window.grace_ms
-        self.left_outer = kind in ("left", "outer")
-        self.right_outer = kind == "outer"
-
-    def init(self, ctx: ProcessorContext) -> None:
-        super().init(ctx)
-        this_name, other_name, outer_name = self.names
-        self.this = ctx.get_store(this_name)
-        self.other = ctx.get_store(other_name)
-        self.outer = None if outer_name is None else ctx.get_store(outer_name)
-        # After a restart the stores remember the newest timestamps they saw.
-        self.stream_time = max(
-            getattr(self.this, "observed", TS_MIN), getattr(self.other, "observed", TS_MIN)
-        )
-        # Oldest timestamp possibly pending in the outer store (None: the store is empty).
-        self.min_pending: int | None = TS_MIN
-
-    def process_batch(self, records: Sequence[Record]) -> None:
-        out: list[Record] = []
-        task, on_error = self.task, self.ctx.on_error
-        for r in records:
-            is_left, v = r.value
-            ts = r.timestamp
-            if ts > self.stream_time:
-                self.stream_time = ts
-            if ts + (self.after if is_left else self.before) + self.grace < self.stream_time:
-                continue  # its window has closed: a late record
-            if task is not None:
-                task.current = r
-            try:
-                if self.outer is not None and ts == self.stream_time:
-                    self._emit_closed(r, out)
-                out.extend(self._join(r, is_left, v, ts))
-            except Exception as e:
-                on_error(e, r)
-        if task is not None:
-            task.current = None
-        self.ctx.forward_batch(out)
-
-    def _join(self, r: Record, is_left: bool, v: Any, ts: int) -> list[Record]:
-        k, joiner = r.key, self.joiner
-        if is_left:
-            mine, theirs, lo, hi = self.this, self.other, ts - self.before, ts + self.after
-        else:
-            mine, theirs, lo, hi = self.other, self.this, ts - self.after, ts + self.before
-        mine.put(k, v, ts)
-        with theirs.fetch(k, lo, hi) as cur:
-            matches = list(cur)
-        results = []
-        for t2, v2 in matches:
-            joined = joiner(v, v2) if is_left else joiner(v2, v)
-            results.append(
-                Record(k, joined, max(ts, t2), r.headers, r.topic, r.partition, r.offset)
-            )
-        outer = self.outer
-        if outer is not None:
-            if matches and (self.right_outer if is_left else self.left_outer):
-                for t2 in sorted({t for t, _ in matches}):
-                    outer.delete((t2, not is_left, k))
-            if not matches and (self.left_outer if is_left else self.right_outer):
-                key = (ts, is_left, k)
-                outer.put(key, [*(outer.get(key) or ()), v])
-                if self.min_pending is None or ts < self.min_pending:
-                    self.min_pending = ts
-        return results
-
-    def _emit_closed(self, r: Record, out: list[Record]) -> None:
-        """Emit the non-joined records whose windows have closed, oldest first."""
-        st, grace = self.stream_time, self.grace
-        least = min(self.before, self.after)
-        if self.min_pending is None or self.min_pending + least + grace >= st:
-            return
-        outer, joiner = self.outer, self.joiner
-        assert outer is not None
-        done = []
-        pending_min: int | None = None
-        with outer.all() as cur:
-            for key, values in cur:
-                ts, is_left, k = key
-                if ts + least + grace >= st:
-                    pending_min = ts if pending_min is None else min(pending_min, ts)
-                    break  # nothing later can have closed either
-                if ts + (self.after if is_left else self.before) + grace >= st:
-                    pending_min = ts if pending_min is None else min(pending_min, ts)
-                    continue
-                done.append(key)
-                for v in values:
-                    joined = joiner(v, None) if is_left else joiner(None, v)
-                    out.append(Record(k, joined, ts, r.headers, r.topic, r.partition, r.offset))
-        for key in done:
-            outer.delete(key)
-        self.min_pending = pending_min
-
-
 # --- table-table ----------------------------------------------------------------------------
 
 
@@ -452,34 +335,58 @@ class TableTableJoinProcessor(BuiltinProcessor):
     """One side of a table-table join: its `Change`s against the other side's current value.
 
     Follows Kafka's KTableKTable{Inner,Left,Right,Outer}Join: `is_left` False is the other
-    table's side, which calls the joiner with its arguments the other way round.
+    table's side, which calls the joiner with its arguments the other way round. A result
+    carries the larger of the update's timestamp and the timestamp of the other side's
+    current value (the update's own timestamp when the other side has none), deletes
+    included. Kafka reads that timestamp from the other table's timestamped store; here both
+    sides record the timestamp of their latest value per key in a small store of the join
+    (`[left_ts, right_ts]`, -1 for none), so derived tables need no timestamps of their own.
     """
 
-    def __init__(self, other: ValueGetter, joiner: Joiner, kind: str, is_left: bool) -> None:
+    def __init__(
+        self, other: ValueGetter, joiner: Joiner, kind: str, is_left: bool, ts_store: str
+    ) -> None:
         self.getter = other
         self.joiner = joiner
         self.kind = kind
         self.is_left = is_left
+        self.ts_store_name = ts_store
 
     def init(self, ctx: ProcessorContext) -> None:
         super().init(ctx)
         self.get = self.getter.bind(ctx)
+        self.timestamps = ctx.get_store(self.ts_store_name)
 
     def process_batch(self, records: Sequence[Record]) -> None:
         get, on_error = self.get, self.ctx.on_error
-        step = self._step
+        step, stamps = self._step, self.timestamps
+        mine, theirs = (0, 1) if self.is_left else (1, 0)
         out = []
         for r in records:
             k = r.key
             if k is None:
+                self.ctx.record_dropped("null_key", r)
                 continue
             try:
-                ch = step(r.value, get(k))
+                ov = get(k)
+                ch = step(r.value, ov)
+                known = stamps.get(k)
+                pair = [-1, -1] if known is None else list(known)
+                ts = r.timestamp
+                if ch is not None and ov is not None and pair[theirs] > ts:
+                    ts = pair[theirs]
+                pair[mine] = -1 if r.value[0] is None else r.timestamp
+                if pair == [-1, -1]:
+                    if known is not None:
+                        stamps.delete(k)
+                else:
+                    stamps.put(k, pair)
             except Exception as e:
                 on_error(e, r)
                 continue
             if ch is not None:
-                out.append(r.with_value(ch))
+                joined = r.with_value(ch)
+                out.append(joined if ts == r.timestamp else joined.with_timestamp(ts))
         self.ctx.forward_batch(out)
 
     def _step(self, change: Change, ov: Any) -> Change | None:

@@ -1,10 +1,11 @@
 """For random event sequences, joins equal a plain reference implementation.
 
 The references follow the definitions in `kstream.dsl.joins` record by record: a dict for the
-table side of a stream-table join; for the windowed stream-stream join, lists of the records
-each side has seen, a stream time (the largest timestamp so far) and the rule that a record
-whose window has closed is dropped. The driver commits after every record, so the order of the
-emitted results is compared exactly.
+table side of a stream-table join (a left join keeps None-key records, KIP-962); for the
+windowed stream-stream join, lists of the records each side has seen and Kafka's retention
+rule: a side keeps a record while its timestamp is above that side's newest timestamp minus
+(before + after + grace), and an out-of-order record joins whatever the other side still keeps.
+The driver commits after every record, so the order of the emitted results is compared exactly.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ def stream_table_reference(events: list[tuple[str, Any, Any]], left: bool) -> li
                 table.pop(k, None)
             else:
                 table[k] = v
-        elif k is not None and v is not None:
-            tv = table.get(k)
+        elif v is not None and (k is not None or left):
+            tv = None if k is None else table.get(k)
             if tv is not None or left:
                 out.append((k, [v, tv]))
     return out
@@ -76,20 +77,22 @@ def stream_stream_reference(
     events: list[tuple[bool, str, int, int]], before: int, after: int, grace: int
 ) -> list[tuple[Any, Any, int]]:
     seen: dict[bool, list[tuple[str, int, int]]] = {True: [], False: []}
-    stream_time = -1
+    newest = {True: -1, False: -1}
+    retention = before + after + grace
     out = []
     for is_left, k, v, ts in events:
-        stream_time = max(stream_time, ts)
-        if ts + (after if is_left else before) + grace < stream_time:
-            continue  # late
         lo, hi = (ts - before, ts + after) if is_left else (ts - after, ts + before)
+        lo = max(lo, 0, newest[not is_left] - retention + 1)
+        hi = max(hi, 0)
         matches = sorted(
             ((t2, i, v2) for i, (k2, v2, t2) in enumerate(seen[not is_left]) if k2 == k),
         )
         for t2, _, v2 in matches:
             if lo <= t2 <= hi:
                 out.append((k, [v, v2] if is_left else [v2, v], max(ts, t2)))
-        seen[is_left].append((k, v, ts))
+        newest[is_left] = max(newest[is_left], ts)
+        if ts > newest[is_left] - retention:
+            seen[is_left].append((k, v, ts))
     return out
 
 

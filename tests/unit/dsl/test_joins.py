@@ -72,19 +72,28 @@ def test_inner_join_asymmetric_window() -> None:
         assert read(d) == [("a", "L+R-same", 100), ("a", "L+R-after", 110)]
 
 
-def test_late_records_are_dropped_after_grace() -> None:
-    def run(grace: int) -> Triples:
+def test_out_of_order_records_join_what_the_other_store_still_retains() -> None:
+    """Kafka drops no late record: it joins while the partner is retained.
+
+    A window store keeps a record while `ts > newest - (before + after + grace)`.
+    """
+
+    def run(grace: int) -> tuple[Triples, dict[str, int]]:
         with TopologyTestDriver(stream_stream("inner", JoinWindows.of(10, grace=grace))) as d:
             left = d.input_topic("left", "string", "json")
             right = d.input_topic("right", "string", "json")
             left.pipe("a", "L", timestamp=100)
-            right.pipe("z", "advance", timestamp=200)  # stream time 200
-            right.pipe("a", "R", timestamp=105)  # window closes at 105 + 10 + grace
-            return read(d)
+            left.pipe("z", "advance", timestamp=200)  # the left store's newest: 200
+            right.pipe("z", "advance", timestamp=200)  # the right store's newest: 200
+            right.pipe("a", "R", timestamp=105)  # L retained iff 100 > 200 - (20 + grace)
+            return read(d)[1:], d.dropped_records()
 
-    assert run(grace=0) == []
-    assert run(grace=84) == []  # 105 + 10 + 84 = 199 < 200
-    assert run(grace=85) == [("a", "L+R", 105)]
+    # R finds nothing and is too old for its own store: nothing is left of it.
+    assert run(grace=0) == ([], {"expired_window": 1})
+    assert run(grace=75) == ([], {"expired_window": 1})
+    # R too old to be kept, but L is still retained: they join.
+    assert run(grace=81) == ([("a", "L+R", 105)], {})
+    assert run(grace=85) == ([("a", "L+R", 105)], {})  # 105 > 200 - 105: R is kept too
 
 
 def test_left_join_emits_non_joined_only_after_the_window_closes() -> None:
@@ -234,6 +243,7 @@ def test_stream_table_left_join() -> None:
         ("bob", "c2+None", 6),
         ("alice", "c3+us", 8),
         ("alice", "c4+None", 10),
+        (None, "no key+None", 11),  # KIP-962: a left join keeps None-key records
     ]
 
 

@@ -1,0 +1,223 @@
+"""The windowed stream-stream join processor, step for step as Kafka Streams 3.9 runs it.
+
+Kafka splits the join over a "this" and an "other" processor that share one time tracker;
+here one processor receives both sides (each record tagged `(is_left, value)` by a
+`SideTagger`), which keeps a single stream time exactly as Kafka's shared tracker does.
+
+Per record, in Kafka's order (`KStreamKStreamJoin.process` plus `KStreamJoinWindow`):
+
+1. Stream time (the largest timestamp seen on either side) advances, even for records that
+   are dropped next.
+2. On a side whose unmatched records are emitted (the left side of a left join, both sides of
+   an outer join), a record with a None key and a value is forwarded at once as
+   `joiner(value, None)` (`joiner(None, value)` on the right): KIP-962, Kafka 3.7+.
+   Any other record with a None key or value is dropped (`null_key` / `null_value`).
+3. If the record is at stream time, pending unmatched records whose window has closed are
+   emitted first, oldest first (see `_emit_closed`).
+4. The record joins every record of the other side's window store with the same key and a
+   timestamp in `[ts - before, ts + after]` (seen from the left; clamped at 0). Out-of-order
+   records are *not* dropped: they join whatever the other store still retains. A store
+   retains a record while `ts > store's newest timestamp - (before + after + grace)`.
+   A result carries the larger of the two timestamps; a match removes the partner from the
+   pending-unmatched store.
+5. An unmatched record on an emitting side is emitted null-padded at once if its join window
+   already ended (`ts + after < stream time`, `after` as seen from its side), else it waits in
+   the pending store until `ts + after + grace < stream time` (no spurious results,
+   KAFKA-10847).
+6. The record enters its own window store unless it is already older than that store retains.
+   A record that is neither stored nor joined nor emitted is counted as `expired_window`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kstream.dsl.processors import BuiltinProcessor
+from kstream.dsl.windows import JoinWindows
+from kstream.errors import SerdeError
+from kstream.records import Record
+from kstream.serde import Serde
+from kstream.state.keys import TS_MIN, ts8, unts8
+from kstream.topology.processor import ProcessorContext
+
+Joiner = Callable[[Any, Any], Any]
+
+# Kafka's TimeTracker starts with no stream time and an "empty" pending minimum.
+_NO_TIME = -1
+_NO_PENDING = 2**63 - 1
+
+
+class SideTagger(BuiltinProcessor):
+    """Marks each record with its side of the join (`(is_left, value)`); drops nothing."""
+
+    def __init__(self, is_left: bool) -> None:
+        self.is_left = is_left
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        side = self.is_left
+        self.ctx.forward_batch([r.with_value((side, r.value)) for r in records])
+
+
+class OuterKeySerde(Serde):
+    """Keys `(timestamp, is_left, key)` of the pending store, in timestamp order on disk.
+
+    Laid out as Kafka's `TimestampedKeyAndJoinSide`: 8-byte timestamp, a side byte (1 = left),
+    then the key, so scanning the store visits the oldest pending records first, and at one
+    timestamp right-side records before left-side ones, as Kafka does.
+    """
+
+    def __init__(self, key_serde: Serde) -> None:
+        inner = key_serde
+
+        def ser(k: tuple[int, bool, Any]) -> bytes:
+            kb = inner.to_bytes(k[2])
+            if kb is None:
+                raise SerdeError("outer join store: key must not be None")
+            return ts8(k[0]) + (b"\x01" if k[1] else b"\x00") + kb
+
+        def de(data: bytes) -> tuple[int, bool, Any]:
+            return unts8(data), data[8] == 1, inner.from_bytes(bytes(data[9:]))
+
+        super().__init__(ser, de, f"outer-join-key({inner.name})")
+
+
+class StreamStreamJoinProcessor(BuiltinProcessor):
+    """Both sides of a windowed stream-stream join (records arrive tagged `(is_left, value)`)."""
+
+    def __init__(
+        self,
+        this_store: str,
+        other_store: str,
+        outer_store: str | None,
+        joiner: Joiner,
+        window: JoinWindows,
+        kind: str,
+    ) -> None:
+        self.names = (this_store, other_store, outer_store)
+        self.joiner = joiner
+        self.before = window.before_ms
+        self.after = window.after_ms
+        self.grace = window.grace_ms
+        # How long the window stores keep records (Kafka: size + grace).
+        self.retention = window.before_ms + window.after_ms + window.grace_ms
+        self.left_outer = kind in ("left", "outer")
+        self.right_outer = kind == "outer"
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        this_name, other_name, outer_name = self.names
+        self.this = ctx.get_store(this_name)
+        self.other = ctx.get_store(other_name)
+        self.outer = None if outer_name is None else ctx.get_store(outer_name)
+        # Kafka keeps stream time in memory only; after a restart we resume from the newest
+        # timestamps the window stores remember, and rescan the pending store once.
+        observed = max(
+            getattr(self.this, "observed", TS_MIN), getattr(self.other, "observed", TS_MIN)
+        )
+        self.stream_time = observed if observed > _NO_TIME else _NO_TIME
+        self.min_time = TS_MIN if self.outer is not None else _NO_PENDING
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        out: list[Record] = []
+        task, on_error = self.task, self.ctx.on_error
+        for r in records:
+            if task is not None:
+                task.current = r
+            try:
+                self._process(r, out)
+            except Exception as e:
+                on_error(e, r)
+        if task is not None:
+            task.current = None
+        self.ctx.forward_batch(out)
+
+    def _process(self, r: Record, out: list[Record]) -> None:
+        is_left, v = r.value
+        k, ts = r.key, r.timestamp
+        if ts > self.stream_time:
+            self.stream_time = ts
+        emits_unmatched = self.left_outer if is_left else self.right_outer
+        if v is None or k is None:
+            if v is not None and emits_unmatched:
+                out.append(self._unmatched(r, k, v, is_left, ts))
+                return
+            self.ctx.record_dropped("null_value" if v is None else "null_key", r)
+            return
+        if self.outer is not None and ts == self.stream_time:
+            self._emit_closed(r, out, is_left)
+        before, after = (self.before, self.after) if is_left else (self.after, self.before)
+        time_from = max(0, ts - before)
+        time_to = max(0, ts + after)
+        theirs = self.other if is_left else self.this
+        # Kafka's window stores hide records once ts <= newest - retention.
+        time_from = max(time_from, theirs.observed - self.retention + 1)
+        matches: list[tuple[int, Any]] = []
+        if time_from <= time_to:
+            with theirs.fetch(k, time_from, time_to) as cur:
+                matches = list(cur)
+        joiner, outer = self.joiner, self.outer
+        for t2, v2 in matches:
+            if outer is not None:
+                outer.delete((t2, not is_left, k))
+            joined = joiner(v, v2) if is_left else joiner(v2, v)
+            out.append(Record(k, joined, max(ts, t2), r.headers, r.topic, r.partition, r.offset))
+        handled = bool(matches)
+        if emits_unmatched and not matches:
+            handled = True
+            if outer is None or time_to < self.stream_time:
+                out.append(self._unmatched(r, k, v, is_left, ts))
+            else:
+                if ts < self.min_time:
+                    self.min_time = ts
+                key = (ts, is_left, k)
+                outer.put(key, [*(outer.get(key) or ()), v])
+        mine = self.this if is_left else self.other
+        mine.put(k, v, ts)
+        if ts <= mine.observed - self.retention and not handled:
+            self.ctx.record_dropped("expired_window", r)
+
+    def _unmatched(self, r: Record, k: Any, v: Any, is_left: bool, ts: int) -> Record:
+        joined = self.joiner(v, None) if is_left else self.joiner(None, v)
+        return Record(k, joined, ts, r.headers, r.topic, r.partition, r.offset)
+
+    def _emit_closed(self, r: Record, out: list[Record], is_left: bool) -> None:
+        """Emit pending unmatched records whose windows have closed, oldest first.
+
+        Mirrors Kafka's `emitNonJoinedOuterRecords`, including its shortcut: the scan only
+        starts when the oldest pending timestamp it remembers, plus the current record's
+        `after` (seen from its side) and grace, is behind stream time; the remembered
+        minimum is the last timestamp the previous scan visited. Kafka's wall-clock throttle
+        between scans is not applied (as in Kafka's TopologyTestDriver, which sets it to 0).
+        """
+        st, grace = self.stream_time, self.grace
+        look_ahead = self.after if is_left else self.before
+        if self.min_time + look_ahead + grace >= st:
+            return
+        outer, joiner = self.outer, self.joiner
+        assert outer is not None
+        self.min_time = _NO_PENDING
+        emitted: list[tuple[int, bool, Any]] = []
+        left_open = right_open = False
+        with outer.all() as cur:
+            for key, values in cur:
+                ts, key_is_left, k = key
+                self.min_time = ts
+                if left_open and right_open:
+                    break
+                lookback = self.after if key_is_left else self.before
+                if ts + lookback + grace >= st:
+                    if key_is_left:
+                        left_open = True
+                    else:
+                        right_open = True
+                    continue
+                for v in values:
+                    joined = joiner(v, None) if key_is_left else joiner(None, v)
+                    out.append(Record(k, joined, ts, r.headers, r.topic, r.partition, r.offset))
+                emitted.append(key)
+        for key in emitted:
+            outer.delete(key)
+
+
+__all__ = ["OuterKeySerde", "SideTagger", "StreamStreamJoinProcessor"]
