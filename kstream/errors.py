@@ -86,5 +86,10 @@ class StoreError(KStreamError):
     """A state store could not be opened, read or written."""
 
 
+class StoreLostError(StoreError):
+    """A remote store lost or rolled back its data (e.g. a server restarted empty): the task
+    must stop writing to it and rebuild it from its changelog."""
+
+
 class StoreCorruptedError(StoreError):
     """Local state is damaged or of an incompatible format and must be restored from scratch."""

@@ -2,8 +2,17 @@
 
 Layout per store partition, all under the hash tag `{<namespace>:<store>:<partition>}` (so a
 Redis Cluster keeps them on one slot): a sorted set `...:k` of keys (all score 0, ordered by
-bytes, scanned with ZRANGEBYLEX), a hash `...:v` of values and a string `...:cp` with the
-checkpoint. A batch and its checkpoint go in one MULTI/EXEC.
+bytes, scanned with ZRANGEBYLEX), a hash `...:v` of values, a string `...:cp` with the
+checkpoint and a string `...:epoch`, a random id made when the store partition is first used.
+A batch and its checkpoint go in one MULTI/EXEC.
+
+Lost data: a server that restarts empty (no persistence), is flushed, evicts keys or fails over
+to a replica that is behind does not say so; it just answers "no such key". A handle therefore
+remembers the epoch and the checkpoint it saw when it opened the store and the checkpoint it
+last wrote. `check_intact` (the runtime calls it before every commit, after the batch's reads)
+and every `write_batch` (under WATCH, so nothing is written into a store that changed) compare
+them with the server's: a missing or different epoch or checkpoint raises `StoreLostError`, and
+the runtime rebuilds the store from its changelog instead of counting from zero.
 
 Connection loss: every operation is retried with exponential backoff (`retry_for` seconds,
 default 30) and each retry is logged as a warning; when the time is up a `StoreError` names the
@@ -15,13 +24,14 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import orjson
 
-from kstream.errors import ConfigError, StoreCorruptedError, StoreError
+from kstream.errors import ConfigError, StoreCorruptedError, StoreError, StoreLostError
 from store_backends.base import BatchedPoints, Cursor, check_bytes, prefix_upper_bound
 
 log = logging.getLogger("kstream.store_backends.redis")
@@ -48,6 +58,10 @@ class RedisBackend(BatchedPoints):
         self._k = f"{base}:k".encode()
         self._v = f"{base}:v".encode()
         self._cp = f"{base}:cp".encode()
+        self._epoch_key = f"{base}:epoch".encode()
+        # what this handle believes the server holds: set on first use, moved by its writes
+        self._epoch: bytes | None = None
+        self._cp_seen: bytes | None = None
         self.retry_for = retry_for
         self._server = where
         self._closed = False
@@ -90,6 +104,52 @@ class RedisBackend(BatchedPoints):
             except redis.RedisError as e:
                 raise StoreError(f"{self._where()}: {what} failed: {e}") from e
 
+    # --- loss detection ------------------------------------------------------------------------
+
+    def _claim(self) -> None:
+        """Learn the store's epoch (making one for a new store) and its current checkpoint.
+
+        Runs once per handle, before its first read of the checkpoint or its first write, so
+        that later checks compare against what the store held when this handle began.
+        """
+        if self._epoch is not None:
+            return
+
+        def run() -> tuple[bytes, bytes | None]:
+            epoch, cp = self._r.mget(self._epoch_key, self._cp)
+            if epoch is None:
+                fresh = uuid.uuid4().hex.encode()
+                if self._r.set(self._epoch_key, fresh, nx=True):
+                    return fresh, cp
+                epoch, cp = self._r.mget(self._epoch_key, self._cp)
+            return bytes(epoch), cp
+
+        self._epoch, self._cp_seen = self._retry("open", run)
+
+    def _raise_if_lost(
+        self, epoch: bytes | None, cp: bytes | None, also_ok: bytes | None = None
+    ) -> None:
+        if epoch != self._epoch:
+            why = (
+                "its epoch key is gone: the server lost its data (restarted empty, flushed or "
+                "evicted keys)"
+                if epoch is None
+                else "its epoch changed: the store was recreated since this task opened it"
+            )
+            raise StoreLostError(f"{self._where()}: {why}")
+        if cp != self._cp_seen and (also_ok is None or cp != also_ok):
+            raise StoreLostError(
+                f"{self._where()}: checkpoint is {_text(cp)} where this task last saw "
+                f"{_text(self._cp_seen)}: the data was rolled back (e.g. a failover to a replica "
+                "that was behind) or written by another instance"
+            )
+
+    def check_intact(self) -> None:
+        """Raise StoreLostError unless the server still holds what this handle last wrote."""
+        self._claim()
+        epoch, cp = self._retry("check", lambda: self._r.mget(self._epoch_key, self._cp))
+        self._raise_if_lost(epoch, cp)
+
     # --- point operations ----------------------------------------------------------------------
 
     def get(self, key: bytes) -> bytes | None:
@@ -113,23 +173,41 @@ class RedisBackend(BatchedPoints):
         if not puts and not dels and cp is None:
             return
 
+        self._claim()
+
         def run() -> None:
-            p = self._r.pipeline(transaction=True)
-            for i in range(0, len(dels), 1000):
-                chunk = dels[i : i + 1000]
-                p.hdel(self._v, *chunk)
-                p.zrem(self._k, *chunk)
-            if puts:
-                items = list(puts.items())
-                for i in range(0, len(items), 1000):
-                    part = dict(items[i : i + 1000])
-                    p.hset(self._v, mapping=part)
-                    p.zadd(self._k, dict.fromkeys(part, 0))
-            if cp is not None:
-                p.set(self._cp, cp)
-            p.execute()
+            import redis
+
+            with self._r.pipeline(transaction=True) as p:
+                # WATCH: if the epoch or checkpoint move between this check and EXEC, nothing
+                # is written. A retry after an EXEC whose answer was lost finds `cp` in place.
+                p.watch(self._epoch_key, self._cp)
+                epoch, seen = p.mget(self._epoch_key, self._cp)
+                self._raise_if_lost(epoch, seen, also_ok=cp)
+                p.multi()
+                for i in range(0, len(dels), 1000):
+                    chunk = dels[i : i + 1000]
+                    p.hdel(self._v, *chunk)
+                    p.zrem(self._k, *chunk)
+                if puts:
+                    items = list(puts.items())
+                    for i in range(0, len(items), 1000):
+                        part = dict(items[i : i + 1000])
+                        p.hset(self._v, mapping=part)
+                        p.zadd(self._k, dict.fromkeys(part, 0))
+                if cp is not None:
+                    p.set(self._cp, cp)
+                try:
+                    p.execute()
+                except redis.WatchError:
+                    raise StoreLostError(
+                        f"{self._where()}: its epoch or checkpoint changed during a write "
+                        "(another instance writes to it, or the server lost its data)"
+                    ) from None
 
         self._retry("write_batch", run)
+        if cp is not None:
+            self._cp_seen = cp
 
     # --- scans ---------------------------------------------------------------------------------
 
@@ -177,6 +255,7 @@ class RedisBackend(BatchedPoints):
     # --- lifecycle -----------------------------------------------------------------------------
 
     def checkpoint(self) -> dict[str, Any]:
+        self._claim()
         raw: bytes | None = self._retry("checkpoint", lambda: self._r.get(self._cp))
         if raw is None:
             return {}
@@ -200,8 +279,13 @@ class RedisBackend(BatchedPoints):
                 pass
 
     def destroy(self) -> None:
-        self._retry("destroy", lambda: self._r.delete(self._k, self._v, self._cp))
+        self._retry("destroy", lambda: self._r.delete(self._k, self._v, self._cp, self._epoch_key))
+        self._epoch = self._cp_seen = None
         self.close()
+
+
+def _text(raw: bytes | None) -> str:
+    return "missing" if raw is None else repr(raw.decode("utf-8", "replace"))
 
 
 def open_url(

@@ -339,6 +339,18 @@ class RuntimeTask:
 
     # --- commit ----------------------------------------------------------------------------
 
+    def verify_stores(self) -> None:
+        """Raise StoreLostError if a remote store lost or rolled back data since it was opened.
+
+        Runs before the commit, after every read of the batch: a store that forgot its data
+        answered those reads with "absent", so the batch's outputs and changelog records are
+        wrong and must not commit (the stream thread rebuilds the store and retries).
+        """
+        for store in self.task.stores.values():
+            check = getattr(store.backend, "check_intact", None)
+            if check is not None:
+                check()
+
     def produce_changelogs(self) -> None:
         app_id = self.ctx.app_id
         produce = self.producer.produce

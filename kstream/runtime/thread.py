@@ -3,7 +3,10 @@
 Loop: consume up to `batch_max_records` (waiting at most `batch_max_wait`) -> group by task ->
 one `process` per task -> wall-clock punctuation -> every `commit_interval`, commit. A failure
 inside a task's batch rolls that task back to its committed offsets and retries; a record error
-under the "fail" policy, or anything that retrying cannot fix, stops the app.
+under the "fail" policy, or anything that retrying cannot fix, stops the app: the state turns
+ERROR at that moment (health checks see it at once), then the thread rolls back and closes.
+A remote store that lost its data (`StoreLostError`) fails only its task: the task is rolled
+back, its stores are rebuilt from their changelogs and it carries on from its committed offsets.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from kstream.errors import (
     ProducerFencedError,
     RecordError,
     StoreError,
+    StoreLostError,
     TopologyError,
 )
 from kstream.kafka.consumer import Consumer
@@ -156,6 +160,9 @@ class StreamThread:
         except BaseException as e:
             self.error = e
             log.error("stream thread stopped on an error: %s", e)
+            # Before the rollback and close, which can take long (a store retrying a server
+            # that is gone): health must say ERROR from the moment the thread gave up.
+            self.on_state("ERROR")
         finally:
             self._shutdown()
 
@@ -380,6 +387,12 @@ class StreamThread:
         try:
             fn(*args)
             return True
+        except StoreLostError as e:
+            log.warning("task %s: %s; rebuilding its stores from the changelog", rt.id, e)
+            self._seek_back(self._rollback_quietly(rt))
+            self._rebuild(rt)
+            self._failed_once(e)
+            return False
         except _FATAL:
             raise
         except ProducerFencedError as e:
@@ -426,6 +439,46 @@ class StreamThread:
             one.rollback(fenced=fenced)
         return scope
 
+    def _rollback_quietly(self, rt: RuntimeTask) -> list[RuntimeTask]:
+        """Roll back `rt` whose store lost its data (re-reading its marks may fail: the task
+        is rebuilt next anyway)."""
+        try:
+            return self._rollback(rt)
+        except StoreError as e:
+            log.warning("task %s: rollback: %s", rt.id, e)
+            return self._scope(rt)
+
+    def _rebuild(self, rt: RuntimeTask) -> None:
+        """Replace `rt` by a new task whose stores are restored from their changelogs.
+
+        The new task starts from `rt.committed`, the input offsets of its last commit, which
+        are also what the restore admits changelog records by.
+        """
+        key = (rt.subtopology, rt.partition)
+        self.tasks.pop(key, None)
+        try:
+            rt.close()
+        except Exception as e:
+            log.warning("closing task %s: %s", rt.id, e)
+        fresh = RuntimeTask(self.ctx, rt.subtopology, rt.partition, dict(rt.committed))
+        self.tasks[key] = fresh
+        for tp in fresh.tps:
+            self.task_of[tp] = fresh
+        for name, store in fresh.task.stores.items():
+            if not name.startswith("kstream-"):
+                instrument(store, self.metrics, sample_every=_STORE_TIMING_SAMPLE)
+        log.info("task %s: stores rebuilt from their changelogs", rt.id)
+
+    def _apply(self, rt: RuntimeTask, delivered: dict[TP, int]) -> None:
+        """Apply `rt`'s write caches after its commit. A store that lost its data meanwhile
+        is rebuilt from its changelog, which already holds this commit."""
+        try:
+            rt.apply(delivered)
+        except StoreLostError as e:
+            log.warning("task %s: %s after its commit; rebuilding its stores", rt.id, e)
+            rt.committed.update(rt.next_offsets)
+            self._rebuild(rt)
+
     def _failed_once(self, e: BaseException) -> None:
         self._failures += 1
         if self._failures > _MAX_RETRIES:
@@ -456,7 +509,9 @@ class StreamThread:
             if committed:
                 self.metrics.commit(time.perf_counter() - t0, committed)
             return
-        open_tasks = [rt for rt in self.tasks.values() if rt.open]
+        open_tasks = [
+            rt for rt in list(self.tasks.values()) if rt.open and self._guard(rt, rt.verify_stores)
+        ]
         if not open_tasks:
             return
         try:
@@ -468,7 +523,7 @@ class StreamThread:
             offsets: list[TopicPartition] = []
             for rt in open_tasks:
                 offsets += rt.offsets()
-                rt.apply(delivered)
+                self._apply(rt, delivered)
             if offsets:
                 self.consumer.commit(offsets)
             self._failures = 0
@@ -497,10 +552,12 @@ class StreamThread:
             return self._commit_shared_transaction(meta)
         committed = 0
         for rt in list(self.tasks.values()):
-            if not rt.open or not self._guard(rt, rt.produce_changelogs):
+            if not rt.open or not self._guard(rt, rt.verify_stores):
+                continue
+            if not self._guard(rt, rt.produce_changelogs):
                 continue
             if self._guard(rt, rt.end_txn, meta):
-                rt.apply(rt.producer.take_offsets())
+                self._apply(rt, rt.producer.take_offsets())
                 committed += 1
                 if rt.next_offsets:
                     self._failures = 0
@@ -512,6 +569,9 @@ class StreamThread:
         open_tasks = [rt for rt in self.tasks.values() if rt.open]
         if not open_tasks:
             return 0
+        for rt in open_tasks:
+            if not self._guard(rt, rt.verify_stores):
+                return 0  # every task of the shared transaction was rolled back
 
         def end() -> None:
             offsets: list[TopicPartition] = []
@@ -527,7 +587,7 @@ class StreamThread:
             return 0
         delivered = open_tasks[0].producer.take_offsets()
         for rt in open_tasks:
-            rt.apply(delivered)
+            self._apply(rt, delivered)
         if any(rt.next_offsets for rt in open_tasks):
             self._failures = 0
         return len(open_tasks)

@@ -9,6 +9,9 @@ records for a key win.
 
 Local state is wiped and rebuilt from offset 0 when it is missing its checkpoint but holds
 data, is of an incompatible format, or is corrupt (`StoreCorruptedError` from the backend).
+A remote store that has lost its data (a Redis restarted empty) has no checkpoint and no data,
+so it is restored from offset 0 like a new one; one that loses it during the restore
+(`StoreLostError`) is restored again.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kstream.errors import StoreCorruptedError, StoreError
+from kstream.errors import StoreCorruptedError, StoreError, StoreLostError
 from kstream.state import open_backend, open_store
 from kstream.state.base import StateStore
 from kstream.state.changelog import CHANGELOG_OFFSET
@@ -29,6 +32,7 @@ from kstream.state.spec import StoreSpec
 log = logging.getLogger("kstream.state.restore")
 
 Committed = Mapping[tuple[str, int], int]
+_LOST_ATTEMPTS = 3
 Progress = Callable[[str, int, int, int | None], None]
 """progress(store, partition, records_restored, end_offset or None)."""
 
@@ -207,24 +211,47 @@ def open_and_restore(
     kafka: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
 ) -> RestoreResult:
-    """Open a store partition (wiping untrustworthy state) and restore it from its changelog."""
-    store, wiped = open_for_restore(
-        spec,
-        app_id=app_id,
-        partition=partition,
-        state_dir=state_dir,
-        default_backend=default_backend,
-    )
-    try:
-        return restore(
-            store,
-            bootstrap_servers=bootstrap_servers,
+    """Open a store partition (wiping untrustworthy state) and restore it from its changelog.
+
+    A remote store that loses its data while being restored (StoreLostError) is wiped and
+    restored again from offset 0, a few times before giving up.
+    """
+    for attempt in range(1, _LOST_ATTEMPTS + 1):
+        store, wiped = open_for_restore(
+            spec,
             app_id=app_id,
-            committed=committed,
-            kafka=kafka,
-            progress=progress,
-            wiped=wiped,
+            partition=partition,
+            state_dir=state_dir,
+            default_backend=default_backend,
         )
-    except BaseException:
-        store.close()
-        raise
+        try:
+            return restore(
+                store,
+                bootstrap_servers=bootstrap_servers,
+                app_id=app_id,
+                committed=committed,
+                kafka=kafka,
+                progress=progress,
+                wiped=wiped,
+            )
+        except StoreLostError as e:
+            store.close()
+            if attempt == _LOST_ATTEMPTS:
+                raise
+            log.warning(
+                "store %r partition %d lost data while restoring (%s); restoring from scratch",
+                spec.name,
+                partition,
+                e,
+            )
+            wipe(
+                spec,
+                app_id=app_id,
+                partition=partition,
+                state_dir=state_dir,
+                default_backend=default_backend,
+            )
+        except BaseException:
+            store.close()
+            raise
+    raise AssertionError("unreachable")
