@@ -8,7 +8,6 @@ user serdes that need topic or headers implement `serialize(value, ctx)` and
 
 from __future__ import annotations
 
-import pickle
 import struct
 import uuid
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from kstream import auto_codec
 from kstream.errors import SerdeError
 from kstream.records import Headers
 
@@ -280,54 +280,10 @@ def _duck(obj: Any) -> Serde:
 
 
 # --- "auto": the serde of internal stores and repartition topics when the user gives none ----
-#
-# Keys of stores must sort the way users expect, so the common scalar types get order-preserving
-# encodings behind a one-byte type tag (tags sort None < bool < numbers < str < bytes < other).
-# Anything else (tuples, dicts, dataclasses) is pickled: these bytes only ever travel through
-# the application's own internal topics and stores.
+# Data only, never pickles (see kstream.auto_codec); `auto_unsafe_pickle` is the old behaviour,
+# kept under a name that says what it does, for migrating state written by earlier versions.
 
-_SIGN = 1 << 63
-_Q = struct.Struct(">Q")
-
-
-def _auto_ser(v: Any) -> bytes:
-    if v is True:
-        return b"\x02"
-    if v is False:
-        return b"\x01"
-    t = type(v)
-    if t is int and -_SIGN <= v < _SIGN:
-        return b"\x10" + _Q.pack(v + _SIGN)
-    if t is float:
-        bits = _Q.unpack(struct.pack(">d", v))[0]
-        bits = bits ^ 0xFFFFFFFFFFFFFFFF if bits & _SIGN else bits | _SIGN
-        return b"\x11" + _Q.pack(bits)
-    if t is str:
-        return b"\x20" + v.encode("utf-8")
-    if t is bytes:
-        return b"\x30" + v
-    return b"\x40" + pickle.dumps(v, protocol=5)
-
-
-def _auto_de(b: bytes) -> Any:
-    tag = b[0]
-    if tag == 0x20:
-        return b[1:].decode("utf-8")
-    if tag == 0x10:
-        return _Q.unpack(b[1:])[0] - _SIGN
-    if tag == 0x30:
-        return bytes(b[1:])
-    if tag == 0x11:
-        bits = _Q.unpack(b[1:])[0]
-        bits = bits ^ _SIGN if bits & _SIGN else bits ^ 0xFFFFFFFFFFFFFFFF
-        return struct.unpack(">d", _Q.pack(bits))[0]
-    if tag == 0x02:
-        return True
-    if tag == 0x01:
-        return False
-    if tag == 0x40:
-        return pickle.loads(b[1:])
-    raise SerdeError(f"auto serde: unknown type tag 0x{tag:02x}")
-
-
-BUILTIN["auto"] = Serde(_auto_ser, _auto_de, "auto")
+BUILTIN["auto"] = Serde(auto_codec.encode, auto_codec.decode, "auto")
+BUILTIN["auto_unsafe_pickle"] = Serde(
+    auto_codec.unsafe_pickle_encode, auto_codec.unsafe_pickle_decode, "auto_unsafe_pickle"
+)

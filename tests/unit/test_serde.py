@@ -169,3 +169,36 @@ def test_context_serde_subclass() -> None:
     assert s.to_bytes("ab") == b"AB"
     assert s.from_bytes(b"AB") == "ab"
     assert repr(s) == "Serde('upper')"
+
+
+def test_auto_never_unpickles_what_it_reads() -> None:
+    """Internal topics and stores are writable by others: a pickle there must not run."""
+    import pickle
+
+    class Boom:
+        def __reduce__(self) -> tuple[Any, tuple[str]]:
+            return (print, ("this would have run",))
+
+    crafted = b"\x40" + pickle.dumps(Boom())
+    with pytest.raises(SerdeError, match="pickle written by an older kstream"):
+        serde("auto").from_bytes(crafted)
+
+
+def test_auto_refuses_code_objects_and_says_how_to_give_a_serde() -> None:
+    class Point:
+        pass
+
+    with pytest.raises(SerdeError, match=r"Point.*value_serde='json'"):
+        serde("auto").to_bytes(Point())
+
+
+def test_auto_unsafe_pickle_migrates_old_state() -> None:
+    """State written by earlier versions (pickled containers) is readable by the opt-in serde."""
+    import pickle
+
+    legacy = b"\x40" + pickle.dumps({"a": (1, 2)}, protocol=5)
+    s = serde("auto_unsafe_pickle")
+    assert s.from_bytes(legacy) == {"a": (1, 2)}
+    # it writes data types exactly as "auto" does, so migrated state is read by "auto" later
+    assert s.to_bytes({"a": (1, 2)}) == serde("auto").to_bytes({"a": (1, 2)})
+    assert serde("auto").from_bytes(s.to_bytes([1, "x"])) == [1, "x"]
