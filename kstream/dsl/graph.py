@@ -45,12 +45,14 @@ import cycle, and the method exists even before its module does). The hooks are:
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from kstream.errors import TopologyError
-from kstream.serde import BUILTIN, Serde
+from kstream.serde import BUILTIN, Serde, serde
+from kstream.state.keyvalue import timestamped
 from kstream.topology.processor import Processor, ProcessorContext, ProcessorFactory
 from kstream.topology.topology import Partitioner, Topology
 
@@ -141,6 +143,13 @@ class InternalBuilder:
         else:
             raise TopologyError(f"store= must be a name or a kstream.stores spec, got {store!r}")
         return spec.with_default_serdes(key_serde, value_serde)
+
+    def timestamped_store_spec(self, store: Any, op: str, **kwargs: Any) -> Any:
+        """`store_spec` for an aggregation: its values also keep their result's timestamp
+        (see `kstream.state.keyvalue.TimestampedSerde`)."""
+        spec = self.store_spec(store, op, **kwargs)
+        inner = AUTO if spec.value_serde is None else serde(spec.value_serde)
+        return dataclasses.replace(spec, value_serde=timestamped(inner))
 
     # --- nodes ------------------------------------------------------------------------------
 

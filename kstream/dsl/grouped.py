@@ -55,7 +55,9 @@ class KGroupedStream(Handle):
 
         b = self._builder
         node = b.name(op, name)
-        spec = b.store_spec(store, op, key_serde=self._key_serde, value_serde=value_serde)
+        spec = b.timestamped_store_spec(
+            store, op, key_serde=self._key_serde, value_serde=value_serde
+        )
         parent = self._source(spec.name)
         b.processor(node, processor_factory(p.AggregateProcessor, spec.name, step), parent)
         b.add_store(spec, [node])

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kstream.dsl.graph import AUTO, InternalBuilder, ValueGetter, processor_factory
-from kstream.dsl.processors import BuiltinProcessor, Change
+from kstream.dsl.processors import BuiltinProcessor, Change, timestamped_store
 from kstream.dsl.table import KTable
 from kstream.errors import SerdeError, TopologyError
 from kstream.records import Record
@@ -79,7 +79,7 @@ class KGroupedTable:
     ) -> KTable:
         b = self._builder
         node = b.name(op, name, "KTABLE")
-        spec = b.store_spec(
+        spec = b.timestamped_store_spec(
             store, op, key_serde=self._key_serde, value_serde=value_serde, prefix="KTABLE"
         )
         src = b.repartition(
@@ -160,7 +160,11 @@ def _pair(p: Any) -> tuple[Any, Any]:
 
 
 class TableRegroupProcessor(BuiltinProcessor):
-    """Maps each `Change` of the table to the group(s) it leaves and joins."""
+    """Maps each `Change` of the table to the group(s) it leaves and joins.
+
+    As Kafka's KTableRepartitionMap: the old group's record goes first, and a selected pair
+    with a None key or value is not forwarded (counted as dropped, `null_key`/`null_value`).
+    """
 
     def __init__(self, selector: Callable[[Any, Any], tuple[Any, Any]]) -> None:
         self.selector = selector
@@ -171,8 +175,8 @@ class TableRegroupProcessor(BuiltinProcessor):
         for r in records:
             new, old = r.value
             try:
-                np = None if new is None else _pair(select(r.key, new))
-                op = None if old is None else _pair(select(r.key, old))
+                np = None if new is None else self._usable(_pair(select(r.key, new)), r)
+                op = None if old is None else self._usable(_pair(select(r.key, old)), r)
             except Exception as e:
                 on_error(e, r)
                 continue
@@ -185,9 +189,23 @@ class TableRegroupProcessor(BuiltinProcessor):
                 out.append(r.with_key_value(np[0], Change(np[1], None)))
         self.ctx.forward_batch(out)
 
+    def _usable(self, pair: tuple[Any, Any], r: Record) -> tuple[Any, Any] | None:
+        if pair[0] is None:
+            self.ctx.record_dropped("null_key", r)
+            return None
+        if pair[1] is None:
+            self.ctx.record_dropped("null_value", r)
+            return None
+        return pair
+
 
 class TableAggregateProcessor(BuiltinProcessor):
-    """Applies subtract-then-add per `Change` to the group's aggregate; emits `Change`s."""
+    """Applies subtract-then-add per `Change` to the group's aggregate; emits `Change`s.
+
+    A result's timestamp follows Kafka's KTableAggregate/KTableReduce: the larger of the
+    record's and the stored aggregate's when the record changed an existing aggregate, the
+    record's own otherwise.
+    """
 
     def __init__(self, store: str, add: Step, subtract: Step) -> None:
         self.store_name = store
@@ -196,21 +214,23 @@ class TableAggregateProcessor(BuiltinProcessor):
 
     def init(self, ctx: ProcessorContext) -> None:
         super().init(ctx)
-        self.store = ctx.get_store(self.store_name)
+        self.store = timestamped_store(ctx.get_store(self.store_name))
 
     def process_batch(self, records: Sequence[Record]) -> None:
-        get, put = self.store.get, self.store.put
+        get, put = self.store.get_with_timestamp, self.store.put_with_timestamp
         add, subtract, task, on_error = self.add, self.subtract, self.task, self.ctx.on_error
         out = []
         for r in records:
             k = r.key
             if k is None:
+                self.ctx.record_dropped("null_key", r)
                 continue
             new, old = r.value
             if task is not None:
                 task.current = r
             try:
-                before = get(k)
+                stored = get(k)
+                before = None if stored is None else stored[0]
                 agg = before
                 if old is not None and agg is not None:
                     agg = subtract(k, old, agg)
@@ -219,8 +239,12 @@ class TableAggregateProcessor(BuiltinProcessor):
             except Exception as e:
                 on_error(e, r)
                 continue
-            put(k, agg)
-            out.append(r.with_value(Change(agg, before)))
+            ts = r.timestamp
+            if before is not None and (old is not None or new is not None) and stored[1] > ts:
+                ts = stored[1]
+            put(k, agg, ts)
+            result = r.with_value(Change(agg, before))
+            out.append(result if ts == r.timestamp else result.with_timestamp(ts))
         if task is not None:
             task.current = None
         self.ctx.forward_batch(out)

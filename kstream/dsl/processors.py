@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from kstream.records import Record
+from kstream.state.keyvalue import ValueAndTimestamp
 from kstream.topology.processor import Processor, ProcessorContext
 
 
@@ -211,17 +212,48 @@ class BranchProcessor(BuiltinProcessor):
 
 
 class DropNullKeysProcessor(BuiltinProcessor):
-    """Before a repartition for an aggregation: a record without a key has no partition."""
+    """Before a repartition: a record without a key has no partition (Kafka drops it too)."""
 
     def process_batch(self, records: Sequence[Record]) -> None:
-        self.ctx.forward_batch([r for r in records if r.key is not None])
+        out = [r for r in records if r.key is not None]
+        if len(out) != len(records):
+            dropped = self.ctx.record_dropped
+            for r in records:
+                if r.key is None:
+                    dropped("null_key", r)
+        self.ctx.forward_batch(out)
+
+
+class _PairTimestamps:
+    """Timestamped access over a store without it (the Spark runner's per-bucket dicts):
+    `(value, timestamp)` pairs are stored as the values themselves."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def get_with_timestamp(self, key: Any) -> ValueAndTimestamp | None:
+        pair = self.store.get(key)
+        return None if pair is None else ValueAndTimestamp(pair[0], pair[1])
+
+    def put_with_timestamp(self, key: Any, value: Any, timestamp: int) -> None:
+        self.store.put(key, None if value is None else (value, timestamp))
+
+
+def timestamped_store(store: Any) -> Any:
+    """`store` itself when it keeps timestamps (`kstream.state.KeyValueStore`), else a view
+    that keeps them inside the stored values."""
+    if hasattr(store, "get_with_timestamp") and hasattr(store, "put_with_timestamp"):
+        return store
+    return _PairTimestamps(store)
 
 
 class AggregateProcessor(BuiltinProcessor):
-    """count / reduce / aggregate of a grouped stream into a key-value store.
+    """count / reduce / aggregate of a grouped stream into a timestamped key-value store.
 
-    `step(key, value, agg_or_None) -> new agg`. Records with a None key or value are skipped,
-    as in Kafka Streams. Emits `Change(new, old)`.
+    `step(key, value, agg_or_None) -> new agg`. Records with a None key or value are dropped
+    (counted), as Kafka's KStreamAggregate/KStreamReduce skip them. A result carries the
+    largest timestamp of the records aggregated into it: `max(record, stored)`, or the
+    record's own when the key has no aggregate yet. Emits `Change(new, old)`.
     """
 
     def __init__(self, store: str, step: Callable[[Any, Any, Any], Any]) -> None:
@@ -230,26 +262,36 @@ class AggregateProcessor(BuiltinProcessor):
 
     def init(self, ctx: ProcessorContext) -> None:
         super().init(ctx)
-        self.store = ctx.get_store(self.store_name)
+        self.store = timestamped_store(ctx.get_store(self.store_name))
 
     def process_batch(self, records: Sequence[Record]) -> None:
         store, step, task, on_error = self.store, self.step, self.task, self.ctx.on_error
-        get, put = store.get, store.put
+        get, put = store.get_with_timestamp, store.put_with_timestamp
+        dropped = self.ctx.record_dropped
         out = []
         for r in records:
             k, v = r.key, r.value
-            if k is None or v is None:
+            if k is None:
+                dropped("null_key", r)
+                continue
+            if v is None:
+                dropped("null_value", r)
                 continue
             if task is not None:
                 task.current = r
             try:
-                old = get(k)
+                stored = get(k)
+                old = None if stored is None else stored[0]
                 new = step(k, v, old)
             except Exception as e:
                 on_error(e, r)
                 continue
-            put(k, new)
-            out.append(r.with_value(new_change((new, old))))
+            ts = r.timestamp
+            if old is not None and stored[1] > ts:
+                ts = stored[1]
+            put(k, new, ts)
+            result = r.with_value(new_change((new, old)))
+            out.append(result if ts == r.timestamp else result.with_timestamp(ts))
         if task is not None:
             task.current = None
         self.ctx.forward_batch(out)
@@ -291,6 +333,7 @@ class TableSourceProcessor(BuiltinProcessor):
         for r in records:
             k = r.key
             if k is None:
+                self.ctx.record_dropped("null_key", r)
                 continue
             if task is not None:
                 task.current = r
@@ -319,7 +362,9 @@ class GlobalTableProcessor(BuiltinProcessor):
     def process_batch(self, records: Sequence[Record]) -> None:
         put, task = self.store.put, self.task
         for r in records:
-            if r.key is not None:
+            if r.key is None:
+                self.ctx.record_dropped("null_key", r)
+            else:
                 if task is not None:
                     task.current = r
                 put(r.key, r.value)

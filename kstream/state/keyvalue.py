@@ -1,12 +1,77 @@
-"""The key-value store: user keys through the key serde, ordered by their encoded bytes."""
+"""The key-value store: user keys through the key serde, ordered by their encoded bytes.
+
+Aggregations keep the timestamp of their result next to its value, as Kafka Streams'
+timestamped stores do: a result carries the largest timestamp of the records that went into
+it, and that must survive restarts and restores, so it lives in the stored bytes (and hence in
+the changelog). A store whose value serde is a `TimestampedSerde` stores
+`MAGIC + 8-byte timestamp + value`; `get`/`range` still return plain values (queries are
+unchanged) and `get_with_timestamp`/`put_with_timestamp` reach the timestamp.
+
+Values written before timestamps were kept have no prefix and read with `NO_TIMESTAMP` (-1),
+which makes the next aggregation result take its record's timestamp (Kafka reads migrated
+values the same way). A legacy value is told apart by its first two bytes, 0xFF 0x54 and a
+length of at least 10: the string, json and auto serdes never write a leading 0xFF and the
+8-byte long/double values are too short, so only a legacy value of a raw-bytes or custom
+serde that happens to start with those bytes could be misread.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
+from kstream.serde import Serde
 from kstream.state.base import StateStore
+from kstream.state.keys import ts8, unts8
 from store_backends.base import Cursor, prefix_upper_bound
+
+NO_TIMESTAMP = -1
+"""The timestamp of a value stored without one (Kafka's -1 for migrated values)."""
+
+MAGIC = b"\xffT"
+_HEAD = len(MAGIC) + 8
+
+
+class ValueAndTimestamp(NamedTuple):
+    """A stored value and the timestamp of the result it is (Kafka's `ValueAndTimestamp`)."""
+
+    value: Any
+    timestamp: int
+
+
+class TimestampedSerde(Serde):
+    """Wraps a value serde so that the stored bytes also carry a timestamp.
+
+    Used as a plain serde it reads the value alone and writes `NO_TIMESTAMP`; the key-value
+    store uses `join`/`split` to write and read the timestamp.
+    """
+
+    def __init__(self, inner: Serde) -> None:
+        super().__init__(self._plain_to_bytes, self._plain_from_bytes, f"timestamped({inner.name})")
+        self.inner = inner
+
+    def join(self, value: Any, timestamp: int) -> bytes | None:
+        vb = self.inner.to_bytes(value)
+        return None if vb is None else MAGIC + ts8(timestamp) + vb
+
+    def split(self, data: bytes) -> ValueAndTimestamp:
+        if len(data) >= _HEAD and data.startswith(MAGIC):
+            return ValueAndTimestamp(self.inner.from_bytes(data[_HEAD:]), unts8(data, 2))
+        return ValueAndTimestamp(self.inner.from_bytes(data), NO_TIMESTAMP)
+
+    def _plain_to_bytes(self, value: Any) -> bytes:
+        out = self.join(value, NO_TIMESTAMP)
+        if out is None:
+            raise TypeError(f"serde {self.inner.name!r} turned {value!r:.80} into None")
+        return out
+
+    def _plain_from_bytes(self, data: bytes) -> Any:
+        return self.split(data).value
+
+
+def timestamped(inner: Serde) -> TimestampedSerde:
+    """`inner` wrapped to keep timestamps (a serde already wrapped is returned as it is)."""
+    return inner if isinstance(inner, TimestampedSerde) else TimestampedSerde(inner)
 
 
 class KeyValueStore(StateStore):
@@ -15,6 +80,7 @@ class KeyValueStore(StateStore):
     kind = "key_value"
     READ_METHODS = StateStore.READ_METHODS | {
         "get",
+        "get_with_timestamp",
         "range",
         "prefix_scan",
         "all",
@@ -32,6 +98,31 @@ class KeyValueStore(StateStore):
         if kb is None:
             raise TypeError(f"store {self.name!r}: key must not be None")
         self._write(kb, None if value is None else self.value_serde.to_bytes(value))
+
+    def get_with_timestamp(self, key: Any) -> ValueAndTimestamp | None:
+        """The value and its timestamp (`NO_TIMESTAMP` when the store keeps none)."""
+        kb: bytes = self.key_serde.to_bytes(key)  # type: ignore[assignment]
+        data = self._cache.data
+        vb = data[kb] if kb in data else self.backend.get(kb)
+        if vb is None:
+            return None
+        vs = self.value_serde
+        if isinstance(vs, TimestampedSerde):
+            return vs.split(vb)
+        return ValueAndTimestamp(vs.from_bytes(vb), NO_TIMESTAMP)
+
+    def put_with_timestamp(self, key: Any, value: Any, timestamp: int) -> None:
+        """Put `value` with its timestamp (kept only when the value serde is timestamped)."""
+        kb = self.key_serde.to_bytes(key)
+        if kb is None:
+            raise TypeError(f"store {self.name!r}: key must not be None")
+        vs = self.value_serde
+        if value is None:
+            self._write(kb, None)
+        elif isinstance(vs, TimestampedSerde):
+            self._write(kb, vs.join(value, timestamp))
+        else:
+            self._write(kb, vs.to_bytes(value))
 
     def put_if_absent(self, key: Any, value: Any) -> Any:
         """Put unless the key has a value; returns the existing value or None."""
