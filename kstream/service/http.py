@@ -1,13 +1,19 @@
 """The HTTP face of a running app: metrics, health, topology and store queries.
 
-Standard library only (`ThreadingHTTPServer`): a scrape or a query never waits for another.
+Standard library only. Connections are served by a bounded pool of worker threads with a
+listen backlog sized for bursts (`BACKLOG`) and a read timeout per connection (`READ_TIMEOUT_S`),
+so neither a burst of clients nor idle connections can stall the server or pin its threads for
+good.
 Errors are JSON `{"error": code, "message": text}` with a 4xx/5xx status, so scripts can act on
 them. With a token configured every endpoint except `/health/*` needs `Authorization: Bearer
 <token>`, compared in constant time; health stays open for orchestrators' probes.
 
 A key query is answered by the instance that owns the key: any other instance forwards it
 (with the caller's token and `local=true`, so it is never forwarded twice) and returns the
-owner's answer unchanged.
+owner's answer unchanged. The owner is predicted from the key with murmur2, the partitioner of
+Kafka's Java clients and of kstream; a key written by a producer with another partitioner (e.g.
+librdkafka's default `consistent_random`) may sit elsewhere, so a key the predicted owner does
+not have is asked of every instance (`local=true&anywhere=true`) before the answer is 404.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from socket import socket
 from typing import Any, Protocol
 
 log = logging.getLogger("kstream.service")
@@ -29,6 +37,14 @@ __all__ = ["HttpServer", "Problem", "Served"]
 _METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _FORMATS = ("text", "mermaid", "dot")
 _FORWARD_TIMEOUT = 10.0
+BACKLOG = 512
+"""Pending connections the kernel queues (capped by net.core.somaxconn); a small backlog makes
+clients of a burst wait out a SYN retransmit (1-3 s)."""
+READ_TIMEOUT_S = 5.0
+"""How long a connection may stay silent (a request being read, or an idle keep-alive) before
+it is closed, freeing its worker."""
+WORKERS = 32
+"""Connections served at once; more wait in the accept queue."""
 
 
 class Problem(Exception):
@@ -69,7 +85,37 @@ class Served(Protocol):
 
     def locate(self, store: str, key_text: str, key_type: str | None = None) -> Any: ...
 
-    def get_local(self, loc: Any) -> dict[str, Any]: ...
+    def get_local(self, loc: Any, any_partition: bool = False) -> dict[str, Any]: ...
+
+    def peers(self) -> list[str]: ...
+
+
+class _PooledHTTPServer(HTTPServer):
+    """An HTTPServer serving each connection on a bounded pool of worker threads."""
+
+    request_queue_size = BACKLOG
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="kstream-http")
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        try:
+            self._pool.submit(self._serve, request, client_address)
+        except RuntimeError:  # the pool is shut down: the server is closing
+            self.shutdown_request(request)
+
+    def _serve(self, request: socket, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 class HttpServer:
@@ -81,8 +127,7 @@ class HttpServer:
         self.served = served
         self.token = token
         handler = type("Handler", (_Handler,), {"server_ref": self})
-        self._httpd = ThreadingHTTPServer((host, port), handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _PooledHTTPServer((host, port), handler)
         self.host = host
         self.port = int(self._httpd.server_address[1])
         self._thread: threading.Thread | None = None
@@ -119,6 +164,10 @@ class HttpServer:
 class _Handler(BaseHTTPRequestHandler):
     server_ref: HttpServer
     protocol_version = "HTTP/1.1"
+    timeout = READ_TIMEOUT_S
+    # headers and body go out in two writes: with Nagle's algorithm the body waits for the
+    # client's delayed ACK of the headers (about 40 ms on Linux)
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("http %s: " + format, self.address_string(), *args)
@@ -202,12 +251,22 @@ class _Handler(BaseHTTPRequestHandler):
         local_only = (_one(query, "local") or "false").lower()
         if local_only not in ("true", "false", "1", "0"):
             raise Problem(400, "bad_request", "local must be true or false")
+        anywhere = (_one(query, "anywhere") or "false").lower() in ("true", "1")
         loc = served.locate(store, key, _one(query, "key_type"))
         if what == "owner":
             self._json(200, loc.to_json())
             return
-        if loc.local or local_only in ("true", "1"):
-            self._json(200, served.get_local(loc))
+        if local_only in ("true", "1"):
+            self._json(200, served.get_local(loc, any_partition=anywhere))
+            return
+        if loc.local:
+            try:
+                self._json(200, served.get_local(loc))
+                return
+            except Problem as p:
+                if p.code != "key_not_found":
+                    raise
+            self._ask_everyone(loc, query)
             return
         if loc.owner is None or not getattr(loc.owner, "endpoint", ""):
             raise Problem(
@@ -215,12 +274,48 @@ class _Handler(BaseHTTPRequestHandler):
                 "owner_unknown",
                 f"no instance holds the partition of this key yet (state {served.state})",
             )
-        self._forward(loc.owner.endpoint, query)
+        status, body, ctype = self._forward(loc.owner.endpoint, query)
+        if status == 404 and _error_code(body) == "key_not_found":
+            self._ask_everyone(loc, query)
+            return
+        self._send(status, body, ctype, {"X-Kstream-Routed-To": loc.owner.endpoint})
 
-    def _forward(self, endpoint: str, query: dict[str, list[str]]) -> None:
+    def _ask_everyone(self, loc: Any, query: dict[str, list[str]]) -> None:
+        """The predicted owner lacks the key: look in every partition of every instance (the
+        key may have been written with another partitioner), then answer 404."""
+        served = self.server_ref.served
+        try:
+            self._json(200, served.get_local(loc, any_partition=True))
+            return
+        except Problem as p:
+            if p.code not in ("key_not_found", "not_available"):
+                raise
+        others = served.peers()
+        for endpoint in others:
+            try:
+                status, body, ctype = self._forward(endpoint, query, anywhere=True)
+            except Problem:
+                continue  # an instance that does not answer cannot hold the answer we need
+            if status == 200:
+                self._send(status, body, ctype, {"X-Kstream-Routed-To": endpoint})
+                return
+        raise Problem(
+            404,
+            "key_not_found",
+            f"key {loc.key!r} has no value in store {loc.store!r}: not at its predicted owner "
+            f"(partition {loc.partition} by murmur2) nor anywhere on {len(others) + 1} "
+            "instance(s)",
+        )
+
+    def _forward(
+        self, endpoint: str, query: dict[str, list[str]], anywhere: bool = False
+    ) -> tuple[int, bytes, str]:
+        """GET this request's path from `endpoint` with `local=true`: (status, body, type)."""
         path = urllib.parse.urlsplit(self.path).path
         params = {k: v[-1] for k, v in query.items()}
         params["local"] = "true"
+        if anywhere:
+            params["anywhere"] = "true"
         url = endpoint.rstrip("/") + path + "?" + urllib.parse.urlencode(params)
         req = urllib.request.Request(url, method="GET")
         auth = self.headers.get("Authorization")
@@ -237,7 +332,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise Problem(
                 502, "owner_unreachable", f"the owning instance at {endpoint} did not answer: {e}"
             ) from None
-        self._send(status, body, ctype, {"X-Kstream-Routed-To": endpoint})
+        return status, body, ctype
 
     def _json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body, sort_keys=True).encode()
@@ -253,6 +348,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         self.wfile.write(body)
+
+
+def _error_code(body: bytes) -> str | None:
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    return parsed.get("error") if isinstance(parsed, dict) else None
 
 
 def _one(query: dict[str, list[str]], name: str) -> str | None:

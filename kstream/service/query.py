@@ -3,7 +3,8 @@
 The server only sees the `Served` protocol (kstream.service.http); this class implements it
 over an App, its instance registry and its metrics. Store queries find the key's partition the
 way producers do (the store's key serde, then murmur2 over the partition count of the store's
-input topic), so the instance that holds the partition holds the key.
+input topic), so the instance that holds the partition holds the key when its producer used
+murmur2 too; the HTTP server asks every instance before it calls a key absent.
 """
 
 from __future__ import annotations
@@ -168,11 +169,25 @@ class AppService:
             self._counts[topic] = found[topic]
         return self._counts[topic]
 
-    def get_local(self, loc: Location) -> dict[str, Any]:
-        """The key's value from this instance's stores; Problem if absent or unavailable."""
+    def peers(self) -> list[str]:
+        """The HTTP endpoints of the app's other instances, as the registry knows them."""
+        if self.registry is None:
+            return []
+        return [
+            i.endpoint
+            for i in self.registry.instances()
+            if i.instance_id != self.instance_id and i.endpoint
+        ]
+
+    def get_local(self, loc: Location, any_partition: bool = False) -> dict[str, Any]:
+        """The key's value from this instance's stores; Problem if absent or unavailable.
+
+        `any_partition`: look in every local partition, not only the predicted one (for keys
+        written with another partitioner than murmur2).
+        """
         spec, _ = self._spec(loc.store)
         views = self.app.store(loc.store).partitions()
-        if loc.partition is not None:
+        if loc.partition is not None and not any_partition:
             views = [v for v in views if getattr(v, "partition", loc.partition) == loc.partition]
         if not views:
             raise Problem(
@@ -182,10 +197,12 @@ class AppService:
                 f"(state {self.state}; restoring or rebalancing)",
             )
         value: Any = None
+        found_in: int | None = None
         if spec.kind == "key_value":
             for v in views:
                 value = v.get(loc.key)
                 if value is not None:
+                    found_in = getattr(v, "partition", None)
                     break
         elif spec.kind == "window":
             rows: list[dict[str, Any]] = []
@@ -212,6 +229,6 @@ class AppService:
             "store": loc.store,
             "key": jsonable(loc.key),
             "value": jsonable(value),
-            "partition": loc.partition,
+            "partition": found_in if found_in is not None else loc.partition,
             "instance_id": self.instance_id,
         }

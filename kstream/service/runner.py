@@ -155,5 +155,8 @@ class _Pending:
     def locate(self, store: str, key_text: str, key_type: str | None = None) -> Any:
         raise self._starting()
 
-    def get_local(self, loc: Any) -> dict[str, Any]:
+    def get_local(self, loc: Any, any_partition: bool = False) -> dict[str, Any]:
         raise self._starting()
+
+    def peers(self) -> list[str]:
+        return []
