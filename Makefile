@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-EXTRAS ?= dev,redis,spark
+EXTRAS ?= dev,redis,spark,schema-registry
 PYTEST_ARGS ?=
 
 .PHONY: demo test lint unit integration bench venv clean

@@ -239,11 +239,27 @@ BUILTIN["int"] = BUILTIN["integer"]
 SerdeLike = str | Serde | tuple[Callable[[Any], bytes], Callable[[bytes], Any]] | None
 
 
-def serde(spec: SerdeLike) -> Serde:
+_REGISTRY_FORMATS = ("avro", "protobuf", "json_schema")
+
+
+def serde(spec: SerdeLike, **options: Any) -> Serde:
     """Resolve a serde given by name, object or `(serializer_fn, deserializer_fn)` pair.
 
-    `None` means the default serde, bytes.
+    `None` means the default serde, bytes. The Schema Registry formats take their settings as
+    keywords: `serde("avro", registry="http://registry:8081", schema=AVRO_SCHEMA)` (see
+    `kstream.schema_registry.registry_serde`).
     """
+    if isinstance(spec, str) and spec in _REGISTRY_FORMATS:
+        if "registry" not in options:
+            raise SerdeError(
+                f"serde {spec!r} reads its schemas from a Schema Registry: "
+                f"serde({spec!r}, registry='http://host:8081', ...)"
+            )
+        from kstream.schema_registry import registry_serde
+
+        return registry_serde(spec, **options)
+    if options:
+        raise SerdeError(f"serde {spec!r} takes no options, got {sorted(options)}")
     if spec is None:
         return BUILTIN["bytes"]
     if isinstance(spec, Serde):
