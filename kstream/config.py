@@ -6,6 +6,8 @@ expected. Nothing here is checked lazily on the first record.
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 import re
 import tempfile
@@ -20,6 +22,18 @@ from kstream.kafka.security import validate_security
 ERROR_POLICIES = ("fail", "skip", "dlq")
 GUARANTEES = ("exactly_once", "exactly_once_v2", "at_least_once")
 _HOSTPORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.\-]*):(\d{1,5})$")
+_DURATION_KEYS = (
+    "batch_max_wait",
+    "commit_interval",
+    "dedup_retention",
+    "connect_timeout",
+    "shutdown_timeout",
+)
+MAX_TOPIC_NAME = 249
+APP_ID_MAX_LEN = 200
+"""An app id names topics (`<app_id>-<store>-changelog`, `<app_id>-instances`, ...) and a
+directory under `state_dir`; 200 characters leave room for the suffixes within Kafka's 249."""
+_APP_ID = re.compile(r"[A-Za-z0-9._-]+")
 
 
 def _default_state_dir() -> str:
@@ -76,14 +90,13 @@ class Config:
             raise ConfigError(
                 f"batch_max_records: expected a positive int, got {self.batch_max_records}"
             )
-        for key in (
-            "batch_max_wait",
-            "commit_interval",
-            "dedup_retention",
-            "connect_timeout",
-            "shutdown_timeout",
-        ):
-            set_(self, key, duration(getattr(self, key), name=key))
+        for key in _DURATION_KEYS:
+            value = getattr(self, key)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(
+                    f"{key}: expected a finite duration such as 100 (ms) or '5s', got {value!r}"
+                )
+            set_(self, key, duration(value, name=key))
         if not isinstance(self.gc_pause, bool):
             raise ConfigError(f"gc_pause: expected true or false, got {self.gc_pause!r}")
         if self.dedup_retention <= 0:
@@ -131,7 +144,126 @@ class Config:
         if bad:
             raise ConfigError(f"kafka: setting names must be strings, got {bad!r}")
         validate_security(self.kafka)
+        validate_librdkafka(self.kafka)
         set_(self, "kafka", dict(self.kafka))
+
+
+_SILENT = logging.getLogger("kstream.config.librdkafka-check")
+_SILENT.addHandler(logging.NullHandler())
+_SILENT.propagate = False
+_checked: set[tuple[tuple[str, str], ...]] = set()
+
+
+def validate_librdkafka(kafka: Mapping[str, Any]) -> None:
+    """Build a client configuration from `kafka` so librdkafka rejects what it does not know.
+
+    librdkafka names the canonical property in its message (`queue.buffering.max.ms` for a bad
+    `linger.ms`), so a failure is retried key by key to name the key the user wrote.
+    Consumer-only keys pass: librdkafka only warns about them on a producer. The check is
+    cached per distinct settings: it costs a client handle (a few milliseconds).
+    """
+    if not kafka:
+        return
+    from confluent_kafka import KafkaException, Producer
+
+    try:
+        signature = tuple(sorted((k, repr(v)) for k, v in kafka.items()))
+    except TypeError:
+        signature = None
+    if signature is not None and signature in _checked:
+        return
+
+    def attempt(conf: Mapping[str, Any]) -> str | None:
+        try:
+            Producer({**conf, "logger": _SILENT})
+        except KafkaException as e:
+            err = e.args[0] if e.args else e
+            return str(getattr(err, "str", lambda: str(err))())
+        except (TypeError, ValueError) as e:
+            return str(e)
+        return None
+
+    # Without security.protocol (checked by validate_security) librdkafka does not load
+    # certificates or keys here: their files are read when the clients connect.
+    plain = {k: v for k, v in kafka.items() if k != "security.protocol"}
+    problem = attempt(plain)
+    if problem is not None:
+        for key, value in plain.items():
+            alone = attempt({key: value})
+            if alone is not None:
+                hint = "" if "No such configuration property" in alone else f" ({alone})"
+                what = "is not a librdkafka setting" if not hint else f"= {value!r} is invalid"
+                raise ConfigError(
+                    f"kafka[{key!r}] {what}{hint}; see librdkafka's CONFIGURATION.md for "
+                    "the settings and their forms"
+                )
+        raise ConfigError(f"kafka: librdkafka rejects these settings together: {problem}")
+    if signature is not None:
+        _checked.add(signature)
+
+
+def validate_app_id(app_id: object, key: str = "app_id") -> str:
+    """`app_id` if Kafka can name topics after it and it is a safe directory name.
+
+    The rules are Kafka's for topic names (`[a-zA-Z0-9._-]`, not `.` or `..`), with a length
+    that leaves room for the suffixes of the topics derived from it.
+    """
+    form = (
+        f"1 to {APP_ID_MAX_LEN} letters, digits, '.', '_' or '-' (not '.' or '..'), e.g. "
+        "'word-count'"
+    )
+    if not isinstance(app_id, str) or not app_id:
+        raise ConfigError(f"{key}: required, {form}; got {app_id!r}")
+    bad = sorted(set(_APP_ID.sub("", app_id)))
+    if bad:
+        raise ConfigError(f"{key}: {app_id!r} contains {''.join(bad)!r}; expected {form}")
+    if app_id in (".", ".."):
+        raise ConfigError(f"{key}: {app_id!r} is not allowed; expected {form}")
+    if len(app_id) > APP_ID_MAX_LEN:
+        raise ConfigError(
+            f"{key}: {len(app_id)} characters is too long; expected {form} (topics named "
+            f"after it must fit Kafka's {MAX_TOPIC_NAME})"
+        )
+    return app_id
+
+
+def validate_topic_names(app_id: str, names: list[str], key: str = "app_id") -> None:
+    """Every topic derived from `app_id` fits Kafka's limit (checked before any is created)."""
+    too_long = sorted((n for n in names if len(n) > MAX_TOPIC_NAME), key=len)
+    if too_long:
+        raise ConfigError(
+            f"{key}: {app_id!r} makes topic {too_long[-1]!r} {len(too_long[-1])} characters "
+            f"long, over Kafka's {MAX_TOPIC_NAME}; use a shorter app_id or store name"
+        )
+
+
+def app_state_dir(state_dir: str, app_id: str) -> str:
+    """`<state_dir>/<app_id>`, refusing any app id that would leave `state_dir`."""
+    validate_app_id(app_id)
+    base = os.path.abspath(state_dir)
+    path = os.path.join(base, app_id)
+    if os.path.dirname(path) != base:
+        raise ConfigError(f"app_id: {app_id!r} leads outside state_dir {state_dir!r}")
+    return path
+
+
+def prepare_state_dir(state_dir: str, app_id: str) -> str:
+    """Create `<state_dir>/<app_id>` and check that it can be written; ConfigError if not."""
+    path = app_state_dir(state_dir, app_id)
+    if os.path.exists(state_dir) and not os.path.isdir(state_dir):
+        raise ConfigError(f"state_dir: {state_dir!r} is a file; expected a writable directory")
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, f".write-check-{os.getpid()}")
+        with open(probe, "w", encoding="ascii") as f:
+            f.write("ok")
+        os.remove(probe)
+    except OSError as e:
+        raise ConfigError(
+            f"state_dir: cannot create or write {path!r} ({e.strerror or e}); expected a "
+            "writable directory"
+        ) from None
+    return path
 
 
 def _valid_topic(name: object) -> bool:

@@ -17,7 +17,13 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from kstream.config import Config, validate_guarantee
+from kstream.config import (
+    Config,
+    prepare_state_dir,
+    validate_app_id,
+    validate_guarantee,
+    validate_topic_names,
+)
 from kstream.errors import KStreamError, TopologyError
 from kstream.kafka.admin import Admin, TopicSpec
 from kstream.metrics import Metrics
@@ -70,11 +76,15 @@ class App:
         if not isinstance(topology, Topology):
             raise TopologyError(f"App needs a Topology, got {topology!r}")
         self.topology = topology
-        self.app_id = app_id
+        self.app_id = validate_app_id(app_id)
         self.bootstrap_servers = bootstrap_servers
         self.processing_guarantee = validate_guarantee(processing_guarantee)
         self.config = config if isinstance(config, Config) else Config.from_mapping(config)
         self.compiled = topology.compile(app_id)
+        validate_topic_names(app_id, internal_topic_names(self.compiled, app_id))
+        # like Kafka Streams' constructor: an unusable state directory fails here, before any
+        # topic is created
+        prepare_state_dir(self.config.state_dir, app_id)
         self.metrics = Metrics(
             app_id, guarantee=self.processing_guarantee, stores=list(topology.stores)
         )
@@ -319,6 +329,15 @@ class LocalStore:
             with s.fetch(key, time_from, time_to) as cur:
                 out.extend(cur)
         return sorted(out)
+
+
+def internal_topic_names(compiled: Any, app_id: str) -> list[str]:
+    """Every topic an app of `compiled` creates and owns: repartition and changelog topics,
+    the provenance marks' changelogs and the instances registry of `kstreamd run`."""
+    names = set(compiled.internal_topics)
+    names.update(marks_spec(s.id).changelog_topic(app_id) for s in compiled.subtopologies)
+    names.add(f"{app_id}-instances")
+    return sorted(names)
 
 
 def process_id(state_dir: str, app_id: str) -> str:

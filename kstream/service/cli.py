@@ -103,9 +103,29 @@ def build_parser() -> argparse.ArgumentParser:
 
     reset = sub.add_parser(
         "reset",
-        help="reset an app: input offsets to earliest, internal topics and local state removed",
+        help="reset a stopped app: input offsets to earliest, internal topics and local state "
+        "removed",
+    )
+    reset.add_argument(
+        "target",
+        metavar="MODULE:ATTR",
+        nargs="?",
+        default=None,
+        help="the app's topology: its internal topics are then known exactly (without it, "
+        "look-alike topics are only listed, and deleted with --yes)",
     )
     reset.add_argument("--app-id", required=True, help="application id to reset")
+    reset.add_argument(
+        "--dry-run", action="store_true", help="print what would be done, change nothing"
+    )
+    reset.add_argument(
+        "--yes",
+        action="store_true",
+        help="without MODULE:ATTR: also delete topics that are only named like the app's",
+    )
+    reset.add_argument(
+        "--force", action="store_true", help="reset even if the app's group has members"
+    )
     reset.add_argument("--bootstrap-servers", default=None, help="Kafka bootstrap servers")
     reset.add_argument("--config", default=None, help="TOML file (for kafka settings, state_dir)")
     reset.add_argument("--state-dir", default=None, help="local state directory to clean")
@@ -263,7 +283,20 @@ def _cmd_describe(args: argparse.Namespace) -> int:
         text = str(d.to_dot())
     else:
         text = str(d)
-    print(text.rstrip("\n"))
+    return _print_quietly(text.rstrip("\n"))
+
+
+def _print_quietly(text: str) -> int:
+    """Print to stdout; a reader that closed the pipe (`| head`) ends the command quietly."""
+    import os
+
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        # Python would report the broken pipe again when it flushes stdout at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
     return 0
 
 
@@ -280,12 +313,24 @@ def _cmd_reset(args: argparse.Namespace) -> int:
         },
     )
     cfg = settings.engine_config()
+    internal = None
+    if args.target is not None:
+        from kstream.runtime.app import internal_topic_names
+        from kstream.service.target import load_target
+
+        target = load_target(args.target)
+        topology = getattr(target, "topology", target)
+        internal = internal_topic_names(topology.compile(args.app_id), args.app_id)
     report = reset_app(
         args.app_id,
         settings.bootstrap_servers,
         kafka=cfg.kafka,
         state_dir=cfg.state_dir,
         connect_timeout=cfg.connect_timeout,
+        internal=internal,
+        delete_candidates=args.yes,
+        dry_run=args.dry_run,
+        force=args.force,
     )
     for line in report:
         print(line)

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kstream.config import GUARANTEES, Config
+from kstream.config import GUARANTEES, Config, validate_app_id
 from kstream.errors import ConfigError
 
 __all__ = ["SERVICE_KEYS", "Settings", "load_settings"]
@@ -136,7 +136,9 @@ def load_settings(
     engine = service.get("engine", "native")
     if engine not in ENGINES:
         raise ConfigError(f"engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
-    for key in ("app_id", "bootstrap_servers", "instance_id", "advertised_url"):
+    if service.get("app_id") is not None:
+        validate_app_id(service["app_id"])
+    for key in ("bootstrap_servers", "instance_id", "advertised_url"):
         val = service.get(key)
         if val is not None and (not isinstance(val, str) or not val):
             raise ConfigError(f"{key}: expected a non-empty string, got {val!r}")

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kstream.config import Config
+from kstream.config import Config, validate_app_id
 from kstream.duration import duration
 from kstream.errors import ConfigError, TopologyError
 from kstream.spark.plan import ENTRY, Plan, build_plan
@@ -137,8 +137,7 @@ def start(
     max_records_per_batch: int | None = None,
 ) -> SparkQuery | TaskQueries:
     """Start the query (queries, on the task path) and return it (see `run`)."""
-    if not isinstance(app_id, str) or not re.fullmatch(r"[A-Za-z0-9._\-]+", app_id or ""):
-        raise ConfigError(f"app_id: expected letters, digits, '.', '_' or '-', got {app_id!r}")
+    validate_app_id(app_id)
     cfg = config if isinstance(config, Config) else Config.from_mapping(config)
     trig = parse_trigger(trigger)
     try:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +18,8 @@ from kstream.kafka.producer import Producer
 from kstream.runtime import App, AppState
 from kstream.service.cli import main
 
+FAST_GROUP = {"session.timeout.ms": 2000, "heartbeat.interval.ms": 300}
+
 
 def _count(src: str, dst: str) -> StreamBuilder:
     b = StreamBuilder()
@@ -23,6 +27,21 @@ def _count(src: str, dst: str) -> StreamBuilder:
         store="counts"
     ).to_stream().to(dst, key_serde="string", value_serde="long")
     return b
+
+
+def _app_module(where: Path, src: str, dst: str) -> str:
+    """A module `MODULE` with `topology`, the counting topology over `src` and `dst`, for
+    `kstreamd reset MODULE:topology` (`where` must be on sys.path)."""
+    name = f"reset_app_{uuid.uuid4().hex[:8]}"
+    (where / f"{name}.py").write_text(
+        "from kstream.dsl import StreamBuilder\n"
+        "b = StreamBuilder()\n"
+        f"b.stream({src!r}, key_serde='string', value_serde='string').group_by_key()"
+        ".count(store='counts').to_stream()"
+        f".to({dst!r}, key_serde='string', value_serde='long')\n"
+        "topology = b.build()\n"
+    )
+    return name
 
 
 def _read_all(bs: str, topic: str) -> list[tuple[str, int]]:
@@ -58,7 +77,9 @@ def test_reset_moves_offsets_back_and_removes_internal_topics_and_state(
     unique_name: Callable[[str], str],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
     bs = kafka_broker.bootstrap_servers
     src, dst, app_id = unique_name("in"), unique_name("out"), unique_name("app")
     admin = Admin(bs)
@@ -68,14 +89,24 @@ def test_reset_moves_offsets_back_and_removes_internal_topics_and_state(
     for i in range(12):
         p.produce(src, b"v", key=b"k%d" % (i % 4))
     p.flush()
-    config = {"state_dir": str(tmp_path), "default_backend": "lmdb"}
+    config = {"state_dir": str(tmp_path), "default_backend": "lmdb", "kafka": FAST_GROUP}
     _run_until(App(_count(src, dst), app_id, bs, "at_least_once", config), dst, bs, 12)
     changelog = f"{app_id}-counts-changelog"
     assert changelog in admin.list_topics()
     assert os.path.isdir(tmp_path / app_id)
 
+    module = _app_module(tmp_path, src, dst)
     code = main(
-        ["reset", "--app-id", app_id, "--bootstrap-servers", bs, "--state-dir", str(tmp_path)]
+        [
+            "reset",
+            f"{module}:topology",
+            "--app-id",
+            app_id,
+            "--bootstrap-servers",
+            bs,
+            "--state-dir",
+            str(tmp_path),
+        ]
     )
     assert code == 0
     out = capsys.readouterr().out
@@ -97,3 +128,113 @@ def test_reset_moves_offsets_back_and_removes_internal_topics_and_state(
     for k, v in _read_all(bs, dst):
         by_key.setdefault(k, []).append(v)
     assert by_key == {f"k{i}": [1, 2, 3, 1, 2, 3] for i in range(4)}
+
+
+def _reset(*args: str) -> int:
+    return main(["reset", *args])
+
+
+def test_reset_of_one_app_leaves_an_app_sharing_its_prefix_alone(
+    kafka_broker: EmbeddedBroker,
+    unique_name: Callable[[str], str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Apps `A` and `A-x`: resetting `A` deletes A's topics and state, never A-x's."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    bs = kafka_broker.bootstrap_servers
+    src, dst, app = unique_name("in"), unique_name("out"), unique_name("wc")
+    other = f"{app}-x"
+    admin = Admin(bs)
+    admin.create_topic(src, 2)
+    admin.create_topic(dst, 2)
+    p = Producer(bs)
+    for i in range(8):
+        p.produce(src, b"v", key=b"k%d" % (i % 4))
+    p.flush()
+    state = tmp_path / "state"
+    config = {"state_dir": str(state), "default_backend": "lmdb", "kafka": FAST_GROUP}
+    _run_until(App(_count(src, dst), app, bs, "at_least_once", config), dst, bs, 8)
+    _run_until(App(_count(src, dst), other, bs, "at_least_once", config), dst, bs, 16)
+    mine = {f"{app}-counts-changelog", f"{app}-kstream-src-marks-0-changelog"}
+    theirs = {f"{other}-counts-changelog", f"{other}-kstream-src-marks-0-changelog"}
+    assert mine | theirs <= set(admin.list_topics())
+    common = ["--app-id", app, "--bootstrap-servers", bs, "--state-dir", str(state)]
+
+    # without the topology: the look-alikes of both apps are listed, nothing is changed
+    assert _reset(*common) == 2
+    err = capsys.readouterr().err
+    assert "nothing was changed" in err and f"{other}-counts-changelog" in err, err
+    assert mine | theirs <= set(admin.list_topics())
+    assert (state / app).is_dir()
+    assert _reset("--dry-run", *common) == 0
+    assert "not deleted" in capsys.readouterr().out
+
+    # a dry run with the topology names exactly A's topics and changes nothing
+    module = _app_module(tmp_path, src, dst)
+    assert _reset(f"{module}:topology", "--dry-run", *common) == 0
+    out = capsys.readouterr().out
+    assert "would delete topics" in out and other not in out, out
+    assert mine | theirs <= set(admin.list_topics())
+    assert (state / app).is_dir()
+
+    assert _reset(f"{module}:topology", *common) == 0
+    topics = set(admin.list_topics())
+    assert not mine & topics
+    assert theirs <= topics
+    assert not (state / app).exists()
+    assert (state / other).is_dir()
+
+
+@pytest.mark.parametrize("bad", ["..", ".", "a/b", "../escape", "my app", ""])
+def test_reset_rejects_an_app_id_that_is_not_a_topic_name(
+    bad: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (tmp_path / "keep").write_text("not the reset's business")
+    code = _reset("--app-id", bad, "--bootstrap-servers", "127.0.0.1:1", "--state-dir", str(state))
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "app_id" in err and "letters, digits" in err, err
+    assert state.is_dir() and (tmp_path / "keep").exists()
+
+
+def test_reset_refuses_a_running_app(
+    kafka_broker: EmbeddedBroker,
+    unique_name: Callable[[str], str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    bs = kafka_broker.bootstrap_servers
+    src, dst, app_id = unique_name("in"), unique_name("out"), unique_name("app")
+    admin = Admin(bs)
+    admin.create_topic(src, 2)
+    admin.create_topic(dst, 2)
+    p = Producer(bs)
+    for i in range(4):
+        p.produce(src, b"v", key=b"k%d" % i)
+    p.flush()
+    config = {"state_dir": str(tmp_path), "kafka": FAST_GROUP}
+    app = App(_count(src, dst), app_id, bs, "at_least_once", config)
+    app.start()
+    module = _app_module(tmp_path, src, dst)
+    args = [f"{module}:topology", "--app-id", app_id, "--bootstrap-servers", bs]
+    try:
+        assert app.wait_for(AppState.RUNNING, timeout=60)
+        deadline = time.monotonic() + 60
+        while len(_read_all(bs, dst)) < 4 and time.monotonic() < deadline:
+            pass
+        assert len(_read_all(bs, dst)) == 4
+        assert _reset(*args, "--state-dir", str(tmp_path)) == 1
+        err = capsys.readouterr().err
+        assert f"app {app_id!r} is running" in err and "--force" in err, err
+        assert f"{app_id}-counts-changelog" in admin.list_topics()
+        assert (tmp_path / app_id).is_dir()
+    finally:
+        app.close()
+    assert _reset(*args, "--state-dir", str(tmp_path)) == 0
+    assert f"{app_id}-counts-changelog" not in admin.list_topics()
