@@ -1,27 +1,33 @@
 """Joins: stream-stream (windowed), stream-table, stream-global-table and table-table.
 
 `KStream.join/left_join/outer_join` and the `KTable` join methods delegate here
-(`join_stream`, `join_tables`). Semantics follow Kafka Streams 3.x:
+(`join_stream`, `join_tables`). The rules are Kafka Streams 3.9's, checked record by record
+against ports of Kafka's own join tests (`tests/conformance`):
 
-- Stream-stream: each side is buffered in a window store (retention before + after + grace,
-  duplicates kept). A left record at `t` joins every right record of its key with a timestamp in
-  `[t - before, t + after]` (and symmetrically for right records); a result carries the larger
-  of the two timestamps. A record whose window closed already (stream time > t + after + grace
-  for a left record, t + before + grace for a right one) is late and dropped. Left/outer joins
-  hold records that found no partner in a shared "outer" store and emit `joiner(v, None)` /
-  `joiner(None, v)` only once their window has closed, so a record that finds a partner later
-  never produces a spurious non-joined result first (Kafka 3.1+). Stream time here is the
-  largest timestamp the join has seen (Kafka's shared time tracker of the two join sides).
-- Stream-table: a stream record looks up the table's current value; table updates alone emit
-  nothing. Inner drops records without a match, left emits `joiner(v, None)`.
+- Stream-stream (`kstream.dsl.stream_stream_join` has the step-by-step rules): each side is
+  kept in a window store that retains a record while `ts > newest - (before + after + grace)`.
+  A left record at `t` joins every retained right record of its key in `[t - before, t +
+  after]` (symmetrically for right records); a result carries the larger timestamp. Records
+  arriving out of order are not dropped: they join whatever the other side still retains.
+  Left/outer joins hold unmatched records in a shared "outer" store and emit `joiner(v, None)`
+  / `joiner(None, v)` only once stream time has passed `ts + after + grace` (no spurious
+  results, Kafka 3.1+), or at once when the record arrives after its window already ended.
+  Stream time is the largest timestamp either side has seen.
+- Stream-table: a stream record looks up the table's current value and the result keeps the
+  stream record's timestamp; table updates alone emit nothing. Inner drops records without a
+  match, left emits `joiner(v, None)`.
 - Stream-global-table: as stream-table, looked up by `key_selector(k, v)` in the global store,
   with no repartition (every instance holds the whole table).
-- Table-table: both sides are materialized; an update on either side emits
-  `Change(new result, old result)`, computed against the other side's current value; deletes
-  propagate as deletes.
+- Table-table: an update on either side emits `Change(new result, old result)`, computed
+  against the other side's current value and stamped with the larger of the two sides'
+  timestamps (the update's own when the other side has no value); deletes propagate as
+  deletes, stamped the same way.
 
-Records with a None key or None value are dropped by stream joins (as Kafka does before 3.7);
-for global-table joins it is a None *selected* key that drops the record.
+None keys and values (KIP-962, Kafka 3.7+): a None value is always dropped. A None key is
+dropped by inner joins, but a left join (and both sides of an outer stream-stream join)
+forwards the record as `joiner(v, None)` at its own timestamp, and repartition topics in front
+of such joins keep None keys. A global-table join drops a keyed record whose
+`key_selector` returns None. Every drop is counted by reason (`ctx.record_dropped`).
 
 A stream-stream join is one processor fed by two thin "side" processors that tag each record
 with its side: a single processor owns both window stores and the outer store, so the stream
