@@ -22,7 +22,7 @@ from kstream.kafka.security import validate_security
 ERROR_POLICIES = ("fail", "skip", "dlq")
 GUARANTEES = ("exactly_once", "exactly_once_v2", "at_least_once")
 _HOSTPORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.\-]*):(\d{1,5})$")
-_DURATION_KEYS = (
+DURATION_KEYS = (
     "batch_max_wait",
     "commit_interval",
     "dedup_retention",
@@ -90,7 +90,7 @@ class Config:
             raise ConfigError(
                 f"batch_max_records: expected a positive int, got {self.batch_max_records}"
             )
-        for key in _DURATION_KEYS:
+        for key in DURATION_KEYS:
             value = getattr(self, key)
             if isinstance(value, float) and not math.isfinite(value):
                 raise ConfigError(

@@ -8,6 +8,7 @@ cluster or a co-partitioning mismatch fails there, not on the first record.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import os
@@ -237,23 +238,11 @@ class App:
         """
         if self._state == AppState.CREATED:
             self.start()
-        restore: list[tuple[signal.Signals, Any]] = []
-        if threading.current_thread() is threading.main_thread():
-
-            def on_signal(signum: int, frame: Any) -> None:
-                log.info("app %r: signal %d, shutting down", self.app_id, signum)
-                self._stop.set()
-
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                restore.append((sig, signal.signal(sig, on_signal)))
-        try:
+        with graceful_signals(self._stop.set, f"app {self.app_id!r}"):
             assert self._thread is not None
             while self._thread.is_alive():
                 self._thread.join(0.2)
-        finally:
-            for sig, old in restore:
-                signal.signal(sig, old)
-        self.close()
+            self.close()
         if self.error is not None:
             raise self.error
 
@@ -329,6 +318,46 @@ class LocalStore:
             with s.fetch(key, time_from, time_to) as cur:
                 out.extend(cur)
         return sorted(out)
+
+
+@contextlib.contextmanager
+def graceful_signals(stop: Callable[[], None], what: str) -> Iterator[None]:
+    """SIGTERM and SIGINT while the block runs: the first calls `stop` (finish the batch,
+    commit, close); a second one is logged and ignored, because orchestrators and impatient
+    users often send two and the clean close must not be cut short; a third aborts the
+    process the default way (exit status 128 + signal number).
+
+    Only the main thread can install handlers; elsewhere the block runs without them.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received = 0
+
+    def on_signal(signum: int, frame: Any) -> None:
+        nonlocal received
+        received += 1
+        if received == 1:
+            log.info("%s: signal %d, shutting down", what, signum)
+            stop()
+        elif received == 2:
+            log.warning(
+                "%s: signal %d during shutdown; finishing the clean close (send it once more "
+                "to abort)",
+                what,
+                signum,
+            )
+        else:
+            log.error("%s: signal %d again; aborting without a clean close", what, signum)
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def internal_topic_names(compiled: Any, app_id: str) -> list[str]:

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import socket
 import sys
 import threading
-from types import FrameType
 from typing import Any, TextIO
 
 from kstream.errors import ConfigError
+from kstream.runtime.app import graceful_signals
 from kstream.service.settings import Settings
 
 log = logging.getLogger("kstream.service")
@@ -70,45 +69,40 @@ def run_service(target: Any, settings: Settings, out: TextIO = sys.stdout) -> in
         raise ConfigError(f"http: cannot listen on {host}:{port}: {e.strerror or e}") from None
     endpoint = settings.advertised_url or server.url
     stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.info("signal %d: stopping", signum)
-        stop.set()
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-    server.start()
-    try:
-        registry = InstanceRegistry(
-            app.app_id,
-            app.bootstrap_servers,
-            instance_id=instance_id,
-            endpoint=endpoint,
-            kafka=cfg.kafka,
-            connect_timeout=cfg.connect_timeout,
-        )
-        registry.start()
-        server.served = AppService(app, probe, registry, instance_id)
-        app.start()
-        print(
-            f"kstreamd: app {app.app_id!r} instance {instance_id!r} serving {endpoint} "
-            f"({app.processing_guarantee})",
-            file=out,
-            flush=True,
-        )
-        while not stop.wait(_PUBLISH_EVERY_S):
-            if str(getattr(app.state, "value", app.state)) in ("ERROR", "NOT_RUNNING"):
-                break
-            try:
-                registry.publish(assigned_partitions(app))
-            except Exception as e:
-                log.warning("publishing the assignment: %s", e)
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-        stopped = app.close()
-        if registry is not None:
-            registry.close()
-        server.close()
+    # the handlers stay in place until everything is closed: a second SIGTERM during the
+    # close must not kill the process half-way (a third does)
+    with graceful_signals(stop.set, f"kstreamd app {app.app_id!r}"):
+        server.start()
+        try:
+            registry = InstanceRegistry(
+                app.app_id,
+                app.bootstrap_servers,
+                instance_id=instance_id,
+                endpoint=endpoint,
+                kafka=cfg.kafka,
+                connect_timeout=cfg.connect_timeout,
+            )
+            registry.start()
+            server.served = AppService(app, probe, registry, instance_id)
+            app.start()
+            print(
+                f"kstreamd: app {app.app_id!r} instance {instance_id!r} serving {endpoint} "
+                f"({app.processing_guarantee})",
+                file=out,
+                flush=True,
+            )
+            while not stop.wait(_PUBLISH_EVERY_S):
+                if str(getattr(app.state, "value", app.state)) in ("ERROR", "NOT_RUNNING"):
+                    break
+                try:
+                    registry.publish(assigned_partitions(app))
+                except Exception as e:
+                    log.warning("publishing the assignment: %s", e)
+        finally:
+            stopped = app.close()
+            if registry is not None:
+                registry.close()
+            server.close()
     error = getattr(app, "error", None)
     if error is not None:
         print(f"kstreamd run: error: the app stopped: {error}", file=sys.stderr, flush=True)

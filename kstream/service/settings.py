@@ -4,8 +4,12 @@ The file holds the service keys (`app_id`, `bootstrap_servers`, `processing_guar
 and every engine key of `kstream.config.Config` at the top level, with librdkafka settings in a
 `[kafka]` table. The environment uses the same names upper-cased (`KSTREAM_APP_ID`,
 `KSTREAM_BATCH_MAX_RECORDS`, `KSTREAM_HTTP_TOKEN`); `KSTREAM_KAFKA__SECURITY_PROTOCOL` sets
-`kafka["security.protocol"]` (double underscore, then dots written as underscores). Other
-`KSTREAM_*` variables belong to other tools and are left alone.
+`kafka["security.protocol"]` (double underscore, then dots written as underscores). A value
+is read by its key's type: `true`/`false`/`1`/`0` for flags, a whole number for counts, a
+number of milliseconds or a duration string (`5s`) for durations, and text as it is for the
+rest (`KSTREAM_APP_ID=2024` is the string "2024"). Any other `KSTREAM_*` variable is warned
+about (a misspelled key would otherwise be ignored in silence), except the few that kstream's
+tools read themselves (`OTHER_KSTREAM_VARIABLES`).
 
 Everything is validated here, before any connection is made, so a typo exits with status 2
 and a message naming the key and where it came from.
@@ -13,16 +17,20 @@ and a message naming the key and where it came from.
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from kstream.config import GUARANTEES, Config, validate_app_id
+from kstream.config import DURATION_KEYS, GUARANTEES, Config, validate_app_id
 from kstream.errors import ConfigError
 
-__all__ = ["SERVICE_KEYS", "Settings", "load_settings"]
+__all__ = ["OTHER_KSTREAM_VARIABLES", "SERVICE_KEYS", "Settings", "load_settings"]
+
+log = logging.getLogger("kstream.service")
 
 ENGINES = ("native", "spark")
 SERVICE_KEYS = (
@@ -33,8 +41,46 @@ SERVICE_KEYS = (
     "instance_id",
     "advertised_url",
 )
-_INT_KEYS = ("batch_max_records", "replication_factor")
 _ENV_PREFIX = "KSTREAM_"
+OTHER_KSTREAM_VARIABLES = ("KSTREAM_TANSU", "KSTREAM_TEST_BOOTSTRAP", "KSTREAM_LONG")
+"""Variables with the KSTREAM_ prefix that are not settings: read by the embedded broker and
+the test suite."""
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off")
+
+
+def _key_types() -> dict[str, str]:
+    """Each engine key's kind: "bool", "int", "duration" or "text"."""
+    out: dict[str, str] = {}
+    for f in fields(Config):
+        if f.name in DURATION_KEYS:
+            out[f.name] = "duration"
+        elif f.type in ("bool", bool):
+            out[f.name] = "bool"
+        elif f.type in ("int", int):
+            out[f.name] = "int"
+        else:
+            out[f.name] = "text"
+    return out
+
+
+def _env_value(name: str, key: str, raw: str, kind: str) -> Any:
+    """`raw` read as `kind`; ConfigError naming the variable and the form expected."""
+    text = raw.strip()
+    if kind == "bool":
+        if text.lower() in _TRUE:
+            return True
+        if text.lower() in _FALSE:
+            return False
+        raise ConfigError(f"{name}: expected true or false (or 1 or 0), got {raw!r}")
+    if kind == "int":
+        try:
+            return int(text)
+        except ValueError:
+            raise ConfigError(f"{name}: expected an integer, got {raw!r}") from None
+    if kind == "duration":
+        return int(text) if text.isdigit() else text  # "250" is 250 ms; "5s" parsed by Config
+    return raw
 
 
 @dataclass(frozen=True)
@@ -81,29 +127,32 @@ def _read_file(path: str) -> dict[str, Any]:
 def _read_env(env: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     kafka: dict[str, str] = {}
-    valid = set(_valid_keys()) - {"kafka"}
-    for name, raw in env.items():
-        if not name.startswith(_ENV_PREFIX):
+    kinds = {k: v for k, v in _key_types().items() if k != "kafka"}
+    kinds.update(dict.fromkeys(SERVICE_KEYS, "text"))
+    for name, raw in sorted(env.items()):
+        if not name.startswith(_ENV_PREFIX) or name in OTHER_KSTREAM_VARIABLES:
             continue
         rest = name[len(_ENV_PREFIX) :]
         if rest.startswith("KAFKA__") and len(rest) > len("KAFKA__"):
             kafka[rest[len("KAFKA__") :].lower().replace("_", ".")] = raw
             continue
         key = rest.lower()
-        if key not in valid:
+        if key not in kinds:
+            _warn_unknown(name, kinds)
             continue
-        if key in _INT_KEYS:
-            try:
-                out[key] = int(raw)
-            except ValueError:
-                raise ConfigError(f"{name}: expected an integer, got {raw!r}") from None
-        elif raw.isdigit() and key not in ("http_token", "app_id", "instance_id"):
-            out[key] = int(raw)
-        else:
-            out[key] = raw
+        out[key] = _env_value(name, key, raw, kinds[key])
     if kafka:
         out["kafka"] = kafka
     return out
+
+
+def _warn_unknown(name: str, kinds: Mapping[str, str]) -> None:
+    known = [_ENV_PREFIX + k.upper() for k in kinds] + [_ENV_PREFIX + "KAFKA__<SETTING>"]
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    log.warning(
+        "%s is not a kstream setting; %signored (settings: %s)", name, hint, ", ".join(known)
+    )
 
 
 def load_settings(

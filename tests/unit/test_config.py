@@ -184,3 +184,92 @@ def test_gc_pause_must_be_a_bool() -> None:
     assert Config.from_mapping({"gc_pause": False}).gc_pause is False
     with pytest.raises(ConfigError, match=r"gc_pause: expected true or false, got 'no'"):
         Config.from_mapping({"gc_pause": "no"})
+
+
+@pytest.mark.parametrize("key", ["commit_interval", "batch_max_wait", "shutdown_timeout"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_durations_must_be_finite(key: str, value: float) -> None:
+    with pytest.raises(ConfigError) as e:
+        Config.from_mapping({key: value})
+    assert str(e.value).startswith(f"{key}: expected a finite duration")
+
+
+def test_unknown_librdkafka_setting_names_the_key() -> None:
+    with pytest.raises(ConfigError) as e:
+        Config(kafka={"linger.ms": 5, "lingr.ms": 5})
+    assert str(e.value).startswith("kafka['lingr.ms'] is not a librdkafka setting")
+
+
+def test_bad_librdkafka_value_is_reported_under_the_key_the_user_wrote() -> None:
+    # librdkafka itself names the canonical property (queue.buffering.max.ms)
+    with pytest.raises(ConfigError) as e:
+        Config(kafka={"client.id": "x", "linger.ms": "soon"})
+    msg = str(e.value)
+    assert msg.startswith("kafka['linger.ms'] = 'soon' is invalid"), msg
+
+
+def test_consumer_and_producer_settings_are_accepted() -> None:
+    kafka = {"session.timeout.ms": 2000, "linger.ms": 5, "isolation.level": "read_committed"}
+    assert dict(Config(kafka=kafka).kafka) == kafka
+
+
+@pytest.mark.parametrize(
+    ("app_id", "problem"),
+    [
+        (None, "required"),
+        ("", "required"),
+        (".", "is not allowed"),
+        ("..", "is not allowed"),
+        ("a/b", "contains '/'"),
+        ("../escape", "contains '/'"),
+        ("my app", "contains ' '"),
+        ("x" * 300, "300 characters is too long"),
+    ],
+)
+def test_bad_app_ids_are_rejected_by_name(app_id: object, problem: str) -> None:
+    from kstream.config import validate_app_id
+
+    with pytest.raises(ConfigError) as e:
+        validate_app_id(app_id)
+    msg = str(e.value)
+    assert msg.startswith("app_id:") and problem in msg, msg
+    assert "letters, digits, '.', '_' or '-'" in msg
+
+
+@pytest.mark.parametrize("app_id", [None, "", "..", "a/b", "../escape", "my app", "x" * 300])
+def test_app_rejects_a_bad_app_id_before_touching_anything(app_id: object, tmp_path: Path) -> None:
+    from kstream.dsl import StreamBuilder
+    from kstream.runtime import App
+
+    b = StreamBuilder()
+    b.stream("in").to("out")
+    state = tmp_path / "state"
+    with pytest.raises(ConfigError, match=r"^app_id:"):
+        App(b.build(), app_id, "127.0.0.1:1", config={"state_dir": str(state)})  # type: ignore[arg-type]
+    assert not state.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_app_rejects_derived_topic_names_over_kafkas_limit(tmp_path: Path) -> None:
+    from kstream.dsl import StreamBuilder
+    from kstream.runtime import App
+
+    b = StreamBuilder()
+    b.stream("in", key_serde="string").group_by_key().count(store="s" * 40).to_stream().to("out")
+    with pytest.raises(ConfigError) as e:
+        App(b.build(), "a" * 200, "127.0.0.1:1", config={"state_dir": str(tmp_path)})
+    assert "over Kafka's 249" in str(e.value)
+
+
+def test_app_rejects_a_state_dir_that_is_a_file(tmp_path: Path) -> None:
+    from kstream.dsl import StreamBuilder
+    from kstream.runtime import App
+
+    b = StreamBuilder()
+    b.stream("in").to("out")
+    afile = tmp_path / "file"
+    afile.write_text("")
+    with pytest.raises(ConfigError, match=r"^state_dir: .* is a file; expected a writable"):
+        App(b.build(), "app", "127.0.0.1:1", config={"state_dir": str(afile)})
+    with pytest.raises(ConfigError, match=r"^state_dir: cannot create or write"):
+        App(b.build(), "app", "127.0.0.1:1", config={"state_dir": str(afile / "below")})
