@@ -154,3 +154,37 @@ def test_redis_emptied_between_runs_is_restored_on_start(
     finally:
         again.close()
     assert again.error is None
+
+
+def test_a_rolled_back_or_emptied_store_is_refused_before_anything_is_written(
+    server: RedisServer,
+) -> None:
+    """The backend's own checks: a checkpoint older than the one this handle wrote (a failover
+    to a replica that was behind) and a missing epoch (a restart with empty memory)."""
+    import store_backends
+    from kstream.errors import StoreLostError
+
+    be = store_backends.open(server.url, name="counts", partition=1, namespace="app")
+    be.write_batch({b"k": b"1"}, (), {"changelog_offset": 5})
+    be.write_batch({b"k": b"2"}, (), {"changelog_offset": 6})
+    be.check_intact()  # type: ignore[attr-defined]
+    raw = redis.Redis.from_url(server.url)
+    (cp_key,) = raw.keys("*:cp")
+    raw.set(cp_key, b'{"changelog_offset":5}')  # the replica that took over was one write behind
+    raw.hset(cp_key.replace(b":cp", b":v"), b"k", b"1")
+    with pytest.raises(StoreLostError, match="rolled back"):
+        be.check_intact()  # type: ignore[attr-defined]
+    with pytest.raises(StoreLostError, match="rolled back"):
+        be.write_batch({b"k": b"3"}, (), {"changelog_offset": 7})
+    assert be.get(b"k") == b"1"  # nothing written over the rolled-back data
+
+    fresh = store_backends.open(server.url, name="counts", partition=1, namespace="app")
+    fresh.write_batch({b"k": b"3"}, (), {"changelog_offset": 7})  # a new handle adopts it
+    raw.flushall()
+    with pytest.raises(StoreLostError, match="lost its data"):
+        fresh.check_intact()  # type: ignore[attr-defined]
+    with pytest.raises(StoreLostError, match="lost its data"):
+        fresh.write_batch({b"k": b"4"}, (), {"changelog_offset": 8})
+    assert raw.dbsize() == 0
+    be.close()
+    fresh.close()
