@@ -84,3 +84,81 @@ def run_steps(
             got = [(r.key, r.value, r.timestamp) for r in out.read_records()]
             assert got == expected, f"step {i}: {events}"
         return d.dropped_records()
+
+
+# --- Kafka's AbstractJoinIntegrationTest -------------------------------------------------------
+#
+# One key (0) for every record, timestamps relative to a base (MockTime's clock; any large
+# value); a None value is a delete for tables and is ignored by stream joins. The expected
+# results of each integration test list, per input record, what the output topic holds right
+# after it (None: nothing).
+
+INTEGRATION_LEFT, INTEGRATION_RIGHT = "inputTopicLeft", "inputTopicRight"
+BASE_TS = 1_700_000_000_000
+K = 0
+L, R = INTEGRATION_LEFT, INTEGRATION_RIGHT
+
+INTEGRATION_INPUT: list[Event] = [
+    (L, K, None, 1),
+    (R, K, None, 2),
+    (L, K, "A", 3),
+    (R, K, "a", 4),
+    (L, K, "B", 5),
+    (R, K, "b", 6),
+    (L, K, None, 7),
+    (R, K, None, 8),
+    (L, K, "C", 9),
+    (R, K, "c", 10),
+    (R, K, None, 11),
+    (L, K, None, 12),
+    (R, K, None, 13),
+    (R, K, "d", 7),  # out-of-order data with null as latest
+    (L, K, "D", 6),
+    (L, K, None, 2),
+    (R, K, None, 3),
+    (R, K, "e", 14),
+    (L, K, "E", 15),
+    (L, K, None, 10),  # out-of-order data with non-null as latest
+    (R, K, None, 9),
+    (L, K, "F", 4),
+    (R, K, "f", 3),
+]
+
+INTEGRATION_INPUT_IN_ORDER: list[Event] = [
+    *INTEGRATION_INPUT[:13],
+    (R, K, "d", 14),
+    (L, K, "D", 15),
+    (L, None, "E", 16),
+    (R, None, "e", 17),
+]
+
+# `leftInput` of the self-join test; its records are piped 1 ms apart from base + 1
+SELF_JOIN_INPUT: list[Event] = [
+    (L, K, value, i + 1) for i, value in enumerate([None, "A", "B", None, "C", None, "D"])
+]
+
+
+def integration_joiner(left: Any, right: Any) -> str:
+    """The integration tests' `(value1, value2) -> value1 + "-" + value2`."""
+    return f"{'null' if left is None else left}-{'null' if right is None else right}"
+
+
+def run_integration(
+    builder: StreamBuilder,
+    inputs: Sequence[Event],
+    expected: Sequence[list[Expected] | None],
+) -> dict[str, int]:
+    """Kafka's `runTestWithDriver`: after each input, the output holds exactly `expected[i]`."""
+    assert len(inputs) == len(expected)
+    with TopologyTestDriver(builder) as d:
+        topics = {
+            t: d.input_topic(t, "long", "string")
+            for t in (INTEGRATION_LEFT, INTEGRATION_RIGHT)
+            if t in {e[0] for e in inputs}
+        }
+        out = d.output_topic("outputTopic", "long", "string")
+        for i, ((topic, key, value, ts), want) in enumerate(zip(inputs, expected, strict=True)):
+            topics[topic].pipe(key, value, timestamp=BASE_TS + ts)
+            got = [(r.key, r.value, r.timestamp - BASE_TS) for r in out.read_records()]
+            assert got == (want or []), f"input {i}: {(topic, key, value, ts)}"
+        return d.dropped_records()

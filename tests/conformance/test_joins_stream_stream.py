@@ -9,17 +9,26 @@ written to a topic, which adds nothing in between.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from join_harness import (
+    INTEGRATION_INPUT_IN_ORDER,
+    INTEGRATION_LEFT,
+    INTEGRATION_RIGHT,
     KEYS,
     LEFT,
     OUTPUT,
     RIGHT,
+    SELF_JOIN_INPUT,
+    Expected,
     Step,
     each,
+    integration_joiner,
     kafka_joiner,
     left,
     right,
+    run_integration,
     run_steps,
     stream_stream,
 )
@@ -631,3 +640,130 @@ def test_self_join_matches_every_pair_within_the_window() -> None:
         (left(0, "B", 2), [(0, "B+A", 2), (0, "A+B", 2), (0, "B+B", 2)]),
     ]
     assert run_steps(b, steps, {LEFT: ("long", "string")}) == {}
+
+
+# --- StreamStreamJoinIntegrationTest (through the TopologyTestDriver, caching off) -----------
+
+K = 0
+INTEGRATION_WINDOW = JoinWindows.of(10_000, grace=24 * 3600 * 1000)
+
+COMMON: list[list[Expected] | None] = [
+    None,
+    None,
+    None,
+    [(K, "A-a", 4)],
+    [(K, "B-a", 5)],
+    [(K, "A-b", 6), (K, "B-b", 6)],
+    None,
+    None,
+    [(K, "C-a", 9), (K, "C-b", 9)],
+    [(K, "A-c", 10), (K, "B-c", 10), (K, "C-c", 10)],
+    None,
+    None,
+    None,
+    [(K, "A-d", 14), (K, "B-d", 14), (K, "C-d", 14)],
+    [(K, "D-a", 15), (K, "D-b", 15), (K, "D-c", 15), (K, "D-d", 15)],
+]
+INTEGRATION_EXPECTED: dict[str, list[list[Expected] | None]] = {
+    "inner": [*COMMON, None, None],
+    "left": [*COMMON, [(None, "E-null", 16)], None],
+    "outer": [*COMMON, [(None, "E-null", 16)], [(None, "null-e", 17)]],
+}
+# None values on both sides (7), plus the None keys a join does not take
+INTEGRATION_DROPS = {
+    "inner": {"null_value": 7, "null_key": 2},
+    "left": {"null_value": 7, "null_key": 1},
+    "outer": {"null_value": 7},
+}
+
+
+def integration_streams(repartitioned: bool) -> tuple[StreamBuilder, Any, Any]:
+    b = StreamBuilder()
+    left = b.stream(INTEGRATION_LEFT, "long", "string")
+    right = b.stream(INTEGRATION_RIGHT, "long", "string")
+    if repartitioned:  # MockMapper.noOpKeyValueMapper / noOpFlatKeyValueMapper
+        left = left.map(lambda k, v: (k, v))
+        right = right.flat_map(lambda k, v: [(k, v)])
+    return b, left, right
+
+
+@pytest.mark.parametrize("repartitioned", [False, True], ids=["", "Repartitioned"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param("inner", id="StreamStreamJoinIntegrationTest.testInner"),
+        pytest.param("left", id="StreamStreamJoinIntegrationTest.testLeft"),
+        pytest.param("outer", id="StreamStreamJoinIntegrationTest.testOuter"),
+    ],
+)
+def test_integration(kind: str, repartitioned: bool) -> None:
+    b, left, right = integration_streams(repartitioned)
+    method = "join" if kind == "inner" else f"{kind}_join"
+    joined = getattr(left, method)(right, integration_joiner, window=INTEGRATION_WINDOW)
+    joined.to("outputTopic", "long", "string")
+    dropped = run_integration(b, INTEGRATION_INPUT_IN_ORDER, INTEGRATION_EXPECTED[kind])
+    assert dropped == INTEGRATION_DROPS[kind]
+
+
+def test_integration_multi_inner() -> None:
+    """StreamStreamJoinIntegrationTest.testMultiInner: `left ⋈ right ⋈ right`; each result
+    of the first join reaches the second before the record enters the second's store."""
+    b, left, right = integration_streams(False)
+    first = left.join(right, integration_joiner, window=INTEGRATION_WINDOW)
+    first.join(right, integration_joiner, window=INTEGRATION_WINDOW).to(
+        "outputTopic", "long", "string"
+    )
+    letters = "abc"
+
+    def triples(spec: list[str], ts: int) -> list[Expected]:
+        return [(K, s, ts) for s in spec]
+
+    expected: list[list[Expected] | None] = [
+        None,
+        None,
+        None,
+        triples(["A-a-a"], 4),
+        triples(["B-a-a"], 5),
+        triples(["A-b-a", "B-b-a", "A-a-b", "B-a-b", "A-b-b", "B-b-b"], 6),
+        None,
+        None,
+        triples(["C-a-a", "C-a-b", "C-b-a", "C-b-b"], 9),
+        triples(
+            [f"{x}-c-{y}" for x in "ABC" for y in "ab"]
+            + [f"{x}-{y}-c" for x, y in ("Aa", "Ba", "Ab", "Bb", "Ca", "Cb", "Ac", "Bc", "Cc")],
+            10,
+        ),
+        None,
+        None,
+        None,
+        triples(
+            [f"{x}-d-{y}" for x in "ABC" for y in letters]
+            + [
+                f"{x}-{y}-d"
+                for x, y in ("Aa", "Ba", "Ab", "Bb", "Ca", "Cb", "Ac", "Bc", "Cc", "Ad", "Bd", "Cd")
+            ],
+            14,
+        ),
+        triples([f"D-{x}-{y}" for x in "abcd" for y in "abcd"], 15),
+        None,
+        None,
+    ]
+    run_integration(b, INTEGRATION_INPUT_IN_ORDER, expected)
+
+
+def test_integration_self_join() -> None:
+    """StreamStreamJoinIntegrationTest.testSelfJoin (Kafka runs it with its single-store
+    self-join optimization; the outputs are the same as the plain join's)."""
+    b = StreamBuilder()
+    s = b.stream(INTEGRATION_LEFT, "long", "string")
+    s.join(s, integration_joiner, window=INTEGRATION_WINDOW).to("outputTopic", "long", "string")
+    expected: list[list[Expected] | None] = [
+        None,
+        [(K, "A-A", 2)],
+        [(K, "B-A", 3), (K, "A-B", 3), (K, "B-B", 3)],
+        None,
+        [(K, v, 5) for v in ("C-A", "C-B", "A-C", "B-C", "C-C")],
+        None,
+        [(K, v, 7) for v in ("D-A", "D-B", "D-C", "A-D", "B-D", "C-D", "D-D")],
+    ]
+    run_integration(b, SELF_JOIN_INPUT, expected)

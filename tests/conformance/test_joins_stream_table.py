@@ -11,7 +11,20 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from join_harness import KEYS, OUTPUT, Event, Expected, Step, kafka_joiner, run_steps
+from join_harness import (
+    INTEGRATION_INPUT,
+    INTEGRATION_LEFT,
+    INTEGRATION_RIGHT,
+    KEYS,
+    OUTPUT,
+    Event,
+    Expected,
+    Step,
+    integration_joiner,
+    kafka_joiner,
+    run_integration,
+    run_steps,
+)
 
 from kstream.dsl import StreamBuilder
 
@@ -293,3 +306,41 @@ def test_global_left_join_of_a_null_key_whose_selector_finds_nothing_joins_null(
     ]
     # the keyed record whose selector finds no table key is dropped, as in Kafka
     assert run_steps(stream_global("left"), steps, GLOBAL_SERDES) == {"null_key": 1}
+
+
+# --- StreamTableJoinIntegrationTest (out-of-order input; caching off) ------------------------
+
+K = 0
+STREAM_TABLE_INTEGRATION: dict[str, dict[int, list[Expected]]] = {
+    "inner": {4: [(K, "B-a", 5)], 14: [(K, "D-d", 6)], 18: [(K, "E-e", 15)]},
+    "left": {
+        2: [(K, "A-null", 3)],
+        4: [(K, "B-a", 5)],
+        8: [(K, "C-null", 9)],
+        14: [(K, "D-d", 6)],
+        18: [(K, "E-e", 15)],
+        21: [(K, "F-null", 4)],
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param("inner", id="StreamTableJoinIntegrationTest.testInner"),
+        pytest.param("left", id="StreamTableJoinIntegrationTest.testLeft"),
+    ],
+)
+def test_stream_table_integration(kind: str) -> None:
+    """A stream record meets the table as it is when the record arrives, whatever the
+    timestamps (the table is not versioned)."""
+    b = StreamBuilder()
+    stream = b.stream(INTEGRATION_LEFT, "long", "string")
+    table = b.table(INTEGRATION_RIGHT, "long", "string")
+    (stream.join if kind == "inner" else stream.left_join)(table, integration_joiner).to(
+        "outputTopic", "long", "string"
+    )
+    by_index = STREAM_TABLE_INTEGRATION[kind]
+    expected = [by_index.get(i) for i in range(len(INTEGRATION_INPUT))]
+    dropped = run_integration(b, INTEGRATION_INPUT, expected)
+    assert dropped == {"null_value": 5}  # the stream's None values; table deletes are not drops
