@@ -36,6 +36,7 @@ time it uses is exactly the one both sides share in Kafka.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -47,6 +48,7 @@ from kstream.dsl.table import GlobalKTable, KTable
 from kstream.dsl.windows import JoinWindows
 from kstream.errors import TopologyError
 from kstream.records import Record
+from kstream.serde import Serde
 from kstream.topology.processor import ProcessorContext
 
 KINDS = ("inner", "left", "outer")
@@ -123,7 +125,9 @@ def join_tables(left: KTable, other: KTable, joiner: Any, *, kind: str, name: st
     from kstream import stores
 
     ts_spec = stores.key_value(
-        f"{merge}-timestamps-store", key_serde=left._key_serde or AUTO, value_serde=AUTO
+        f"{merge}-timestamps-store",
+        key_serde=left._key_serde or AUTO,
+        value_serde=TIMESTAMP_PAIR_SERDE,
     )
     b.processor(
         this_node,
@@ -335,6 +339,16 @@ def _stream_stream(
 class _PassThrough(BuiltinProcessor):
     def process_batch(self, records: Sequence[Record]) -> None:
         self.ctx.forward_batch(list(records))
+
+
+_PAIR = struct.Struct(">qq")
+
+TIMESTAMP_PAIR_SERDE = Serde(
+    lambda pair: _PAIR.pack(*pair),
+    lambda data: list(_PAIR.unpack(data)),
+    "timestamp-pair",
+)
+"""`[left_ts, right_ts]` of a table-table join key, 16 bytes (-1: that side has no value)."""
 
 
 class TableTableJoinProcessor(BuiltinProcessor):

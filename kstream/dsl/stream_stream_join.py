@@ -112,9 +112,7 @@ class StreamStreamJoinProcessor(BuiltinProcessor):
         self.outer = None if outer_name is None else ctx.get_store(outer_name)
         # Kafka keeps stream time in memory only; after a restart we resume from the newest
         # timestamps the window stores remember, and rescan the pending store once.
-        observed = max(
-            getattr(self.this, "observed", TS_MIN), getattr(self.other, "observed", TS_MIN)
-        )
+        observed = max(self.this.observed, self.other.observed)
         self.stream_time = observed if observed > _NO_TIME else _NO_TIME
         self.min_time = TS_MIN if self.outer is not None else _NO_PENDING
 
