@@ -352,6 +352,35 @@ def test_joined_table_is_readable_by_later_joins_and_filters() -> None:
         assert read(d, "table-out") == [("k", [1, None], 0), ("k", [1, 2], 0)]
 
 
+# --- restarts ---------------------------------------------------------------------------------
+
+
+def test_join_state_survives_a_restart(tmp_path: Any) -> None:
+    """Window stores, pending unmatched records and table timestamps live in stores: a new
+    driver on the same state directory carries on where the last one stopped."""
+
+    def topology() -> StreamBuilder:
+        b = stream_stream("left", JoinWindows.of(10, grace=5))
+        t1 = b.table("t1", "string", "json")
+        t2 = b.table("t2", "string", "json")
+        t1.join(t2, plus).to_stream().to("tables", "string", "json")
+        return b
+
+    state = str(tmp_path)
+    with TopologyTestDriver(topology(), state_dir=state, default_backend="lmdb") as d:
+        d.input_topic("left", "string", "json").pipe("a", "L1", timestamp=100)
+        d.input_topic("left", "string", "json").pipe("b", "L2", timestamp=101)
+        d.input_topic("t2", "string", "json").pipe("k", "Y", timestamp=50)
+        assert read(d) == []
+    with TopologyTestDriver(topology(), state_dir=state, default_backend="lmdb") as d:
+        right = d.input_topic("right", "string", "json")
+        right.pipe("b", "R", timestamp=103)  # L2 is still in the left window store
+        right.pipe("x", "tick", timestamp=200)  # L1's window has closed
+        assert read(d) == [("b", "L2+R", 103), ("a", "L1+None", 100)]
+        d.input_topic("t1", "string", "json").pipe("k", "X", timestamp=20)
+        assert read(d, "tables") == [("k", "X+Y", 50)]  # Y's timestamp was kept
+
+
 # --- validation when the topology is built ---------------------------------------------------
 
 
