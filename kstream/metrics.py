@@ -9,7 +9,10 @@ counts and lists, and the end-to-end latency histogram takes a whole batch of ti
 call. Values live in plain dicts and lists that the scrape reads; there is no lock on the hot
 path (single writer, and a scrape that sees a batch half-applied is harmless).
 
-Each App gets its own `CollectorRegistry`, so two apps in one process do not clash.
+Each App gets its own `CollectorRegistry`, so two apps in one process do not clash. Every
+series of that registry, the standard `process_*` and `python_*` ones included, carries the
+constant labels `app_id` and `instance_id`, so that one Prometheus (and one dashboard) can hold
+many apps and tell them apart without joining on `kstream_app_info`.
 """
 
 from __future__ import annotations
@@ -18,10 +21,16 @@ import bisect
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -38,6 +47,8 @@ __all__ = [
     "CONTENT_TYPE",
     "DROP_REASONS",
     "ERROR_KINDS",
+    "LATENCY_SAMPLE_EVERY",
+    "STORE_TIMING_SAMPLE_EVERY",
     "Metrics",
     "lint_exposition",
 ]
@@ -60,6 +71,15 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 STORE_BUCKETS = (0.00001, 0.0001, 0.001, 0.01, 0.1, 1.0)
 BATCH_BUCKETS = (1, 10, 100, 500, 1000, 2500, 5000, 10000, 50000)
+
+# The stream thread observes the end-to-end latency of one input record in this many (the 1st,
+# 17th, ... of each batch), and times one store call in this many per store and operation.
+LATENCY_SAMPLE_EVERY = 16
+STORE_TIMING_SAMPLE_EVERY = 16
+# State store sizes are read at most this often (seconds): a Redis store costs a round trip.
+STORE_SIZE_INTERVAL_S = 5.0
+# Families that prometheus_client's standard collectors export (no kstream_ prefix).
+STANDARD_PREFIXES = ("process_", "python_")
 
 _OTHER = "other"
 
@@ -144,10 +164,21 @@ class Metrics:
         self.batch_duration = _Histogram(DURATION_BUCKETS)
         self.commit_duration = _Histogram(DURATION_BUCKETS)
         self.latency = _Histogram(LATENCY_BUCKETS)
+        self.last_timestamp_ms: dict[tuple[str, int], int] = {}
+        self.store_entries: dict[str, int] = {}
+        self.store_bytes: dict[str, int] = {}
+        self._next_store_sizes = 0.0
         self.started = time.time()
         for s in stores:
             self.restored_by_store.setdefault(s, 0)
+            self.store_entries.setdefault(s, 0)
         self.registry.register(_Collector(self))
+        self.registry.register(_Labelled(_runtime_registry(), self.constant_labels))
+
+    def constant_labels(self) -> dict[str, str]:
+        """The labels every series of this registry carries (read at scrape time, because
+        kstreamd names the instance after the App is built)."""
+        return {"app_id": self.app_id, "instance_id": self.instance_id}
 
     # --- the stream thread's calls (once per batch) ----------------------------------------------
 
@@ -175,7 +206,11 @@ class Metrics:
         self.dropped_by_reason[key] = self.dropped_by_reason.get(key, 0) + n
 
     def dedup_dropped(self, n: int) -> None:
-        """`n` inputs carried a provenance id already seen (dropped as duplicates)."""
+        """`n` inputs carried a provenance id already seen (dropped as duplicates).
+
+        Counted once, in `kstream_records_dropped_total{reason="duplicate"}`; the deprecated
+        `kstream_dedup_dropped_total` repeats it for one more release.
+        """
         self.dedup_dropped_total += n
         self.dropped("duplicate", n)
 
@@ -185,8 +220,48 @@ class Metrics:
         self.dlq_by_reason[key] = self.dlq_by_reason.get(key, 0) + n
 
     def end_to_end_latency(self, now_ms: int, timestamps: Iterable[int]) -> None:
-        """Observe `now - timestamp` for each input record timestamp (ms) of a batch."""
+        """Observe `now - timestamp` for each input record timestamp (ms) given.
+
+        The stream thread passes one record in LATENCY_SAMPLE_EVERY of each batch.
+        """
         self.latency.observe_many(max(0, now_ms - ts) / 1000.0 for ts in timestamps)
+
+    def consumed_up_to(self, last_timestamps: Mapping[tuple[str, int], int]) -> None:
+        """The timestamp (ms) of the last record consumed, per (topic, partition) of a batch;
+        `kstream_consumer_lag_seconds` is measured from it."""
+        self.last_timestamp_ms.update(last_timestamps)
+
+    def observe_stores(self, stores: Callable[[], Iterable[Any]]) -> None:
+        """Read the size of this instance's state stores, at most every STORE_SIZE_INTERVAL_S.
+
+        `stores` returns the store objects (one per store and partition); entries come from
+        `approximate_num_entries()`, bytes from the backend's `approximate_size_bytes()` where
+        it has one (LMDB; omitted for the others). Called from the stream thread, which owns
+        the stores; a store that cannot tell is skipped, never fatal.
+        """
+        now = time.monotonic()
+        if now < self._next_store_sizes:
+            return
+        self._next_store_sizes = now + STORE_SIZE_INTERVAL_S
+        entries = dict.fromkeys(self.store_entries, 0)
+        sizes: dict[str, int] = {}
+        for store in stores():
+            name = str(getattr(store, "name", "")) or _OTHER
+            backend = getattr(store, "backend", None)
+            count = getattr(store, "approximate_num_entries", None)
+            if count is None:  # window and session stores: the backend's committed count
+                count = getattr(backend, "approximate_num_entries", None)
+            if count is None:
+                continue
+            try:
+                entries[name] = entries.get(name, 0) + int(count())
+                size = getattr(backend, "approximate_size_bytes", None)
+                if size is not None:
+                    sizes[name] = sizes.get(name, 0) + int(size())
+            except Exception:  # a closed or unreachable store: its size is unknown this time
+                continue
+        self.store_entries = entries
+        self.store_bytes = sizes
 
     def commit(self, seconds: float, transactions: int = 0) -> None:
         """A commit finished in `seconds`; `transactions` Kafka transactions were committed."""
@@ -201,6 +276,20 @@ class Metrics:
         """Records behind the fetch high watermark (never from ListOffsets; DESIGN.md 8)."""
         self.lag[(topic, partition)] = max(0, lag)
 
+    def lag_seconds(self, now: float | None = None) -> dict[tuple[str, int], float]:
+        """Per partition with a known position: 0 when caught up, else the age of the last
+        record consumed (how long ago it was written), so a stalled app's figure grows."""
+        now = time.time() if now is None else now
+        last = self.last_timestamp_ms
+        out: dict[tuple[str, int], float] = {}
+        for tp, n in list(self.lag.items()):
+            ts = last.get(tp)
+            if n <= 0:
+                out[tp] = 0.0
+            elif ts is not None:
+                out[tp] = max(0.0, now - ts / 1000.0)
+        return out
+
     def rebalance(self) -> None:
         self.rebalances_total += 1
 
@@ -211,6 +300,8 @@ class Metrics:
             self.assigned = new
             for tp in [tp for tp in self.lag if tp not in new]:
                 del self.lag[tp]
+            for tp in [tp for tp in self.last_timestamp_ms if tp not in new]:
+                del self.last_timestamp_ms[tp]
 
     def set_state(self, state: str) -> None:
         self.state = state if state in APP_STATES else _OTHER
@@ -248,7 +339,8 @@ class Metrics:
         return generate_latest(self.registry)
 
     def collect(self) -> Iterator[Metric]:
-        yield from _families(self)
+        """This app's kstream families, with the constant labels (not the process ones)."""
+        yield from _Collector(self).collect()
 
 
 class _Collector(Collector):
@@ -256,7 +348,38 @@ class _Collector(Collector):
         self._m = metrics
 
     def collect(self) -> Iterator[Metric]:
-        return _families(self._m)
+        labels = self._m.constant_labels()
+        for fam in _families(self._m):
+            yield _with_labels(fam, labels)
+
+
+class _Labelled(Collector):
+    """Another registry's series with this app's constant labels added."""
+
+    def __init__(self, inner: CollectorRegistry, labels: Callable[[], dict[str, str]]) -> None:
+        self._inner = inner
+        self._labels = labels
+
+    def collect(self) -> Iterator[Metric]:
+        labels = self._labels()
+        for fam in self._inner.collect():
+            yield _with_labels(fam, labels)
+
+
+def _runtime_registry() -> CollectorRegistry:
+    """prometheus_client's process (CPU, memory, file descriptors), garbage collector and
+    platform collectors, which an App's own registry would otherwise lack."""
+    reg = CollectorRegistry(auto_describe=True)
+    ProcessCollector(registry=reg)
+    GCCollector(registry=reg)
+    PlatformCollector(registry=reg)
+    return reg
+
+
+def _with_labels(fam: Metric, labels: dict[str, str]) -> Metric:
+    """`fam` with `labels` on every sample (a family's own label of the same name wins)."""
+    fam.samples = [s._replace(labels={**labels, **s.labels}) for s in fam.samples]
+    return fam
 
 
 def _counter(name: str, doc: str, labels: list[str], items: Iterable[Any]) -> Metric:
@@ -317,7 +440,9 @@ def _families(m: Metrics) -> Iterator[Metric]:
     )
     yield _counter(
         "kstream_dedup_dropped",
-        "Inputs dropped because their provenance id was seen before (exactly-once dedup).",
+        "DEPRECATED, removed in the next release: the same count as "
+        'kstream_records_dropped_total{reason="duplicate"}, which should be used instead '
+        "(inputs whose provenance id was seen before).",
         [],
         [((), m.dedup_dropped_total)],
     )
@@ -351,7 +476,9 @@ def _families(m: Metrics) -> Iterator[Metric]:
     )
     yield _histogram(
         "kstream_end_to_end_latency_seconds",
-        "Time from an input record's timestamp to the end of the batch that processed it.",
+        "Time from an input record's timestamp to the end of the batch that processed it; "
+        f"sampled: one input record in {LATENCY_SAMPLE_EVERY} is observed, so _count is about "
+        f"1/{LATENCY_SAMPLE_EVERY} of the records consumed.",
         m.latency,
     )
     lag = GaugeMetricFamily(
@@ -362,6 +489,15 @@ def _families(m: Metrics) -> Iterator[Metric]:
     for (t, p), n in sorted(list(m.lag.items())):
         lag.add_metric([t, str(p)], float(n))
     yield lag
+    lag_s = GaugeMetricFamily(
+        "kstream_consumer_lag_seconds",
+        "Per partition: 0 when kstream_consumer_lag is 0, else now minus the timestamp of the "
+        "last record consumed (how old the position is); absent until a record was consumed.",
+        labels=["topic", "partition"],
+    )
+    for (t, p), secs in sorted(m.lag_seconds().items()):
+        lag_s.add_metric([t, str(p)], secs)
+    yield lag_s
     yield _counter(
         "kstream_rebalances", "Rebalances seen by this instance.", [], [((), m.rebalances_total)]
     )
@@ -383,18 +519,40 @@ def _families(m: Metrics) -> Iterator[Metric]:
     )
     yield _counter(
         "kstream_store_operations",
-        "State store operations, per store and operation.",
+        "State store operations (calls), per store and operation; exact in steps of "
+        f"{STORE_TIMING_SAMPLE_EVERY}.",
         ["store", "operation"],
         sorted(list(m.store_ops.items())),
     )
     fam = HistogramMetricFamily(
         "kstream_store_operation_duration_seconds",
-        "Latency of state store operations.",
+        f"Latency of state store calls; sampled: one call in {STORE_TIMING_SAMPLE_EVERY} per "
+        "store and operation is timed, so _count counts timed calls, not operations "
+        "(kstream_store_operations_total counts those). Scans are timed until the cursor "
+        "exists.",
         labels=["store", "operation"],
     )
     for (store, op), h in sorted(list(m.store_latency.items())):
         fam.add_metric([store, op], h.buckets(), h.sum)
     yield fam
+    entries = GaugeMetricFamily(
+        "kstream_store_entries",
+        "Approximate entries per state store, summed over this instance's partitions "
+        f"(committed state plus pending writes; read every {STORE_SIZE_INTERVAL_S:g} s).",
+        labels=["store"],
+    )
+    for store, n in sorted(m.store_entries.items()):
+        entries.add_metric([store], float(n))
+    yield entries
+    size = GaugeMetricFamily(
+        "kstream_store_size_bytes",
+        "Bytes the state store's data occupies (pages in use), summed over this instance's "
+        "partitions; only for backends that can tell cheaply (LMDB).",
+        labels=["store"],
+    )
+    for store, n in sorted(m.store_bytes.items()):
+        size.add_metric([store], float(n))
+    yield size
 
 
 _BOUNDED_LABELS: dict[str, set[str]] = {
@@ -411,6 +569,8 @@ def lint_exposition(text: str, max_series_per_family: int = 200) -> list[str]:
         return ["no metrics at all"]
     for fam in families:
         name = fam.name
+        if name.startswith(STANDARD_PREFIXES):
+            continue  # prometheus_client's own collectors, named by their convention
         if not name.startswith("kstream_"):
             problems.append(f"{name}: missing the kstream_ prefix")
         if not re.fullmatch(r"[a-z][a-z0-9_]*", name):

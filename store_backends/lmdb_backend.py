@@ -236,6 +236,15 @@ class LMDBBackend(BatchedPoints):
         with self._env.begin(db=self._data) as txn:
             return int(txn.stat(self._data)["entries"])
 
+    def approximate_size_bytes(self) -> int:
+        """Bytes of the pages the data holds (branch, leaf and overflow pages times the page
+        size): LMDB keeps these counts, so this costs no scan (read for the store metrics)."""
+        self._check_open()
+        with self._env.begin(db=self._data) as txn:
+            st = txn.stat(self._data)
+        pages = st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
+        return int(pages * st["psize"])
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True

@@ -32,7 +32,7 @@ from kstream.errors import (
 )
 from kstream.kafka.consumer import Consumer
 from kstream.kafka.errors import FatalTransactionError
-from kstream.metrics import Metrics
+from kstream.metrics import LATENCY_SAMPLE_EVERY, STORE_TIMING_SAMPLE_EVERY, Metrics
 from kstream.runtime.globals import GlobalStores
 from kstream.runtime.producer import TrackingProducer
 from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask
@@ -46,7 +46,7 @@ _REPORT_S = 10.0
 _GAUGES_S = 0.5
 # Store operations are counted exactly but timed one in this many, to keep timing off the
 # per-record path.
-_STORE_TIMING_SAMPLE = 16
+_STORE_TIMING_SAMPLE = STORE_TIMING_SAMPLE_EVERY  # the store histogram's help text names it
 
 
 def consumer_settings(cfg: Config) -> dict[str, Any]:
@@ -321,6 +321,7 @@ class StreamThread:
                 if hw is not None:
                     pos = max(self._next_offset.get((t, p), 0), consumer.eof_offset(t, p) or 0)
                     m.set_lag(t, p, hw - pos)
+        m.observe_stores(self._user_stores)
         if ctx.duplicates_dropped > self._seen_dups:
             m.dedup_dropped(ctx.duplicates_dropped - self._seen_dups)
             self._seen_dups = ctx.duplicates_dropped
@@ -332,6 +333,15 @@ class StreamThread:
             if n > self._seen_dead.get(kind, 0):
                 m.dead_lettered(kind, n - self._seen_dead.get(kind, 0))
                 self._seen_dead[kind] = n
+
+    def _user_stores(self) -> list[Any]:
+        """The stores of this thread's tasks that the topology named (for their sizes)."""
+        return [
+            store
+            for rt in list(self.tasks.values())
+            for name, store in rt.task.stores.items()
+            if not name.startswith("kstream-")
+        ]
 
     def _process(self, msgs: list[Any]) -> None:
         """Run a batch through its tasks with the cyclic garbage collector paused.
@@ -377,10 +387,13 @@ class StreamThread:
         m.batch({tp: len(lst) for tp, lst in groups.items()}, time.perf_counter() - t0)
         m.processed(processed)
         # one record in 16 is enough for the latency histogram and keeps it off the hot path
-        m.end_to_end_latency(int(time.time() * 1000), [x.timestamp()[1] for x in msgs[::16]])
+        m.end_to_end_latency(
+            int(time.time() * 1000), [x.timestamp()[1] for x in msgs[::LATENCY_SAMPLE_EVERY]]
+        )
         nxt = self._next_offset
         for tp, lst in groups.items():
             nxt[tp] = lst[-1].offset() + 1
+        m.consumed_up_to({tp: lst[-1].timestamp()[1] for tp, lst in groups.items()})
 
     def _guard(self, rt: RuntimeTask, fn: Callable[..., Any], *args: Any) -> bool:
         """Run `fn`; on a retriable failure roll the task back and let the loop retry."""

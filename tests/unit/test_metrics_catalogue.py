@@ -37,11 +37,14 @@ def test_the_exposition_follows_prometheus_conventions() -> None:
 
 def test_values_are_what_was_recorded() -> None:
     text = busy_metrics().render().decode()
-    samples = {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for fam in text_string_to_metric_families(text)
-        for s in fam.samples
-    }
+    constant = {"app_id": "clicks", "instance_id": "i-1"}
+    samples = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if fam.name.startswith("kstream_"):
+                assert {k: s.labels.get(k) for k in constant} == constant, s
+            labels = {k: v for k, v in s.labels.items() if k not in constant}
+            samples[(s.name, tuple(sorted(labels.items())))] = s.value
     assert (
         samples[("kstream_records_consumed_total", (("partition", "0"), ("topic", "clicks")))] == 10
     )
@@ -73,5 +76,5 @@ def test_two_apps_in_one_process_have_separate_registries() -> None:
     a, b = Metrics("a"), Metrics("b")
     a.processed(5)
     assert 'app_id="a"' in a.render().decode()
-    assert "kstream_records_processed_total 0.0" in b.render().decode()
-    assert "kstream_records_processed_total 5.0" in a.render().decode()
+    assert 'kstream_records_processed_total{app_id="b",instance_id=""} 0.0' in b.render().decode()
+    assert 'kstream_records_processed_total{app_id="a",instance_id=""} 5.0' in a.render().decode()
