@@ -33,6 +33,8 @@ from hypothesis import strategies as st
 
 from kstream.dsl import StreamBuilder
 from kstream.dsl.windows import JoinWindows
+from kstream.records import Record
+from kstream.serde import serde
 from kstream.testing.driver import TopologyTestDriver
 
 NO_PENDING = 2**63
@@ -199,3 +201,36 @@ def test_no_unmatched_record_waits_forever_or_comes_out_twice(
         joined = [r for r in out if r[1][slot] == v and r[1][1 - slot] is not None]
         assert padded <= 1
         assert padded + len(joined) >= 1, (is_left, k, v, ts)
+
+
+def run_as_one_batch(
+    kind: str, window: JoinWindows, events: list[Event]
+) -> tuple[list[Output], dict[str, int]]:
+    """The same join, fed all records in one `Task.process` call as the runtime's micro-batches
+    do (runs of one topic go through each processor as a list)."""
+    b = StreamBuilder()
+    left = b.stream("l", "string", "json")
+    right = b.stream("r", "string", "json")
+    method = "join" if kind == "inner" else f"{kind}_join"
+    getattr(left, method)(right, lambda lv, rv: [lv, rv], window=window).to("out", "string", "json")
+    ks, vs = serde("string"), serde("json")
+    batch = [
+        Record(ks.to_bytes(k), vs.to_bytes(v), ts, (), "l" if is_left else "r", 0, i)
+        for i, (is_left, k, v, ts) in enumerate(events)
+    ]
+    with TopologyTestDriver(b) as d:
+        (task,) = d.tasks
+        task.process(batch)
+        task.flush_stores()
+        records = d.output_topic("out", "string", "json").read_records()
+        return [(r.key, r.value, r.timestamp) for r in records], d.dropped_records()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["inner", "left", "outer"]), WINDOWS, event_streams())
+def test_a_micro_batch_gives_what_records_one_at_a_time_give(
+    kind: str, window: tuple[int, int, int], events: list[Event]
+) -> None:
+    before, after, grace = window
+    windows = JoinWindows.of(before, after=after, grace=grace)
+    assert run_as_one_batch(kind, windows, events) == run_kstream(kind, windows, events)
