@@ -14,9 +14,12 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
+from kstream import __version__
 from kstream.config import GUARANTEES
 from kstream.duration import duration
 from kstream.errors import ConfigError, KStreamError
+from kstream.service import dashboards
+from kstream.service.logs import add_logging_flags, configured_logging
 
 __all__ = ["build_parser", "main"]
 
@@ -66,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kstreamd", description="kstream service: run stream processing apps and tools."
     )
+    parser.add_argument("--version", action="version", version=f"kstreamd {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     run = sub.add_parser(
@@ -93,7 +97,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="URL other instances use to reach this one (default: the listen address)",
     )
-    run.add_argument("--log-level", default="INFO", help="Python logging level (default INFO)")
     run.set_defaults(func=_cmd_run)
 
     describe = sub.add_parser("describe", help="print an app's topology")
@@ -167,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="only produce and consume (the Kafka layer tour), no stream processing",
     )
     demo.set_defaults(func=_cmd_demo)
+    dashboards.add_parser(sub)
+    for command in sub.choices.values():  # every subcommand logs the same way
+        add_logging_flags(command)
     return parser
 
 
@@ -177,7 +183,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args.func(args))
+        with configured_logging(
+            args.log_level, args.log_format, only_if_asked=args.command != "run"
+        ):
+            return int(args.func(args))
     except ConfigError as e:
         print(f"kstreamd {args.command}: error: {e}", file=sys.stderr)
         return 2
@@ -220,16 +229,10 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    import logging
-
     from kstream.service.runner import run_service
     from kstream.service.settings import load_settings
     from kstream.service.target import load_target
 
-    level = getattr(logging, str(args.log_level).upper(), None)
-    if not isinstance(level, int):
-        raise ConfigError(f"--log-level: unknown level {args.log_level!r}")
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = load_settings(
         args.config,
         flags={

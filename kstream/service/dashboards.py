@@ -16,13 +16,15 @@ Then `prometheus --config.file=OUT/prometheus/prometheus.yml` and a Grafana star
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 from collections.abc import Sequence
 from importlib.resources import as_file, files
 from pathlib import Path
+from typing import Any
 
-__all__ = ["DASHBOARD_FILES", "JOB", "assets_dir", "write_bundle"]
+__all__ = ["DASHBOARD_FILES", "JOB", "add_parser", "assets_dir", "run_command", "write_bundle"]
 
 JOB = "kstream"  # the scrape job the alert rules and the dashboard's job variable expect
 DATASOURCE_UID = "kstream-prometheus"  # the dashboard's default data source
@@ -114,3 +116,47 @@ def _write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def add_parser(sub: Any) -> None:
+    """Register `kstreamd dashboards` on the CLI's subparsers."""
+    p = sub.add_parser(
+        "dashboards",
+        help="write the Grafana dashboard, its provisioning and a Prometheus scrape config "
+        "(with the alert rules) into a directory",
+    )
+    p.add_argument("--out", required=True, help="directory to write into (created if missing)")
+    p.add_argument(
+        "--prometheus-url",
+        default="http://127.0.0.1:9090",
+        help="the Prometheus Grafana should query (default http://127.0.0.1:9090)",
+    )
+    p.add_argument(
+        "--target",
+        action="append",
+        default=None,
+        metavar="HOST:PORT",
+        help="a kstreamd HTTP address to scrape; repeat for more (default 127.0.0.1:8080)",
+    )
+    p.add_argument("--scrape-interval", default="5s", help="Prometheus scrape interval (5s)")
+    p.set_defaults(func=run_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """`kstreamd dashboards`: write the bundle and say how to start Prometheus and Grafana."""
+    out = Path(args.out).resolve()
+    for path in write_bundle(
+        out,
+        prometheus_url=args.prometheus_url,
+        targets=args.target or ["127.0.0.1:8080"],
+        scrape_interval=args.scrape_interval,
+    ):
+        print(f"wrote {path}")
+    print(
+        "\nstart Prometheus:  prometheus "
+        f"--config.file={out / 'prometheus' / 'prometheus.yml'}\n"
+        f"start Grafana:     GF_PATHS_PROVISIONING={out / 'provisioning'} grafana-server "
+        "--homepath <grafana home>\n"
+        "then open the 'kstream' dashboard in the 'kstream' folder."
+    )
+    return 0

@@ -42,9 +42,15 @@ SERVICE_KEYS = (
     "advertised_url",
 )
 _ENV_PREFIX = "KSTREAM_"
-OTHER_KSTREAM_VARIABLES = ("KSTREAM_TANSU", "KSTREAM_TEST_BOOTSTRAP", "KSTREAM_LONG")
-"""Variables with the KSTREAM_ prefix that are not settings: read by the embedded broker and
-the test suite."""
+OTHER_KSTREAM_VARIABLES = (
+    "KSTREAM_TANSU",
+    "KSTREAM_TEST_BOOTSTRAP",
+    "KSTREAM_LONG",
+    "KSTREAM_LOG_LEVEL",  # kstream.service.logs
+    "KSTREAM_LOG_FORMAT",
+)
+"""Variables with the KSTREAM_ prefix that are not settings: read by the embedded broker,
+the test suite and the logging setup of every subcommand."""
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off")
 
