@@ -41,9 +41,11 @@ def test_write_is_retried_until_the_server_is_back(
     t.start()
     # The server comes back empty (no persistence): the write is retried until it answers,
     # then refused, because writing into a store that lost its data would corrupt it.
-    with caplog.at_level(logging.WARNING, logger="kstream.store_backends.redis"):
-        with pytest.raises(StoreLostError, match="lost its data"):
-            be.write_batch({b"b": b"2"}, (), {"changelog_offset": 5})
+    with (
+        caplog.at_level(logging.WARNING, logger="kstream.store_backends.redis"),
+        pytest.raises(StoreLostError, match="lost its data"),
+    ):
+        be.write_batch({b"b": b"2"}, (), {"changelog_offset": 5})
     t.join()
     assert restarted.is_set()
     assert be.get(b"b") is None
