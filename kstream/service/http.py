@@ -44,7 +44,15 @@ READ_TIMEOUT_S = 5.0
 """How long a connection may stay silent (a request being read, or an idle keep-alive) before
 it is closed, freeing its worker."""
 WORKERS = 32
-"""Connections served at once; more wait in the accept queue."""
+"""Connections served at once."""
+WAITING = 4 * WORKERS
+"""Accepted connections that may wait for a worker; beyond that a connection is answered 503
+at once (and closed) rather than queued without bound."""
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    b"Retry-After: 1\r\nConnection: close\r\nContent-Length: 65\r\n\r\n"
+    b'{"error": "busy", "message": "too many connections; retry later"}'
+)
 
 
 class Problem(Exception):
@@ -98,12 +106,25 @@ class _PooledHTTPServer(HTTPServer):
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
         super().__init__(address, handler)
         self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="kstream-http")
+        self._slots = threading.BoundedSemaphore(WORKERS + WAITING)
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self._refuse(request)
+            return
         try:
             self._pool.submit(self._serve, request, client_address)
         except RuntimeError:  # the pool is shut down: the server is closing
+            self._slots.release()
             self.shutdown_request(request)
+
+    def _refuse(self, request: socket) -> None:
+        try:
+            request.settimeout(0.5)
+            request.sendall(_BUSY)
+        except OSError:
+            pass
+        self.shutdown_request(request)
 
     def _serve(self, request: socket, client_address: Any) -> None:
         try:
@@ -112,6 +133,7 @@ class _PooledHTTPServer(HTTPServer):
             self.handle_error(request, client_address)
         finally:
             self.shutdown_request(request)
+            self._slots.release()
 
     def server_close(self) -> None:
         super().server_close()

@@ -125,3 +125,21 @@ def test_idle_connections_are_closed_and_do_not_block_requests(server: Server) -
     finally:
         for s in idle:
             s.close()
+
+
+def test_connections_beyond_the_bound_get_503_busy_not_an_endless_queue(server: Server) -> None:
+    held = [
+        socket.create_connection(("127.0.0.1", server.port))
+        for _ in range(http_mod.WORKERS + http_mod.WAITING)
+    ]
+    try:
+        status, _ = _one_request(server.port, "/health/live")
+        assert status == 503
+    finally:
+        for s in held:
+            s.close()
+    deadline = time.monotonic() + 30
+    status = 0
+    while status != 200 and time.monotonic() < deadline:
+        status, _ = _one_request(server.port, "/health/live")
+    assert status == 200
