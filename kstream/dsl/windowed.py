@@ -11,6 +11,7 @@ The result tables' key serde writes Kafka's windowed formats (`time_windowed_ser
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,8 @@ from kstream.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from kstream.duration import DurationLike, duration
 from kstream.errors import ConfigError, TopologyError
 from kstream.records import Windowed
-from kstream.serde import Serde, SerdeLike, serde
+from kstream.serde import BUILTIN, Serde, SerdeLike, serde
+from kstream.state.window import TimestampedSerde
 from kstream.topology.processor import ProcessorContext
 
 if TYPE_CHECKING:
@@ -166,6 +168,27 @@ def _sum_merger(_k: Any, a: Any, b: Any) -> Any:
     return a + b
 
 
+def _zero() -> int:
+    return 0
+
+
+def _plus_one(_k: Any, _v: Any, n: int) -> int:
+    return n + 1
+
+
+def _none() -> None:
+    return None
+
+
+def _timestamped(spec: Any) -> Any:
+    """`spec` with a value serde that keeps each window's largest record timestamp."""
+    vs = spec.value_serde
+    if isinstance(vs, TimestampedSerde):
+        return spec
+    inner = BUILTIN["auto"] if vs is None else serde(vs)
+    return dataclasses.replace(spec, value_serde=TimestampedSerde(inner))
+
+
 class _Windowed:
     def __init__(self, grouped: KGroupedStream, windows: Any) -> None:
         self._grouped = grouped
@@ -239,8 +262,8 @@ class TimeWindowedKStream(_Windowed):
         w = self._windows
         sliding = isinstance(w, SlidingWindows)
         size = w.max_difference_ms if isinstance(w, SlidingWindows) else w.size_ms
-        # sliding windows reach one past their size (a record's right window)
-        retention = size + w.grace_ms + (1 if sliding else 0)
+        # a new sliding window may start from the aggregate of one up to 2 * size before it
+        retention = (2 * size + 1 if sliding else size) + w.grace_ms
         node = b.name(f"{'SLIDING' if sliding else 'TIME'}-WINDOW-{op}", name)
         spec = b.store_spec(
             store,
@@ -254,32 +277,20 @@ class TimeWindowedKStream(_Windowed):
         if spec.window_size != size or (spec.retention or 0) < retention:
             raise TopologyError(
                 f"store {spec.name!r}: a window store for these windows needs window_size={size} "
-                f"and retention >= {retention} (size + grace), got "
+                f"and retention >= {retention}, got "
                 f"window_size={spec.window_size}, retention={spec.retention}"
             )
         parent = self._source(spec.name)
         if isinstance(w, SlidingWindows):
-            rec_spec = b.store_spec(
-                f"{spec.name}-records",
-                "SLIDING-WINDOW-RECORDS",
-                kind="window",
-                key_serde=g._key_serde,
-                value_serde=g._value_serde,
-                retention=2 * size + w.grace_ms + 2,
-                window_size=size,
-                retain_duplicates=True,
-            )
             factory = processor_factory(
-                SlidingWindowAggregateProcessor, spec.name, rec_spec.name, step, w, final, idle
+                SlidingWindowAggregateProcessor, spec.name, step, w, final, idle
             )
-            b.processor(node, factory, parent)
-            b.add_store(rec_spec, [node])
         else:
             factory = processor_factory(
                 TimeWindowAggregateProcessor, spec.name, step, w, final, idle
             )
-            b.processor(node, factory, parent)
-        b.add_store(spec, [node])
+        b.processor(node, factory, parent)
+        b.add_store(_timestamped(spec), [node])
         _add_stream_time_store(b, spec.name, node)
         ks = time_windowed_serde(g._key_serde, size)
         return KTable(b, node, ks, value_serde, WindowedValueGetter(spec.name, session=False))
@@ -298,8 +309,9 @@ class SessionWindowedKStream(_Windowed):
         idle_close: DurationLike | None = "1s",
     ) -> KTable:
         """Records per session (values are ints, serde "long")."""
-        step = p.aggregate_step(lambda: 0, lambda _k, _v, n: n + 1)
-        return self._build("COUNT", step, _sum_merger, store, LONG, emit, name, idle_close)
+        return self._build(
+            "COUNT", _zero, _plus_one, _sum_merger, store, LONG, emit, name, idle_close
+        )
 
     def reduce(
         self,
@@ -312,11 +324,11 @@ class SessionWindowedKStream(_Windowed):
         """`reducer(agg, value)` per session; merged sessions combine as `reducer(a1, a2)`."""
 
         def merger(_k: Any, a: Any, b: Any) -> Any:
-            return reducer(a, b)
+            return b if a is None else reducer(a, b)
 
         vs = self._grouped._value_serde
         return self._build(
-            "REDUCE", p.reduce_step(reducer), merger, store, vs, emit, name, idle_close
+            "REDUCE", _none, p.reduce_step(reducer), merger, store, vs, emit, name, idle_close
         )
 
     def aggregate(
@@ -331,17 +343,22 @@ class SessionWindowedKStream(_Windowed):
         idle_close: DurationLike | None = "1s",
     ) -> KTable:
         """`aggregator(key, value, agg)` per session; `merger(key, agg1, agg2)` joins the
-        aggregates of sessions that a record brings together (older session first)."""
+        aggregates of sessions that a record brings together.
+
+        As in Kafka Streams, a record's aggregate starts from `initializer()`, merges in each
+        session it joins (older first, even when there is only one), then adds the record."""
         if not callable(merger):
             raise TopologyError("session aggregate needs merger(key, agg1, agg2)")
-        step = p.aggregate_step(initializer, aggregator)
         vs = _opt_serde(value_serde)
-        return self._build("AGGREGATE", step, merger, store, vs, emit, name, idle_close)
+        return self._build(
+            "AGGREGATE", initializer, aggregator, merger, store, vs, emit, name, idle_close
+        )
 
     def _build(
         self,
         op: str,
-        step: Callable[[Any, Any, Any], Any],
+        initializer: Callable[[], Any],
+        aggregator: Callable[[Any, Any, Any], Any],
         merger: Callable[[Any, Any, Any], Any],
         store: Any,
         value_serde: Serde | None,
@@ -373,7 +390,14 @@ class SessionWindowedKStream(_Windowed):
             )
         parent = self._source(spec.name)
         factory = processor_factory(
-            SessionWindowAggregateProcessor, spec.name, step, merger, w, final, idle
+            SessionWindowAggregateProcessor,
+            spec.name,
+            initializer,
+            aggregator,
+            merger,
+            w,
+            final,
+            idle,
         )
         b.processor(node, factory, parent)
         b.add_store(spec, [node])

@@ -1,21 +1,39 @@
 """The processors behind windowed aggregations: time (tumbling/hopping), sliding and session.
 
-They share how time is kept, as in Kafka Streams: each processor tracks its own observed
-stream time (the largest timestamp it has seen), so results do not depend on how records were
-batched. With `close = stream time - grace`:
+They follow Kafka Streams' `KStreamWindowAggregate`, `KStreamSlidingWindowAggregate` and
+`KStreamSessionWindowAggregate` record for record (with no record cache: every update is
+forwarded).
 
-- a time window `[start, end)` is closed once `end <= close`; a sliding window `[start, end]`
-  (both inclusive) once `end < close`, as in Kafka Streams. A session `[start, end]` is closed once
-  `end + gap < close`, because until then a record that is not late could still extend it;
-- a record whose windows are all closed is dropped and counted in `dropped_late`;
-- `emit="update"` forwards every change as `(Windowed, Change(new, old))`;
-  `emit="final"` forwards each window once, when it closes.
+Time: each processor tracks its own observed stream time (the largest timestamp it has seen),
+so results do not depend on how records were batched. With `close = stream time - grace`:
 
-Closing on the wall clock (`emit="final"` only): a processor that gets no records would never
-see its stream time move, and its last windows would never close. So every `idle_close`
-interval of wall-clock time a punctuation does this: if a record advanced the processor's
-stream time since the previous punctuation, it notes (stream time, wall clock) and only takes
-the task's stream time into account; if none did, stream time moves to
+- a time window `[start, end)` accepts records while `end > close`;
+- a sliding window `[start, end]` (both inclusive) while `end >= close`; a record at `t` is
+  dropped when `t + max_difference < close`;
+- a session accepts a record while the session the record would merge into ends at or after
+  `close - gap`.
+
+Drops are reported with `ctx.record_dropped`: a record no window accepts is a `"late_record"`;
+a record accepted by some windows but too late for others (a hopping window, a sliding
+window next to it) counts one `"expired_window"` per window it skipped, as Kafka's
+dropped-records sensor does. Null keys and values are dropped as `"null_key"`/`"null_value"`.
+
+Result timestamps: an update carries the largest timestamp of the records in its window
+(Kafka's `ValueAndTimestamp`, kept in the window store so it survives a restart); a session's
+is its end, which is its largest record timestamp. Session merges forward a delete
+(`Change(None, old)`) for every merged session, the merged session included, then the new
+aggregate with no old value, exactly as Kafka does.
+
+`emit="final"` forwards each window once, after the record that closed it was processed, with
+the window's stored timestamp (a session's end), in window-start order (sessions: end order),
+as Kafka's `EmitStrategy.onWindowClose()` does. Kafka checks at most once per second of wall
+clock; here every record checks, which emits the same results, possibly sooner.
+
+Closing on the wall clock (`emit="final"` only, a kstream extension): a processor that gets no
+records would never see its stream time move, and its last windows would never close. So every
+`idle_close` interval of wall-clock time a punctuation does this: if a record advanced the
+processor's stream time since the previous punctuation, it notes (stream time, wall clock) and
+only takes the task's stream time into account; if none did, stream time moves to
 `noted stream time + wall clock elapsed since it was noted` (or the task's stream time if
 larger). Windows closed by that are emitted, and later records for them count as late, exactly
 as if a record with that timestamp had arrived. So windows close between one and two
@@ -27,7 +45,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kstream.dsl.processors import BuiltinProcessor, Change, _tuple_new, new_change
+from kstream.dsl.processors import BuiltinProcessor, _tuple_new, new_change
 from kstream.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from kstream.records import Record, Windowed
 from kstream.topology.processor import ProcessorContext
@@ -37,19 +55,29 @@ new_windowed: Callable[[tuple[Any, int, int]], Windowed] = _tuple_new(Windowed)
 
 Step = Callable[[Any, Any, Any], Any]
 
+# The saved stream-time state is (observed, record time, emitted close, format); format 2 means
+# the window store keeps record timestamps. A 3-tuple was written before it did.
+_STATE_FORMAT = 2
+
+
+def _update(r: Record, key: Windowed, new: Any, old: Any, ts: int) -> Record:
+    """The update record for `key`, keeping the provenance of the record `r` that caused it."""
+    return Record(
+        key, new_change((new, old)), ts, r.headers, r.topic, r.partition, r.offset,
+        r.timestamp_type,
+    )  # fmt: skip
+
 
 class _WindowedAggregate(BuiltinProcessor):
-    """Observed stream time, late drops, final emission and the wall-clock close."""
+    """Observed stream time, drops, final emission and the wall-clock close."""
 
     def __init__(
-        self, store: str, step: Step, grace_ms: int, emit_final: bool, idle_close_ms: int | None
+        self, store: str, grace_ms: int, emit_final: bool, idle_close_ms: int | None
     ) -> None:
         self.store_name = store
-        self.step = step
         self.grace = grace_ms
         self.emit_final = emit_final
         self.idle_close_ms = idle_close_ms
-        self.dropped_late = 0
         self.observed = -1  # stream time as this processor has seen it
         self.record_time = -1  # the largest record timestamp (observed may run ahead of it)
         self.emitted_close: int | None = None  # the close time up to which finals went out
@@ -58,24 +86,35 @@ class _WindowedAggregate(BuiltinProcessor):
     def init(self, ctx: ProcessorContext) -> None:
         super().init(ctx)
         self.store = ctx.get_store(self.store_name)
+        self.dropped = ctx.record_dropped
         # Stream time and the final-emission point are state like the aggregates: they live
         # in a small changelogged store, committed with them, so a restarted task drops the
         # same late records and emits no final result twice.
         self.time_store = ctx.get_store(stream_time_store(self.store_name))
         saved = self.time_store.get(0)
         if saved is not None:
-            self.observed, self.record_time, self.emitted_close = saved
-        self._saved = saved
+            self.observed, self.record_time, self.emitted_close = saved[:3]
+            if len(saved) == 3:
+                self.upgrade_store()
+        self._saved = None if saved is None else tuple(saved)
         if self.emit_final and self.idle_close_ms:
             ctx.schedule(self.idle_close_ms, "wall_clock", self._on_wall_clock)
+
+    def upgrade_store(self) -> None:
+        """Adapt a store written by a version that kept no record timestamps."""
 
     # --- per record ---------------------------------------------------------------------------
 
     def process_batch(self, records: Sequence[Record]) -> None:
-        task, on_error = self.task, self.ctx.on_error
+        task, on_error, dropped = self.task, self.ctx.on_error, self.dropped
+        emit_final = self.emit_final
         out: list[Record] = []
         for r in records:
-            if r.key is None or r.value is None:
+            if r.key is None:
+                dropped("null_key", r)
+                continue
+            if r.value is None:
+                dropped("null_value", r)
                 continue
             if task is not None:
                 task.current = r
@@ -84,26 +123,26 @@ class _WindowedAggregate(BuiltinProcessor):
                 self.record_time = ts
             if ts > self.observed:
                 self.observed = ts
-                if self.emit_final:
-                    self._emit_until(self.observed - self.grace, out, r)
+            close = self.observed - self.grace
             try:
-                if not self.apply(r, self.observed - self.grace, out):
-                    self.dropped_late += 1
+                self.apply(r, close, out)
             except Exception as e:
                 on_error(e, r)
+            if emit_final:
+                self._emit_until(close, out, r)
         self._save_time()
         if task is not None:
             task.current = None
         self.ctx.forward_batch(out)
 
     def _save_time(self) -> None:
-        state = (self.observed, self.record_time, self.emitted_close)
+        state = (self.observed, self.record_time, self.emitted_close, _STATE_FORMAT)
         if state != self._saved:
             self.time_store.put(0, state)
             self._saved = state
 
-    def apply(self, r: Record, close: int, out: list[Record]) -> bool:
-        """Aggregate `r`; False when it was too late for every window it belongs to."""
+    def apply(self, r: Record, close: int, out: list[Record]) -> None:
+        """Aggregate `r` into its open windows (reporting what it cannot go into)."""
         raise NotImplementedError
 
     # --- final results ------------------------------------------------------------------------
@@ -113,22 +152,16 @@ class _WindowedAggregate(BuiltinProcessor):
         if prev is not None and close <= prev:
             return
         self.emitted_close = close
-        found = self.closed_between(prev, close)
-        for w, agg in found:
-            ts = self.final_timestamp(w)
+        for w, agg, ts in self.closed_between(prev, close):
             if cause is None:
-                out.append(Record(w, Change(agg, None), ts))
+                out.append(Record(w, new_change((agg, None)), ts))
             else:
-                out.append(
-                    Record(w, Change(agg, None), ts, (), cause.topic, cause.partition, cause.offset)
-                )
+                out.append(_update(cause, w, agg, None, ts))
 
-    def closed_between(self, prev: int | None, close: int) -> list[tuple[Windowed, Any]]:
-        """Windows that were open at close time `prev` (None: any) and are closed at `close`."""
+    def closed_between(self, prev: int | None, close: int) -> list[tuple[Windowed, Any, int]]:
+        """`(window, aggregate, timestamp)` of the windows that were open at close time
+        `prev` (None: any) and are closed at `close`, in emission order."""
         raise NotImplementedError
-
-    def final_timestamp(self, w: Windowed) -> int:
-        return w.end - 1
 
     def _on_wall_clock(self, now: int) -> None:
         if self.record_time < 0:
@@ -153,12 +186,13 @@ def stream_time_store(store: str) -> str:
     return f"{store}-stream-time"
 
 
-def _window_value(store: Any, key: Any, start: int) -> Any:
-    return store.get(key, start)
+def _by_start(found: list[tuple[Windowed, Any, int]]) -> list[tuple[Windowed, Any, int]]:
+    found.sort(key=lambda e: e[0].start)
+    return found
 
 
 class TimeWindowAggregateProcessor(_WindowedAggregate):
-    """Tumbling and hopping windows over a window store (one entry per key and start)."""
+    """Tumbling and hopping windows over a timestamped window store (one entry per window)."""
 
     def __init__(
         self,
@@ -168,177 +202,250 @@ class TimeWindowAggregateProcessor(_WindowedAggregate):
         emit_final: bool,
         idle_close_ms: int | None,
     ) -> None:
-        super().__init__(store, step, windows.grace_ms, emit_final, idle_close_ms)
+        super().__init__(store, windows.grace_ms, emit_final, idle_close_ms)
+        self.step = step
         self.windows = windows
 
-    def apply(self, r: Record, close: int, out: list[Record]) -> bool:
+    def upgrade_store(self) -> None:
+        # the latest a record of the window can have been
+        size, now = self.windows.size_ms, self.record_time
+        self.store.upgrade_to_timestamped(lambda _k, start: min(start + size - 1, now))
+
+    def apply(self, r: Record, close: int, out: list[Record]) -> None:
         store, step, size = self.store, self.step, self.windows.size_ms
-        k, v = r.key, r.value
-        updated = False
-        for start in self.windows.window_starts(r.timestamp):
+        k, v, t = r.key, r.value, r.timestamp
+        expired = 0
+        for start in self.windows.window_starts(t):
             end = start + size
             if end <= close:
+                expired += 1
                 continue
-            old = _window_value(store, k, start)
+            found = store.get_timestamped(k, start)
+            if found is None:
+                old, ts = None, t
+            else:
+                old, ts = found
+                if t > ts:
+                    ts = t
             new = step(k, v, old)
-            store.put(k, new, start)
-            updated = True
+            store.put_timestamped(k, new, ts, start)
             if not self.emit_final:
-                out.append(r.with_key_value(new_windowed((k, start, end)), new_change((new, old))))
-        return updated
+                out.append(_update(r, new_windowed((k, start, end)), new, old, ts))
+        if expired:
+            if expired == len(self.windows.window_starts(t)):
+                self.dropped("late_record", r)
+            else:
+                for _ in range(expired):
+                    self.dropped("expired_window", r)
+        elif t < 0:  # no window holds a negative timestamp (Kafka's windows start at 0)
+            self.dropped("late_record", r)
 
-    def closed_between(self, prev: int | None, close: int) -> list[tuple[Windowed, Any]]:
+    def closed_between(self, prev: int | None, close: int) -> list[tuple[Windowed, Any, int]]:
         size = self.windows.size_ms
-        lo = -(2**63) if prev is None else prev - size + 1
+        lo = 0 if prev is None else max(0, prev - size + 1)
         hi = close - size
         if hi < lo:
             return []
-        with self.store.fetch_all(lo, hi) as cur:
-            found = list(cur)
-        found.sort(key=lambda e: e[0].start)
-        return found
+        return _by_start(self.store.fetch_all_timestamped(lo, hi))
 
 
 class SlidingWindowAggregateProcessor(_WindowedAggregate):
-    """Kafka's sliding windows, computed from the retained records of each key.
+    """Kafka's sliding windows, derived incrementally from the neighbouring windows.
 
-    The windows of a key are `[s, s + d]` (both ends inclusive) for: every record time `x`
-    (`s = x - d`, or 0 for records before `d`, as Kafka does for early records) and every
-    `s = x + 1` whose window holds a record. A new record at `t` changes exactly the windows
-    with `t - d <= s <= t` and may create the window just after it; each of those is
-    recomputed from the records it holds, so out-of-order records need no special case and
-    any aggregator works (Kafka derives new windows from neighbouring aggregates instead).
+    The windows of a key are `[s, s + d]` (both ends inclusive): each record at `x` has a left
+    window `[x - d, x]` (`[0, d]` for records before `d`) and, when a later record is within
+    `d + 1` of it, a right window `[x + 1, x + 1 + d]`. A new record is folded into the
+    existing windows that hold it, in arrival order (so an out-of-order record ends up last in
+    the aggregate, as in Kafka); its new windows start from the aggregate of the neighbouring
+    window they overlap with. Windows that do not hold the record are not touched.
     """
 
     def __init__(
         self,
         store: str,
-        records_store: str,
         step: Step,
         windows: SlidingWindows,
         emit_final: bool,
         idle_close_ms: int | None,
     ) -> None:
-        super().__init__(store, step, windows.grace_ms, emit_final, idle_close_ms)
-        self.records_store_name = records_store
-        self.windows = windows
+        super().__init__(store, windows.grace_ms, emit_final, idle_close_ms)
+        self.step = step
+        self.d = windows.max_difference_ms
 
-    def init(self, ctx: ProcessorContext) -> None:
-        super().init(ctx)
-        self.records = ctx.get_store(self.records_store_name)
+    def upgrade_store(self) -> None:
+        d, now = self.d, self.record_time
+        self.store.upgrade_to_timestamped(lambda _k, start: min(start + d, now))
 
-    def apply(self, r: Record, close: int, out: list[Record]) -> bool:
-        d = self.windows.max_difference_ms
-        t, k, v = r.timestamp, r.key, r.value
-        if t + 1 + d <= close:
-            return False
-        with self.records.fetch(k, max(0, t - d - 1), t + d + 1) as cur:
-            before = list(cur)
-        seen_t = any(x == t for x, _ in before)
-        self.records.put(k, v, t)
-        # insert after the records of the same time that arrived earlier (arrival order)
-        at = 0
-        while at < len(before) and before[at][0] <= t:
-            at += 1
-        recs = [*before[:at], (t, v), *before[at:]]
-        starts = {max(0, x - d) for x, _ in recs if t <= x <= t + d}
-        starts |= {x + 1 for x, _ in recs if t - d - 1 <= x <= t - 1}
-        if not seen_t and any(t < x <= t + 1 + d for x, _ in recs):
-            starts.add(t + 1)  # the new record's right window: new, though t is not in it
-        store, step = self.store, self.step
-        updated = False
-        for s in sorted(starts):
-            end = s + d
-            if end < close:  # Kafka: a sliding window stays open while end >= close
-                continue
-            agg = None
-            for x, val in recs:
-                if s <= x <= end:
-                    agg = step(k, val, agg)
-            if agg is None:
-                continue
-            old = _window_value(store, k, s)
-            store.put(k, agg, s)
-            updated = True
-            if not self.emit_final:
-                out.append(r.with_key_value(Windowed(k, s, end), Change(agg, old)))
-        return updated
+    def apply(self, r: Record, close: int, out: list[Record]) -> None:
+        t, d = r.timestamp, self.d
+        if t + d < close or t < 0:
+            self.dropped("late_record", r)
+        elif t < d:
+            self._early(r, close, out)
+        else:
+            self._regular(r, close, out)
 
-    def closed_between(self, prev: int | None, close: int) -> list[tuple[Windowed, Any]]:
-        d = self.windows.max_difference_ms
-        lo = -(2**63) if prev is None else prev - d
+    def _window(
+        self, r: Record, start: int, seed: Any, seed_ts: int, existed: bool, close: int,
+        out: list[Record],
+    ) -> None:  # fmt: skip
+        """Fold `r` into the window at `start`, which held `seed` (None: the initial value)."""
+        end = start + self.d
+        if end < close:
+            self.dropped("expired_window", r)
+            return
+        k, t = r.key, r.timestamp
+        new = self.step(k, r.value, seed)
+        ts = t if seed is None or seed_ts < t else seed_ts
+        self.store.put_timestamped(k, new, ts, start)
+        if not self.emit_final:
+            out.append(
+                _update(r, new_windowed((k, start, end)), new, seed if existed else None, ts)
+            )
+
+    def _right_window(self, r: Record, seed: tuple[Any, int], out: list[Record]) -> None:
+        """The new right window of `r`: the records after it, from a neighbouring aggregate."""
+        k, start = r.key, r.timestamp + 1
+        agg, ts = seed
+        self.store.put_timestamped(k, agg, ts, start)
+        if not self.emit_final:
+            out.append(_update(r, new_windowed((k, start, start + self.d)), agg, None, ts))
+
+    def _regular(self, r: Record, close: int, out: list[Record]) -> None:
+        t, d, k = r.timestamp, self.d, r.key
+        starts: set[int] = set()
+        left_seed: tuple[Any, int] | None = None
+        right_seed: tuple[Any, int] | None = None
+        left_exists = right_exists = False
+        prev_ts: int | None = None
+        for start, agg, wts in reversed(self.store.fetch_timestamped(k, max(0, t - 2 * d), t + 1)):
+            starts.add(start)
+            end = start + d
+            if start == t + 1:
+                right_exists = True
+            elif end > t:
+                if right_seed is None:
+                    right_seed = (agg, wts)
+                self._window(r, start, agg, wts, True, close, out)
+            elif end == t:
+                left_exists = True
+                self._window(r, start, agg, wts, True, close, out)
+                if wts >= t:
+                    return  # a record at t was here already: every window of t exists
+                prev_ts = wts
+            else:
+                left_seed, prev_ts = (agg, wts), wts
+                break
+        if prev_ts is not None and prev_ts + 1 not in starts and prev_ts + 1 + d >= t:
+            self._window(r, prev_ts + 1, None, t, False, close, out)  # the previous right window
+        if not left_exists:
+            if left_seed is not None and prev_ts is not None and t - d <= prev_ts:
+                self._window(r, t - d, left_seed[0], t, False, close, out)
+            else:
+                self._window(r, t - d, None, t, False, close, out)
+        if not right_exists and right_seed is not None and right_seed[1] > t:
+            self._right_window(r, right_seed, out)
+
+    def _early(self, r: Record, close: int, out: list[Record]) -> None:
+        """A record before `d`: its left window would start before 0, so it goes into
+        `[0, d]` (as in Kafka) and right windows are made as later records arrive."""
+        t, k = r.timestamp, r.key
+        combined: tuple[Any, int] | None = None
+        right_seed: tuple[Any, int] | None = None
+        right_exists = False
+        starts: set[int] = set()
+        prev_ts: int | None = None
+        for start, agg, wts in self.store.fetch_timestamped(k, 0, t + 1):
+            starts.add(start)
+            if start == 0:
+                combined = (agg, wts)
+                if wts < t:
+                    prev_ts = wts
+            elif start <= t:
+                right_seed = (agg, wts)
+                self._window(r, start, agg, wts, True, close, out)
+            else:  # start == t + 1
+                right_exists = True
+        if right_seed is None and combined is not None and combined[1] > t:
+            right_seed = combined
+        if not right_exists and right_seed is not None and right_seed[1] > t:
+            self._right_window(r, right_seed, out)
+        if prev_ts is not None and prev_ts + 1 not in starts:
+            self._window(r, prev_ts + 1, None, t, False, close, out)
+        if combined is None:
+            self._window(r, 0, None, t, False, close, out)
+        else:
+            self._window(r, 0, combined[0], combined[1], True, close, out)
+
+    def closed_between(self, prev: int | None, close: int) -> list[tuple[Windowed, Any, int]]:
+        d = self.d
+        lo = 0 if prev is None else max(0, prev - d)
         hi = close - d - 1
         if hi < lo:
             return []
-        with self.store.fetch_all(lo, hi) as cur:
-            found = list(cur)
-        found.sort(key=lambda e: e[0].start)
-        return found
-
-    def final_timestamp(self, w: Windowed) -> int:
-        return w.end
+        return _by_start(self.store.fetch_all_timestamped(lo, hi))
 
 
 class SessionWindowAggregateProcessor(_WindowedAggregate):
     """Session windows: a record merges every session of its key within `gap` of it.
 
-    `merger(key, agg1, agg2)` combines the aggregates of merged sessions (oldest first).
-    Sessions absorbed into a merged one are removed from the store and, with emit="update",
-    deleted downstream (`(Windowed(old), Change(None, old_agg))`), as in Kafka Streams.
+    As in Kafka, the aggregate starts from `initializer()`, folds in each merged session's
+    aggregate with `merger(key, agg, session_agg)` (oldest first; even a single session), then
+    the record with `aggregator(key, value, agg)`. When the result is not the record's own
+    `[t, t]` session, every merged session is removed and, with emit="update", deleted
+    downstream (`Change(None, old)`) before the merged one is forwarded.
     """
 
     def __init__(
         self,
         store: str,
-        step: Step,
+        initializer: Callable[[], Any],
+        aggregator: Step,
         merger: Step,
         windows: SessionWindows,
         emit_final: bool,
         idle_close_ms: int | None,
     ) -> None:
-        super().__init__(store, step, windows.grace_ms, emit_final, idle_close_ms)
+        super().__init__(store, windows.grace_ms, emit_final, idle_close_ms)
+        self.initializer = initializer
+        self.aggregator = aggregator
         self.merger = merger
         self.gap = windows.gap_ms
 
-    def apply(self, r: Record, close: int, out: list[Record]) -> bool:
+    def apply(self, r: Record, close: int, out: list[Record]) -> None:
         k, v, t, gap = r.key, r.value, r.timestamp, self.gap
-        store = self.store
+        store, merger = self.store, self.merger
         with store.find_sessions(k, t - gap, t + gap) as cur:
             found = list(cur)
-        start, end = t, t
-        for w, _ in found:
-            start = min(start, w.start)
-            end = max(end, w.end)
-        if end < close:
-            return False
-        merged = Windowed(k, start, end)
-        agg = None
-        same_old = None
+        start = end = t
+        agg = self.initializer()
         for w, a in found:
-            agg = a if agg is None else self.merger(k, agg, a)
-            if w == merged:
-                same_old = a
-        agg = self.step(k, v, agg)
-        for w, a in found:
-            if w != merged:
+            agg = merger(k, agg, a)
+            if w.start < start:
+                start = w.start
+            if w.end > end:
+                end = w.end
+        if end < close - gap:
+            self.dropped("late_record", r)
+            return
+        if start != t or end != t:
+            for w, a in found:
                 store.remove(w)
                 if not self.emit_final:
-                    out.append(r.with_key_value(w, Change(None, a)).with_timestamp(w.end))
+                    out.append(_update(r, w, None, a, w.end))
+        agg = self.aggregator(k, v, agg)
+        merged = new_windowed((k, start, end))
         store.put(merged, agg)
         if not self.emit_final:
-            out.append(r.with_key_value(merged, Change(agg, same_old)).with_timestamp(end))
-        return True
+            out.append(_update(r, merged, agg, None, end))
 
-    def closed_between(self, prev: int | None, close: int) -> list[tuple[Windowed, Any]]:
-        # closed: end + gap < close, i.e. end <= close - gap - 1
+    def closed_between(self, prev: int | None, close: int) -> list[tuple[Windowed, Any, int]]:
+        # closed: end < close - gap; emitted before: end < prev - gap
         hi = close - self.gap - 1
-        lo = None if prev is None else prev - self.gap - 1
-        if lo is not None and hi <= lo:
+        lo = 0 if prev is None else max(0, prev - self.gap)
+        if hi < lo:
             return []
         with self.store.all() as cur:
-            found = [(w, a) for w, a in cur if w.end <= hi and (lo is None or w.end > lo)]
+            found = [(w, a, w.end) for w, a in cur if lo <= w.end <= hi]
         found.sort(key=lambda e: (e[0].end, e[0].start))
         return found
-
-    def final_timestamp(self, w: Windowed) -> int:
-        return w.end

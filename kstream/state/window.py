@@ -4,21 +4,48 @@ Physical key: segment(start) + escaped key + start [+ 4-byte sequence with retai
 The sequence makes every put a new entry (stream-stream joins keep all records of a window).
 It is rolled back on discard, so a retried batch writes the same changelog keys as the try
 that aborted, and those earlier records are overwritten on restore instead of duplicated.
+
+A store whose value serde is a `TimestampedSerde` keeps, with each value, the largest timestamp
+of the records aggregated into it (Kafka's `ValueAndTimestamp`: 8-byte timestamp, then the
+value bytes). Windowed aggregations stamp their results with it, and it must survive a restart,
+so it lives in the store. The plain reads (`get`, `fetch`, ...) still return bare values, so
+interactive queries see the aggregates only; the `*_timestamped` methods return both.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+import struct
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kstream.records import Windowed
+from kstream.serde import Serde
 from kstream.state.base import Writes
 from kstream.state.keys import TS_MAX, TS_MIN, esc, seq4, ts8, unesc, unseq4, unts8
 from kstream.state.segments import SegmentedStore
 from store_backends.base import Cursor, prefix_upper_bound
 
 _IMMUTABLE_KEYS = frozenset({str, bytes, int})
+_TS = struct.Struct(">q")
+
+
+class TimestampedSerde(Serde):
+    """Marks a window store as timestamped; (de)serializes `(value, timestamp)` pairs.
+
+    The store unwraps it: plain reads decode with `inner`, timestamped reads also return the
+    8-byte timestamp that precedes the value bytes.
+    """
+
+    def __init__(self, inner: Serde) -> None:
+        self.inner = inner
+        super().__init__(self._pack, self._unpack, f"timestamped({inner.name})")
+
+    def _pack(self, pair: tuple[Any, int]) -> bytes:
+        return _TS.pack(pair[1]) + (self.inner.to_bytes(pair[0]) or b"")
+
+    def _unpack(self, data: bytes) -> tuple[Any, int]:
+        return self.inner.from_bytes(bytes(data[8:])), _TS.unpack_from(data)[0]
 
 
 class WindowStore(SegmentedStore):
@@ -34,6 +61,18 @@ class WindowStore(SegmentedStore):
     }
 
     _memo: tuple[Any, int, bytes] | None = None
+    _plain: Callable[[bytes], Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        vs = self.value_serde
+        self.timestamped = isinstance(vs, TimestampedSerde)
+        if isinstance(vs, TimestampedSerde):
+            inner = self.value_serde = vs.inner
+            inner_de = inner.from_bytes
+            self._plain = lambda b: inner_de(bytes(b[8:]))
+        else:
+            self._plain = vs.from_bytes
 
     @property
     def window_size(self) -> int:
@@ -54,7 +93,30 @@ class WindowStore(SegmentedStore):
                 return
             self._seq = (self._seq + 1) & 0xFFFFFFFF
             pk += seq4(self._seq)
-        self._write(pk, None if value is None else self.value_serde.to_bytes(value))
+        if value is None:
+            self._write(pk, None)
+        elif self.timestamped:
+            # no record time given: the window's start is the best the store knows
+            self._write(pk, _TS.pack(start) + (self.value_serde.to_bytes(value) or b""))
+        else:
+            self._write(pk, self.value_serde.to_bytes(value))
+
+    def put_timestamped(self, key: Any, value: Any, timestamp: int, start: int) -> None:
+        """Store `value` with the largest record `timestamp` of the window (timestamped stores)."""
+        self._observe(start)
+        if start < self.live_from():
+            return
+        data = self.value_serde.to_bytes(value)
+        self._write(self._pkey(key, start), None if data is None else _TS.pack(timestamp) + data)
+
+    def get_timestamped(self, key: Any, start: int) -> tuple[Any, int] | None:
+        """`(value, timestamp)` of `key`'s window starting at `start`, or None."""
+        if start < self.live_from():
+            return None
+        data = self._read(self._pkey(key, start))
+        if data is None:
+            return None
+        return self.value_serde.from_bytes(bytes(data[8:])), _TS.unpack_from(data)[0]
 
     def get(self, key: Any, start: int) -> Any:
         """The value of `key`'s window starting at `start` (None if absent or expired).
@@ -71,7 +133,7 @@ class WindowStore(SegmentedStore):
         if start < self.live_from():
             return None
         data = self._read(self._pkey(key, start))
-        return None if data is None else self.value_serde.from_bytes(data)
+        return None if data is None else self._plain(data)
 
     def _pkey(self, key: Any, start: int) -> bytes:
         """The physical key of (key, start), without the duplicate sequence.
@@ -92,6 +154,17 @@ class WindowStore(SegmentedStore):
 
     def fetch(self, key: Any, time_from: int = TS_MIN, time_to: int = TS_MAX) -> Cursor:
         """Cursor of (start, value) for `key` with time_from <= start <= time_to, ascending."""
+        return self._fetch(key, time_from, time_to, self._plain)
+
+    def fetch_timestamped(
+        self, key: Any, time_from: int = TS_MIN, time_to: int = TS_MAX
+    ) -> list[tuple[int, Any, int]]:
+        """`(start, value, timestamp)` of `key`'s windows in [time_from, time_to], ascending."""
+        de = self.value_serde.from_bytes
+        with self._fetch(key, time_from, time_to, bytes) as cur:
+            return [(start, de(b[8:]), _TS.unpack_from(b)[0]) for start, b in cur]
+
+    def _fetch(self, key: Any, time_from: int, time_to: int, vde: Callable[[bytes], Any]) -> Cursor:
         kb = self.key_serde.to_bytes(key)
         ek = esc(kb)  # type: ignore[arg-type]
         lo_t = max(time_from, self.live_from())
@@ -100,7 +173,6 @@ class WindowStore(SegmentedStore):
         for sp in self._segments(time_from, time_to):
             its.append(self._scan(sp + ek + ts8(lo_t), sp + ek + ts8(time_to) + tail))
         at = 8 + len(ek)
-        vde = self.value_serde.from_bytes
 
         def gen() -> Iterator[tuple[int, Any]]:
             try:
@@ -127,6 +199,24 @@ class WindowStore(SegmentedStore):
     ) -> Cursor:
         """Cursor of (Windowed, value) for keys in [key_from, key_to] (None = open) and window
         starts in [time_from, time_to], ordered by key bytes then start."""
+        return self._fetch_range(key_from, key_to, time_from, time_to, self._plain)
+
+    def fetch_all_timestamped(
+        self, time_from: int = TS_MIN, time_to: int = TS_MAX
+    ) -> list[tuple[Windowed, Any, int]]:
+        """`(Windowed, value, timestamp)` of every window starting in [time_from, time_to]."""
+        de = self.value_serde.from_bytes
+        with self._fetch_range(None, None, time_from, time_to, bytes) as cur:
+            return [(w, de(b[8:]), _TS.unpack_from(b)[0]) for w, b in cur]
+
+    def _fetch_range(
+        self,
+        key_from: Any,
+        key_to: Any,
+        time_from: int,
+        time_to: int,
+        vde: Callable[[bytes], Any],
+    ) -> Cursor:
         kser = self.key_serde.to_bytes
         lo_k = None if key_from is None else kser(key_from)
         hi_k = None if key_to is None else kser(key_to)
@@ -136,7 +226,7 @@ class WindowStore(SegmentedStore):
             lo = sp + (b"" if lo_k is None else esc(lo_k))
             hi = prefix_upper_bound(sp) if hi_k is None else sp + esc(hi_k) + b"\xff" * 12
             its.append(self._scan(lo, hi))
-        kde, vde, size = self.key_serde.from_bytes, self.value_serde.from_bytes, self.window_size
+        kde, size = self.key_serde.from_bytes, self.window_size
 
         def decode(it: Iterator[tuple[bytes, bytes]], sp: bytes) -> Iterator[tuple[bytes, Any]]:
             for pk, v in it:
@@ -168,6 +258,26 @@ class WindowStore(SegmentedStore):
 
     def all(self) -> Cursor:
         return self.fetch_range(None, None, TS_MIN, TS_MAX)
+
+    def upgrade_to_timestamped(self, timestamp_of: Callable[[Any, int], int]) -> int:
+        """Give values written before the store kept timestamps one: `timestamp_of(key, start)`.
+
+        Those values are bare value bytes, indistinguishable from timestamped ones, so the
+        caller decides (from its own saved state) that the store predates timestamps. The
+        rewritten values go to the changelog too. Returns how many were rewritten.
+        """
+        kde = self.key_serde.from_bytes
+        rewrites: list[tuple[bytes, bytes]] = []
+        for sp in self._segments(TS_MIN, TS_MAX):
+            for pk, v in self._scan(sp, prefix_upper_bound(sp)):
+                if not pk.startswith(sp):
+                    continue
+                kb, at = unesc(pk, 8)
+                ts = timestamp_of(kde(kb), unts8(pk, at))
+                rewrites.append((pk, _TS.pack(ts) + bytes(v)))
+        for pk, data in rewrites:
+            self._write(pk, data)
+        return len(rewrites)
 
     # --- changelog ------------------------------------------------------------------------------
 

@@ -35,12 +35,7 @@ def run(
 
 
 def late_drops(d: TopologyTestDriver) -> int:
-    return sum(
-        getattr(n.processor, "dropped_late", 0)
-        for t in d.tasks
-        for n in t.nodes.values()
-        if hasattr(n, "processor")
-    )
+    return d.dropped_records().get("late_record", 0)
 
 
 # --- window definitions ----------------------------------------------------------------------
