@@ -298,6 +298,14 @@ def test_every_panel_query_returns_data_for_each_of_two_apps_and_never_mixes_the
         assert seen == set(apps), f"{panel['title']}: {expr} gave apps {seen} for {both}"
     up = query(base, 'up{job="kstream"}')
     assert sorted(s["value"][1] for s in up) == ["1", "1"]
+    # the bundle's alert rules are loaded and none fails to evaluate against the real series
+    with urllib.request.urlopen(f"{base}/api/v1/rules", timeout=10) as r:
+        groups = json.loads(r.read())["data"]["groups"]
+    rules = [rule for g in groups for rule in g["rules"]]
+    assert len(rules) == (GRAFANA / "prometheus" / "kstream-alerts.yml").read_text().count(
+        "- alert:"
+    )
+    assert all(rule["health"] != "err" for rule in rules), rules
     for app in apps:
         rate = query(base, f'sum(rate(kstream_records_consumed_total{{app_id="{app}"}}[1m]))')
         assert float(rate[0]["value"][1]) > 0, f"Prometheus saw no throughput of {app}"
