@@ -147,7 +147,11 @@ class KStream(Handle):
         key_serde: SerdeLike = None,
         value_serde: SerdeLike = None,
     ) -> KStream:
-        """Write to and read back from an internal topic (partitioned by the current key)."""
+        """Write to and read back from an internal topic (partitioned by the current key).
+
+        A record without a key has no partition to go to: it is dropped (counted as
+        `null_key`), as Kafka Streams drops it before a repartition topic.
+        """
         b = self._builder
         base = b.name("REPARTITION", name)
         ks = _opt_serde(key_serde) or self._key_serde
@@ -158,7 +162,6 @@ class KStream(Handle):
             key_serde=ks,
             value_serde=vs,
             partitions=partitions,
-            drop_null_keys=False,
         )
         return KStream(b, src, self._key_serde, self._value_serde, False)
 

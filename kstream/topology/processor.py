@@ -126,6 +126,55 @@ class Processor:
 
 
 ProcessorFactory = Callable[[], Processor]
+"""Called once per task; returns a `Processor`, or any object with `process(record)` (and
+optionally `init(ctx)`, `close()` and `process_batch(records)`)."""
+
+
+class _UserProcessor(Processor):
+    """Runs an object that has the processor methods without subclassing `Processor`.
+
+    The public contract is the methods, not the base class, so duck-typed processors are
+    adapted here once, when the task is built, rather than checked on every record.
+    """
+
+    def __init__(self, user: Any) -> None:
+        self.user = user
+        # An instance attribute: the node calls the user's method with no extra frame.
+        self.process = user.process  # type: ignore[method-assign]
+
+    def init(self, ctx: ProcessorContext) -> None:
+        self.ctx = ctx
+        init = getattr(self.user, "init", None)
+        if callable(init):
+            init(ctx)
+
+    def close(self) -> None:
+        close = getattr(self.user, "close", None)
+        if callable(close):
+            close()
+
+
+class _UserBatchProcessor(_UserProcessor):
+    """A duck-typed processor that also brings its own `process_batch`."""
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        self.user.process_batch(records)
+
+
+def as_processor(obj: Any, name: str) -> Processor:
+    """`obj` as a `Processor`; raises `TopologyError` naming the node when it cannot be one."""
+    if isinstance(obj, Processor):
+        return obj
+    if not callable(getattr(obj, "process", None)):
+        from kstream.errors import TopologyError
+
+        raise TopologyError(
+            f"processor {name!r}: its factory returned {obj!r}, which has no process(record) "
+            "method (a processor needs process; init(ctx) and close() are optional)"
+        )
+    if callable(getattr(obj, "process_batch", None)):
+        return _UserBatchProcessor(obj)
+    return _UserProcessor(obj)
 
 
 def overrides_batch(processor: Processor) -> bool:

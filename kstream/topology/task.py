@@ -55,6 +55,7 @@ from kstream.topology.processor import (
     Processor,
     PunctuationType,
     PunctuationTypeLike,
+    as_processor,
     overrides_batch,
 )
 from kstream.topology.topology import NodeDef, ProcessorDef, SinkDef, SourceDef
@@ -526,11 +527,7 @@ class Task:
                 d.name, self, topics[d.name][0], d.key_serde, d.value_serde, d.partitioner
             )
         assert isinstance(d, ProcessorDef)
-        proc = d.factory()
-        if not isinstance(proc, Processor) and not hasattr(proc, "process"):
-            raise TopologyError(
-                f"processor {d.name!r}: factory returned {proc!r}, which is not a Processor"
-            )
+        proc = as_processor(d.factory(), d.name)
         return ProcessorNode(d.name, self, proc, list(d.stores))
 
     # --- provenance and errors -------------------------------------------------------------

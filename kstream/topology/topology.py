@@ -72,6 +72,18 @@ class GlobalStoreDef:
     processor: ProcessorDef
 
 
+def _check_factory(what: str, factory: Any) -> None:
+    """Reject what can be rejected before any task exists: a non-callable factory, or a class
+    without `process` (a factory function is checked when a task first calls it)."""
+    if not callable(factory):
+        raise TopologyError(f"{what}: factory must be callable, got {factory!r}")
+    if isinstance(factory, type) and not callable(getattr(factory, "process", None)):
+        raise TopologyError(
+            f"{what}: {factory.__name__} has no process(record) method "
+            "(a processor needs process; init(ctx) and close() are optional)"
+        )
+
+
 def _names(value: str | Iterable[str], what: str) -> tuple[str, ...]:
     names = (value,) if isinstance(value, str) else tuple(value)
     if not names or not all(isinstance(n, str) and n for n in names):
@@ -140,8 +152,7 @@ class Topology:
     ) -> Topology:
         """Add a processor created by `factory()` once per task, fed by `parents`."""
         self._check_new(name)
-        if not callable(factory):
-            raise TopologyError(f"processor {name!r}: factory must be callable, got {factory!r}")
+        _check_factory(f"processor {name!r}", factory)
         ps = _names(parents, f"processor {name!r}: parents")
         self._check_parents(name, ps)
         self.nodes[name] = ProcessorDef(name, factory, ps)
@@ -222,6 +233,7 @@ class Topology:
             raise TopologyError(f"store {name!r} is already in the topology")
         src_name = source_name or f"{name}-global-source"
         proc_name = processor_name or f"{name}-global-processor"
+        _check_factory(f"global store {name!r} processor {proc_name!r}", processor_factory)
         self._check_new(src_name)
         self._check_new(proc_name)
         owner = self._topic_owner.get(topic)
