@@ -56,6 +56,15 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e))
 
 
+def _processes(text: str) -> int:
+    from kstream.service.supervisor import parse_processes
+
+    try:
+        return parse_processes(text)
+    except ConfigError as e:  # argparse names the flag itself
+        raise argparse.ArgumentTypeError(str(e).removeprefix("processes: ")) from None
+
+
 def _hostport(text: str) -> str:
     _host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
@@ -96,6 +105,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--advertised-url",
         default=None,
         help="URL other instances use to reach this one (default: the listen address)",
+    )
+    run.add_argument(
+        "--processes",
+        type=_processes,
+        default=1,
+        help="worker processes under one supervisor and one HTTP address: a number, or "
+        "'auto' for every usable core (default 1: this process runs the app)",
     )
     run.set_defaults(func=_cmd_run)
 
@@ -246,6 +262,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
         },
     )
     target = load_target(args.target)
+    if args.processes > 1:
+        from kstream.service.supervisor import supervise
+
+        return supervise(
+            args.target,
+            settings,
+            args.processes,
+            target=target,
+            log_level=args.log_level,
+            log_format=args.log_format,
+        )
     if settings.engine == "spark":
         return _run_spark(target, settings)
     return run_service(target, settings)

@@ -1,0 +1,262 @@
+"""The one HTTP endpoint of `kstreamd run --processes N`, served by the supervisor.
+
+`/health/live` and `/health/ready` answer for the whole app from the supervisor's view of its
+workers. `/metrics` scrapes every live worker's own `/metrics` (each worker serves HTTP on a
+loopback port of its own) and serves the union (`kstream.service.merge`) with the supervisor's
+series. Every other GET (`/topology`, `/stores`, `/stores/{store}/keys/{key}`, ...) is passed
+unchanged, `Authorization` header included, to a live worker: each worker is an instance in the
+app's `<app_id>-instances` registry and already routes a key query to the instance that owns
+the key, so any worker gives the owner's answer.
+
+With a token configured every endpoint but `/health/*` needs it here too; the supervisor uses
+the same token to scrape its workers.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Protocol
+
+from prometheus_client.core import Metric
+
+from kstream.service.http import BACKLOG, READ_TIMEOUT_S
+from kstream.service.merge import Scrape, merge_expositions
+
+log = logging.getLogger("kstream.service")
+
+__all__ = ["Fleet", "Gateway", "WorkerView"]
+
+_METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_SCRAPE_TIMEOUT_S = 5.0
+_FORWARD_TIMEOUT_S = 15.0
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    """One worker as the gateway sees it."""
+
+    index: int
+    instance_id: str
+    url: str
+    pid: int | None
+    alive: bool
+    ready: bool
+    restarts: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "instance_id": self.instance_id,
+            "pid": self.pid,
+            "alive": self.alive,
+            "ready": self.ready,
+            "restarts": self.restarts,
+        }
+
+
+class Fleet(Protocol):
+    """What the gateway needs from the supervisor."""
+
+    app_id: str
+    instance_id: str
+
+    def workers(self) -> list[WorkerView]: ...
+
+    def is_live(self) -> bool: ...
+
+    def is_ready(self) -> bool: ...
+
+    def own_metrics(self) -> list[Metric]: ...
+
+
+class Gateway:
+    """Serves `fleet` on `host:port` in a background thread (port 0: any free port)."""
+
+    def __init__(self, fleet: Fleet, host: str, port: int, token: str | None = None) -> None:
+        self.fleet = fleet
+        self.token = token
+        handler = type("GatewayHandler", (_Handler,), {"gateway": self})
+        self._httpd = _Server((host, port), handler)
+        self.host = host
+        self.port = int(self._httpd.server_address[1])
+        self._thread: threading.Thread | None = None
+        self._rotation = 0
+        self._lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        host = self.host if self.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
+
+    def start(self) -> Gateway:
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, name="kstream-gateway", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def authorized(self, header: str | None) -> bool:
+        if self.token is None:
+            return True
+        if not header or not header.startswith("Bearer "):
+            return False
+        return hmac.compare_digest(header[len("Bearer ") :].strip().encode(), self.token.encode())
+
+    def metrics(self) -> bytes:
+        """Every live worker's metrics, merged, then the supervisor's own series."""
+        live = [w for w in self.fleet.workers() if w.alive]
+        with ThreadPoolExecutor(max_workers=max(1, len(live))) as pool:
+            texts = list(pool.map(self._scrape, live))
+        scrapes = [
+            Scrape({"app_id": self.fleet.app_id, "instance_id": w.instance_id}, text)
+            for w, text in zip(live, texts, strict=True)
+            if text is not None
+        ]
+        return merge_expositions(scrapes, self.fleet.own_metrics())
+
+    def _scrape(self, worker: WorkerView) -> str | None:
+        req = urllib.request.Request(worker.url + "/metrics")
+        if self.token is not None:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(req, timeout=_SCRAPE_TIMEOUT_S) as resp:
+                return str(resp.read().decode("utf-8"))
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            # a worker that is starting (503) or going away has no metrics to add
+            log.debug("scraping worker %s: %s", worker.instance_id, e)
+            return None
+
+    def candidates(self) -> Sequence[WorkerView]:
+        """Live workers to pass a request to, ready ones first, in turn (spreads the load)."""
+        live = [w for w in self.fleet.workers() if w.alive]
+        with self._lock:
+            self._rotation += 1
+            turn = self._rotation
+        if live:
+            k = turn % len(live)
+            live = live[k:] + live[:k]
+        return [w for w in live if w.ready] + [w for w in live if not w.ready]
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = BACKLOG
+
+
+class _Handler(BaseHTTPRequestHandler):
+    gateway: Gateway
+    protocol_version = "HTTP/1.1"
+    timeout = READ_TIMEOUT_S
+    disable_nagle_algorithm = True
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("gateway %s: " + format, self.address_string(), *args)
+
+    def do_GET(self) -> None:
+        try:
+            self._route()
+        except Exception as e:
+            log.exception("gateway: %s failed", self.path)
+            self._json(500, {"error": "internal", "message": f"{type(e).__name__}: {e}"})
+
+    def _method_not_allowed(self) -> None:
+        self._json(405, {"error": "method_not_allowed", "message": "only GET is supported"})
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = _method_not_allowed
+
+    def _route(self) -> None:
+        gw = self.gateway
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path in ("/health/live", "/health/ready"):
+            fleet = gw.fleet
+            ok = fleet.is_live() if path.endswith("live") else fleet.is_ready()
+            workers = fleet.workers()
+            self._json(
+                200 if ok else 503,
+                {
+                    "status": "ok" if ok else "unavailable",
+                    "state": _state(workers),
+                    "workers": [w.to_json() for w in workers],
+                },
+            )
+            return
+        if not gw.authorized(self.headers.get("Authorization")):
+            self._json(
+                401,
+                {"error": "unauthorized", "message": "missing or wrong bearer token"},
+                {"WWW-Authenticate": 'Bearer realm="kstream"'},
+            )
+            return
+        if path == "/metrics":
+            self._send(200, gw.metrics(), _METRICS_TYPE)
+            return
+        self._pass_on()
+
+    def _pass_on(self) -> None:
+        """GET the same path and query from a live worker and answer what it answers."""
+        tried = []
+        for worker in self.gateway.candidates():
+            req = urllib.request.Request(worker.url + self.path, method="GET")
+            auth = self.headers.get("Authorization")
+            if auth:
+                req.add_header("Authorization", auth)
+            try:
+                with urllib.request.urlopen(req, timeout=_FORWARD_TIMEOUT_S) as resp:
+                    status, body, headers = resp.status, resp.read(), resp.headers
+            except urllib.error.HTTPError as e:
+                status, body, headers = e.code, e.read(), e.headers
+            except (urllib.error.URLError, OSError) as e:
+                tried.append(f"{worker.instance_id}: {e}")
+                continue
+            extra = {"X-Kstream-Worker": worker.instance_id}
+            routed = headers.get("X-Kstream-Routed-To")
+            if routed:
+                extra["X-Kstream-Routed-To"] = routed
+            self._send(status, body, headers.get("Content-Type", "application/json"), extra)
+            return
+        self._json(
+            503,
+            {
+                "error": "no_worker",
+                "message": "no worker process is answering"
+                + (f" ({'; '.join(tried)})" if tried else " (all are starting)"),
+            },
+        )
+
+    def _json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        self._send(status, json.dumps(body, sort_keys=True).encode(), "application/json", headers)
+
+    def _send(
+        self, status: int, body: bytes, ctype: str, headers: dict[str, str] | None = None
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def _state(workers: list[WorkerView]) -> str:
+    """A one-word summary: RUNNING (every worker ready), STARTING or DEGRADED."""
+    if workers and all(w.alive and w.ready for w in workers):
+        return "RUNNING"
+    if any(w.restarts for w in workers if not (w.alive and w.ready)):
+        return "DEGRADED"
+    return "STARTING"

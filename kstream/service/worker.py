@@ -1,0 +1,98 @@
+"""A worker process of `kstreamd run --processes N`: one `kstreamd run` instance, started and
+watched by `kstream.service.supervisor`.
+
+The supervisor hands the worker its settings as one JSON line on standard input (settings may
+hold secrets such as `http_token` or SASL passwords, which must not appear in the process
+list) and keeps that pipe open. The worker imports the topology itself from its `MODULE:ATTR`
+reference, because a topology holds user functions that need not pickle. When the pipe closes
+without a word (the supervisor died, even by SIGKILL) the worker stops itself the graceful way,
+so no worker outlives its supervisor.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kstream.errors import ConfigError, KStreamError
+from kstream.service.settings import Settings
+
+log = logging.getLogger("kstream.service")
+
+__all__ = ["BOOTSTRAP", "WorkerSpec", "main"]
+
+BOOTSTRAP = (
+    "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
+    "from kstream.service.worker import main; sys.exit(main())"
+)
+"""`python -c` program of a worker: the supervisor's `sys.path` first (passed as argv[1]), so
+the worker imports exactly what the supervisor can, then `main()`."""
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What one worker runs: the target reference, its own settings and the logging setup."""
+
+    target: str
+    index: int
+    settings: dict[str, Any] = field(default_factory=dict)
+    log_level: str | None = None
+    log_format: str | None = None
+
+    def to_json(self) -> str:
+        try:
+            return json.dumps(asdict(self), sort_keys=True)
+        except (TypeError, ValueError) as e:
+            raise ConfigError(
+                f"config: a value cannot be passed to worker processes ({e}); use plain "
+                "numbers, strings, booleans, lists and tables"
+            ) from None
+
+    @classmethod
+    def from_json(cls, line: str) -> WorkerSpec:
+        return cls(**json.loads(line))
+
+    def service_settings(self) -> Settings:
+        return Settings(**self.settings)
+
+
+def _stop_when_orphaned() -> None:
+    """Block until the supervisor's pipe closes, then stop this worker the graceful way."""
+    try:
+        while sys.stdin.buffer.read(4096):
+            pass
+    except (OSError, ValueError):
+        pass
+    log.warning("worker %d: the supervisor has gone; stopping", os.getpid())
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def main() -> int:
+    from kstream.service.logs import setup_logging
+    from kstream.service.runner import run_service
+    from kstream.service.target import load_target
+
+    line = sys.stdin.readline()
+    if not line.strip():
+        print("kstream worker: error: no settings on standard input", file=sys.stderr)
+        return 2
+    spec = WorkerSpec.from_json(line)
+    try:
+        setup_logging(spec.log_level, spec.log_format)
+        threading.Thread(target=_stop_when_orphaned, name="kstream-orphan", daemon=True).start()
+        target = load_target(spec.target)
+        if hasattr(target, "app_id") and hasattr(target, "start"):
+            target = target.topology  # settings come from the supervisor, not the App's
+        return run_service(target, spec.service_settings())
+    except ConfigError as e:
+        print(f"kstream worker {spec.index}: error: {e}", file=sys.stderr, flush=True)
+        return 2
+    except KStreamError as e:
+        print(f"kstream worker {spec.index}: error: {e}", file=sys.stderr, flush=True)
+        return 1
