@@ -235,9 +235,11 @@ class Metrics:
         """Read the size of this instance's state stores, at most every STORE_SIZE_INTERVAL_S.
 
         `stores` returns the store objects (one per store and partition); entries come from
-        `approximate_num_entries()`, bytes from the backend's `approximate_size_bytes()` where
-        it has one (LMDB; omitted for the others). Called from the stream thread, which owns
-        the stores; a store that cannot tell is skipped, never fatal.
+        their backend's `approximate_num_entries()` (one call: an LMDB stat, a Redis ZCARD),
+        not the store's, which would also look up every pending write of the batch in flight;
+        bytes from the backend's `approximate_size_bytes()` where it has one (LMDB; omitted for
+        the others). Called from the stream thread, which owns the stores; a store that cannot
+        tell is skipped, never fatal.
         """
         now = time.monotonic()
         if now < self._next_store_sizes:
@@ -248,9 +250,9 @@ class Metrics:
         for store in stores():
             name = str(getattr(store, "name", "")) or _OTHER
             backend = getattr(store, "backend", None)
-            count = getattr(store, "approximate_num_entries", None)
-            if count is None:  # window and session stores: the backend's committed count
-                count = getattr(backend, "approximate_num_entries", None)
+            count = getattr(backend, "approximate_num_entries", None)
+            if count is None:
+                count = getattr(store, "approximate_num_entries", None)
             if count is None:
                 continue
             try:
@@ -538,7 +540,7 @@ def _families(m: Metrics) -> Iterator[Metric]:
     entries = GaugeMetricFamily(
         "kstream_store_entries",
         "Approximate entries per state store, summed over this instance's partitions "
-        f"(committed state plus pending writes; read every {STORE_SIZE_INTERVAL_S:g} s).",
+        f"(committed state, without the batch in flight; read every {STORE_SIZE_INTERVAL_S:g} s).",
         labels=["store"],
     )
     for store, n in sorted(m.store_entries.items()):
