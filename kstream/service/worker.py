@@ -62,30 +62,66 @@ class WorkerSpec:
         return Settings(**self.settings)
 
 
-def _stop_when_orphaned() -> None:
-    """Block until the supervisor's pipe closes, then stop this worker the graceful way."""
+def _read_line(fd: int) -> str:
+    """The first line on `fd`, read unbuffered (the pipe stays open after it)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode()
+
+
+def _stop_when_orphaned(fd: int) -> None:
+    """Block until the supervisor's pipe closes, then stop this worker the graceful way.
+
+    Raw reads, not `sys.stdin`: a daemon thread blocked inside a buffered reader would make
+    the interpreter abort at exit.
+    """
     try:
-        while sys.stdin.buffer.read(4096):
+        while os.read(fd, 4096):
             pass
-    except (OSError, ValueError):
+    except OSError:
         pass
     log.warning("worker %d: the supervisor has gone; stopping", os.getpid())
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+class _Tag(logging.Filter):
+    """Puts the worker's instance id on its log records: `instance_id` in JSON lines, and
+    in the logger name of text lines (workers share the supervisor's output)."""
+
+    def __init__(self, instance_id: str, text: bool) -> None:
+        super().__init__()
+        self.instance_id, self.text = instance_id, text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.instance_id = self.instance_id
+        if self.text and not record.name.endswith("]"):
+            record.name = f"{record.name} [{self.instance_id}]"
+        return True
+
+
 def main() -> int:
-    from kstream.service.logs import setup_logging
+    from kstream.service.logs import JsonFormatter, setup_logging
     from kstream.service.runner import run_service
     from kstream.service.target import load_target
 
-    line = sys.stdin.readline()
+    fd = sys.stdin.fileno()
+    line = _read_line(fd)
     if not line.strip():
         print("kstream worker: error: no settings on standard input", file=sys.stderr)
         return 2
     spec = WorkerSpec.from_json(line)
     try:
-        setup_logging(spec.log_level, spec.log_format)
-        threading.Thread(target=_stop_when_orphaned, name="kstream-orphan", daemon=True).start()
+        handler = setup_logging(spec.log_level, spec.log_format)
+        if handler is not None:
+            text = not isinstance(handler.formatter, JsonFormatter)
+            handler.addFilter(_Tag(str(spec.settings.get("instance_id") or spec.index), text))
+        threading.Thread(
+            target=_stop_when_orphaned, args=(fd,), name="kstream-orphan", daemon=True
+        ).start()
         target = load_target(spec.target)
         if hasattr(target, "app_id") and hasattr(target, "start"):
             target = target.topology  # settings come from the supervisor, not the App's
