@@ -18,6 +18,7 @@ from kstream.errors import (
     ProcessingError,
     TopologyError,
 )
+from kstream.processes import run_processes
 from kstream.records import Record, TimestampType, Windowed
 from kstream.runtime import App, AppState, TopicReader, read_unique
 from kstream.serde import Serde, SerdeContext, serde
@@ -59,6 +60,7 @@ __all__ = [
     "duration",
     "errors",
     "read_unique",
+    "run_processes",
     "serde",
     "session_windowed_serde",
     "stores",
