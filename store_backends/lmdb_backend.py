@@ -2,6 +2,8 @@
 
 Layout: named database `data` holds the entries, `meta` holds the format marker and the
 checkpoint; a `write_batch` is one LMDB write transaction, so data and checkpoint always agree.
+Keys LMDB cannot hold directly (the empty key, keys over 511 bytes) live in `long` and `meta`
+without breaking byte order (see `store_backends.lmdb_keys`).
 
 Integrity: every stored value is prefixed with a CRC-32 of key and value. A damaged page is
 therefore reported as `StoreCorruptedError` (as are LMDB's own structural errors and a missing
@@ -17,6 +19,7 @@ whenever a write finds the map full.
 
 from __future__ import annotations
 
+import heapq
 import os
 import shutil
 import struct
@@ -29,10 +32,11 @@ import lmdb
 import orjson
 
 from kstream.errors import ConfigError, StoreCorruptedError, StoreError
+from store_backends import lmdb_keys as lk
 from store_backends.base import BatchedPoints, Cursor, check_bytes, prefix_upper_bound
 
 FORMAT = b"kstream-lmdb-1"
-MAX_KEY = 511
+MAX_KEY = lk.MAX_KEY
 _CRC = struct.Struct(">I")
 
 
@@ -59,10 +63,11 @@ class LMDBBackend(BatchedPoints):
         fresh = not os.path.exists(os.path.join(path, "data.mdb"))
         try:
             self._env = lmdb.open(
-                path, map_size=map_size, max_dbs=2, sync=sync, metasync=sync, readahead=False
+                path, map_size=map_size, max_dbs=3, sync=sync, metasync=sync, readahead=False
             )
             self._data = self._env.open_db(b"data")
             self._meta = self._env.open_db(b"meta")
+            self._long = self._env.open_db(b"long")
             with self._env.begin(write=fresh) as txn:
                 fmt = txn.get(b"format", db=self._meta)
                 if fresh and fmt is None:
@@ -95,10 +100,6 @@ class LMDBBackend(BatchedPoints):
 
     def _key(self, key: bytes) -> bytes:
         check_bytes("key", key)
-        if not key or len(key) > MAX_KEY:
-            raise StoreError(
-                f"{self._where()}: keys must be 1..{MAX_KEY} bytes, got {len(key)} bytes"
-            )
         return key
 
     def _open(self, key: bytes, raw: bytes) -> bytes:
@@ -112,7 +113,15 @@ class LMDBBackend(BatchedPoints):
         self._check_open()
         try:
             with self._env.begin(db=self._data) as txn:
-                raw = txn.get(key) if key else None
+                if lk.is_direct(key):
+                    raw = txn.get(key)
+                elif not key:
+                    raw = txn.get(lk.EMPTY_KEY, db=self._meta)
+                else:
+                    prefix, rest = lk.split(key)
+                    packed = txn.get(prefix, db=self._long)
+                    bucket = [] if packed is None else lk.decode_bucket(packed, self._where())
+                    raw = lk.bucket_get(bucket, rest)
         except lmdb.Error as e:
             raise StoreCorruptedError(f"{self._where()}: read failed: {e}") from e
         return None if raw is None else self._open(key, raw)
@@ -126,18 +135,28 @@ class LMDBBackend(BatchedPoints):
         self._check_open()
         dels = [self._key(k) for k in deletes]
         items = []
+        odd: list[tuple[bytes, bytes | None]] = []  # empty and long keys, in write order
+        for k in dels:
+            if not lk.is_direct(k):
+                odd.append((k, None))
         for k, v in puts.items():
             check_bytes("value", v)
-            items.append((self._key(k), _seal(k, v)))
+            if lk.is_direct(self._key(k)):
+                items.append((k, _seal(k, v)))
+            else:
+                odd.append((k, _seal(k, v)))
         cp = None if checkpoint is None else orjson.dumps(checkpoint)
         while True:
             try:
                 with self._env.begin(write=True) as txn:
                     for k in dels:
-                        txn.delete(k, db=self._data)
+                        if lk.is_direct(k):
+                            txn.delete(k, db=self._data)
                     if items:
                         with txn.cursor(db=self._data) as cur:
                             cur.putmulti(items)
+                    if odd:
+                        self._write_odd(txn, odd)
                     if cp is not None:
                         txn.put(b"checkpoint", cp, db=self._meta)
                 return
@@ -148,6 +167,32 @@ class LMDBBackend(BatchedPoints):
             except lmdb.Error as e:
                 raise StoreError(f"{self._where()}: write failed: {e}") from e
 
+    def _write_odd(self, txn: Any, writes: list[tuple[bytes, bytes | None]]) -> None:
+        """Apply writes of empty and long keys (None = delete) inside `txn`."""
+        buckets: dict[bytes, lk.Bucket] = {}
+        for key, sealed in writes:
+            if not key:
+                if sealed is None:
+                    txn.delete(lk.EMPTY_KEY, db=self._meta)
+                else:
+                    txn.put(lk.EMPTY_KEY, sealed, db=self._meta)
+                continue
+            prefix, rest = lk.split(key)
+            bucket = buckets.get(prefix)
+            if bucket is None:
+                packed = txn.get(prefix, db=self._long)
+                bucket = [] if packed is None else lk.decode_bucket(packed, self._where())
+                buckets[prefix] = bucket
+            if sealed is None:
+                lk.bucket_delete(bucket, rest)
+            else:
+                lk.bucket_put(bucket, rest, sealed)
+        for prefix, bucket in buckets.items():
+            if bucket:
+                txn.put(prefix, lk.encode_bucket(bucket), db=self._long)
+            else:
+                txn.delete(prefix, db=self._long)
+
     # --- scans ---------------------------------------------------------------------------------
 
     def range(
@@ -156,42 +201,85 @@ class LMDBBackend(BatchedPoints):
         self._check_open()
         txn = self._env.begin(db=self._data)
         cur = txn.cursor()
+        long_cur = txn.cursor(db=self._long)
 
         def done() -> None:
             cur.close()
+            long_cur.close()
             txn.abort()
 
-        return Cursor(self._walk(cur, lo, hi, reverse), done)
+        def scan() -> Iterator[tuple[bytes, bytes]]:
+            try:
+                direct = self._walk(cur, lo, hi, reverse)
+                if not txn.stat(self._long)["entries"]:
+                    longs: Iterator[tuple[bytes, bytes]] = iter(())
+                else:
+                    longs = self._walk_long(long_cur, lo, hi, reverse)
+                merged = heapq.merge(direct, longs, key=_first, reverse=reverse)
+                empty = txn.get(lk.EMPTY_KEY, db=self._meta) if lo is None or not lo else None
+                if empty is not None and not reverse:
+                    yield b"", self._open(b"", empty)
+                for k, raw in merged:
+                    yield k, self._open(k, raw)
+                if empty is not None and reverse:
+                    yield b"", self._open(b"", empty)
+            except lmdb.Error as e:
+                raise StoreCorruptedError(f"{self._where()}: scan failed: {e}") from e
+
+        return Cursor(scan(), done)
+
+    @staticmethod
+    def _seek(cur: Any, lo: bytes | None, hi: bytes | None, reverse: bool) -> bool:
+        """Position `cur` on the first candidate: bounds may be longer than LMDB keys, so
+        they are cut to 511 bytes, which never skips a key inside them."""
+        if not reverse:
+            return bool(cur.set_range(lo[:MAX_KEY]) if lo else cur.first())
+        if hi is None:
+            return bool(cur.last())
+        if not hi:
+            return False
+        return bool(cur.set_range(hi[:MAX_KEY]) or cur.last())
 
     def _walk(
         self, cur: Any, lo: bytes | None, hi: bytes | None, reverse: bool
     ) -> Iterator[tuple[bytes, bytes]]:
-        try:
-            if not reverse:
-                ok = cur.first() if not lo else cur.set_range(lo)
-                while ok:
-                    k = cur.key()
-                    if hi is not None and k > hi:
-                        break
-                    yield k, self._open(k, cur.value())
-                    ok = cur.next()
+        """Raw `(key, sealed value)` of the `data` database inside [lo, hi]."""
+        ok = self._seek(cur, lo, hi, reverse)
+        step = cur.prev if reverse else cur.next
+        while ok:
+            k = cur.key()
+            if reverse:
+                if hi is not None and k > hi:
+                    ok = step()
+                    continue
+                if lo is not None and k < lo:
+                    return
             else:
-                if hi is None:
-                    ok = cur.last()
-                else:
-                    ok = cur.set_range(hi) if hi else False
-                    if ok and cur.key() > hi:
-                        ok = cur.prev()
-                    elif not ok:
-                        ok = cur.last() if hi else False
-                while ok:
-                    k = cur.key()
-                    if lo is not None and k < lo:
-                        break
-                    yield k, self._open(k, cur.value())
-                    ok = cur.prev()
-        except lmdb.Error as e:
-            raise StoreCorruptedError(f"{self._where()}: scan failed: {e}") from e
+                if lo is not None and k < lo:
+                    ok = step()
+                    continue
+                if hi is not None and k > hi:
+                    return
+            yield k, cur.value()
+            ok = step()
+
+    def _walk_long(
+        self, cur: Any, lo: bytes | None, hi: bytes | None, reverse: bool
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Raw `(key, sealed value)` of the long keys inside [lo, hi], bucket by bucket."""
+        ok = self._seek(cur, lo, hi, reverse)
+        step = cur.prev if reverse else cur.next
+        while ok:
+            prefix = cur.key()
+            bucket = lk.decode_bucket(cur.value(), self._where())
+            for rest, sealed in reversed(bucket) if reverse else bucket:
+                k = prefix + rest
+                if (lo is not None and k < lo) if not reverse else (hi is not None and k > hi):
+                    continue
+                if (hi is not None and k > hi) if not reverse else (lo is not None and k < lo):
+                    return
+                yield k, sealed
+            ok = step()
 
     def prefix_scan(self, prefix: bytes) -> Cursor:
         end = prefix_upper_bound(prefix)
@@ -234,7 +322,14 @@ class LMDBBackend(BatchedPoints):
     def approximate_num_entries(self) -> int:
         self._check_open()
         with self._env.begin(db=self._data) as txn:
-            return int(txn.stat(self._data)["entries"])
+            n = int(txn.stat(self._data)["entries"])
+            if txn.get(lk.EMPTY_KEY, db=self._meta) is not None:
+                n += 1
+            if txn.stat(self._long)["entries"]:
+                with txn.cursor(db=self._long) as cur:
+                    for raw in cur.iternext(keys=False, values=True):
+                        n += len(lk.decode_bucket(raw, self._where()))
+            return n
 
     def approximate_size_bytes(self) -> int:
         """Bytes of the pages the data holds (branch, leaf and overflow pages times the page
@@ -253,6 +348,10 @@ class LMDBBackend(BatchedPoints):
     def destroy(self) -> None:
         self.close()
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _first(kv: tuple[bytes, bytes]) -> bytes:
+    return kv[0]
 
 
 def _flag(url: str, query: dict[str, list[str]], key: str, default: bool) -> bool:

@@ -1,7 +1,10 @@
 """Each backend against a sorted-dict model, driven by hypothesis' stateful testing.
 
 Keys come from a tiny alphabet including 0x00 and 0xFF so that prefixes, shared prefixes and
-the edges of byte order are hit constantly.
+the edges of byte order are hit constantly. Besides short keys (the empty key included) they
+include long ones: a shared 509-byte stem plus a short tail straddles LMDB's 511-byte key
+limit, and a 4 KiB stem stands for long URLs with window suffixes; range bounds are drawn the
+same way.
 """
 
 from __future__ import annotations
@@ -20,10 +23,18 @@ from support.redis_server import RedisServer, available
 import store_backends
 from store_backends import Backend
 
-keys = st.binary(min_size=1, max_size=4).map(lambda b: bytes(x % 4 * 85 for x in b))
-bounds = st.one_of(
-    st.none(), st.binary(min_size=0, max_size=3).map(lambda b: bytes(x % 4 * 85 for x in b))
+
+def _alphabet(b: bytes) -> bytes:
+    return bytes(x % 4 * 85 for x in b)
+
+
+STEMS = (b"\x55" * 509, b"\x55" * 509 + b"\xaa" * 3587)
+short_keys = st.binary(min_size=0, max_size=4).map(_alphabet)
+long_keys = st.builds(
+    lambda stem, tail: stem + tail, st.sampled_from(STEMS), st.binary(max_size=6).map(_alphabet)
 )
+keys = st.one_of(short_keys, long_keys)
+bounds = st.one_of(st.none(), st.binary(min_size=0, max_size=3).map(_alphabet), long_keys)
 values = st.binary(max_size=6)
 checkpoints = st.one_of(st.none(), st.fixed_dictionaries({"offset": st.integers(0, 10**12)}))
 
