@@ -4,6 +4,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 EXTRAS ?= dev,redis,spark,schema-registry
 PYTEST_ARGS ?=
+# `make test` runs on pytest-xdist workers, each with its own embedded broker; the Spark tests
+# share one worker (`xdist_group`), so one JVM. The suite mostly waits (group joins, worker
+# processes, the broker), so more workers than cores pay: 4 on a 2-core machine.
+TEST_WORKERS ?= 4
 
 .PHONY: demo test lint unit integration bench venv clean
 
@@ -24,7 +28,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 test: lint
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit tests/property $(PYTEST_ARGS)

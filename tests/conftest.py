@@ -1,8 +1,13 @@
-"""Shared fixtures: one embedded broker for the whole run, and unique topic names.
+"""Shared fixtures: one embedded broker per test process, and unique topic names.
 
 Tansu keeps everything in memory, so tests share one broker and stay apart by using unique
-topic (and group) names instead of a fresh broker each. Set `KSTREAM_TEST_BOOTSTRAP` to run
-the integration tests against another Kafka instead (e.g. a real Apache Kafka).
+topic (and group) names instead of a fresh broker each. Under pytest-xdist every worker
+process starts its own broker (the fixture is session-scoped, and a session is per worker).
+Set `KSTREAM_TEST_BOOTSTRAP` to run the integration tests against another Kafka instead (e.g.
+a real Apache Kafka); all workers then share it.
+
+Tests marked `slow` run only with `KSTREAM_LONG=1`; otherwise they are deselected (listed as
+such in the summary), not skipped.
 """
 
 from __future__ import annotations
@@ -25,7 +30,10 @@ class ExternalBroker:
     bootstrap_servers: str
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+LONG = os.environ.get("KSTREAM_LONG") == "1"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         path = str(item.path).replace("\\", "/")
         # everything that needs the broker is `integration`; Spark tests are also `spark`
@@ -33,6 +41,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
         if "/spark/" in path:
             item.add_marker(pytest.mark.spark)
+            # one worker runs every Spark test (with `--dist loadgroup`): one JVM, not one
+            # per worker
+            item.add_marker(pytest.mark.xdist_group("spark"))
+    if not LONG:
+        slow = [item for item in items if item.get_closest_marker("slow") is not None]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [item for item in items if item.get_closest_marker("slow") is None]
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.groups import fast_group
 
 from e2e.inprocess import read_until, running
 from e2e.support import create_topics
@@ -56,7 +57,7 @@ def test_fail_stops_naming_the_record_and_commits_nothing_past_it(
     bs = kafka_broker.bootstrap_servers
     inp, out = _setup(bs, unique_name)
     app_id = unique_name("fail")
-    app = App(_topology(inp, out), app_id, bs, config={"state_dir": str(tmp_path)})
+    app = App(_topology(inp, out), app_id, bs, config=fast_group({"state_dir": str(tmp_path)}))
     app.start()
     assert app.wait_for(AppState.ERROR, timeout=120)
     app.close()
@@ -80,7 +81,7 @@ def test_skip_continues_with_the_good_records(
         "on_deserialization_error": "skip",
         "on_processing_error": "skip",
     }
-    app = App(_topology(inp, out), unique_name("skip"), bs, config=config)
+    app = App(_topology(inp, out), unique_name("skip"), bs, config=fast_group(config))
     with running(app), TopicReader(bs, out, "string", "long") as reader:
         got = read_until(reader, lambda rs: len(rs) >= len(GOOD), app)
         assert app.state == AppState.RUNNING
@@ -104,7 +105,7 @@ def test_dlq_gets_the_raw_record_and_the_error(
         "on_processing_error": "dlq",
         "dlq_topic": dlq,
     }
-    app = App(_topology(inp, out), unique_name("dlq"), bs, guarantee, config)
+    app = App(_topology(inp, out), unique_name("dlq"), bs, guarantee, fast_group(config))
     with running(app), TopicReader(bs, out, "string", "long") as reader:
         got = read_until(reader, lambda rs: len(rs) >= len(GOOD), app)
         with TopicReader(bs, dlq) as dead_reader:
@@ -137,7 +138,7 @@ def test_record_too_large_for_the_broker(
     b = StreamBuilder()
     b.stream(inp).map_values(lambda v: v * 600_000 if v == b"big" else v).to(out)
     config = {"state_dir": str(tmp_path), "on_processing_error": policy, "dlq_topic": dlq}
-    app = App(b, unique_name("big"), bs, config=config)
+    app = App(b, unique_name("big"), bs, config=fast_group(config))
     if policy == "fail":
         app.start()
         assert app.wait_for(AppState.ERROR, timeout=120)

@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from support.groups import fast_group
+
 from e2e.inprocess import read_until, running
 from e2e.support import create_topics, produce
 from examples import orders_enriched, payments_dedup
@@ -30,7 +32,7 @@ def test_upstream_duplicates_dropped_also_across_a_restart(
 
     def app(n: int) -> App:
         topo = payments_dedup.build_topology(inp, out)
-        return App(topo, app_id, bs, config={"state_dir": str(tmp_path / f"s{n}")})
+        return App(topo, app_id, bs, config=fast_group({"state_dir": str(tmp_path / f"s{n}")}))
 
     with TopicReader(bs, out, "string", "json") as reader:
         produce(bs, inp, _payments(range(20), T0), "string", "json")
@@ -64,7 +66,7 @@ def test_global_table_bootstraps_and_keeps_up(
         "json",
     )
     topo = orders_enriched.build_topology(orders, customers, products, out)
-    app = App(topo, unique_name("glob"), bs, config={"state_dir": str(tmp_path)})
+    app = App(topo, unique_name("glob"), bs, config=fast_group({"state_dir": str(tmp_path)}))
     with running(app), TopicReader(bs, out, "string", "json") as reader:
         # bootstrapped before processing: every product is there once RUNNING
         assert [app.store("products").get(f"p{i}")["name"] for i in range(30)] == [

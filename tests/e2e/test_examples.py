@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.groups import fast_group
 
 from e2e.inprocess import per_key, read_until, running
 from e2e.support import create_topics, produce
@@ -42,7 +43,7 @@ def test_word_count(
         unique_name("wc"),
         bs,
         guarantee,
-        {"state_dir": str(tmp_path)},
+        fast_group({"state_dir": str(tmp_path)}),
     )
     with running(app), TopicReader(bs, out, "string", "long") as reader:
         total = sum(len(v) for v in want.values())
@@ -74,7 +75,7 @@ def test_payments_dedup(
         payments_dedup.build_topology(inp, out),
         unique_name("pay"),
         bs,
-        config={"state_dir": str(tmp_path)},
+        config=fast_group({"state_dir": str(tmp_path)}),
     )
     with running(app), TopicReader(bs, out, "string", "json") as reader:
         got = read_until(reader, lambda rs: len(rs) >= len(want), app)
@@ -118,7 +119,7 @@ def test_orders_enriched(
         orders_enriched.build_topology(orders, customers, products, out),
         unique_name("enrich"),
         bs,
-        config={"state_dir": str(tmp_path)},
+        config=fast_group({"state_dir": str(tmp_path)}),
     )
     with running(app), TopicReader(bs, out, "string", "json") as reader:
         produce(bs, orders, ords, "string", "json")

@@ -13,6 +13,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from support.groups import fast_group
+
 from e2e.inprocess import read_until, running
 from e2e.support import create_topics
 from kstream.dsl import StreamBuilder
@@ -62,7 +64,7 @@ def test_repeats_are_counted_once_also_after_a_restart(
             app_id,
             bs,
             "exactly_once",
-            {"state_dir": str(tmp_path / f"s{n}")},
+            fast_group({"state_dir": str(tmp_path / f"s{n}")}),
         )
 
     with TopicReader(bs, out, "string", "long") as reader:

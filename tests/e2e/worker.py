@@ -11,6 +11,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from support.groups import fast_group
+
 from e2e.pipelines import stateful_topology
 from kstream.runtime import App
 
@@ -38,13 +40,15 @@ def main() -> None:
         app_id=args.app_id,
         bootstrap_servers=args.bootstrap,
         processing_guarantee=args.guarantee,
-        config={
-            "state_dir": args.state_dir,
-            "default_backend": args.backend,
-            "batch_max_records": args.batch,
-            "commit_interval": 50,
-            "batch_max_wait": 50,
-        },
+        config=fast_group(
+            {
+                "state_dir": args.state_dir,
+                "default_backend": args.backend,
+                "batch_max_records": args.batch,
+                "commit_interval": 50,
+                "batch_max_wait": 50,
+            }
+        ),
     )
     app.run()
 

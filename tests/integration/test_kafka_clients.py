@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Message, TopicPartition
+from support.groups import FAST_GROUP
 
 from kstream.errors import ProduceError, ProducerFencedError, TopicError
 from kstream.kafka import Admin, Consumer, EmbeddedBroker, Producer, TopicSpec
@@ -153,7 +154,7 @@ def test_group_consumer_assign_callbacks_commit_and_committed(
 
     group = unique_name("g")
     assigned: list[tuple[str, int]] = []
-    c = Consumer(kafka_broker.bootstrap_servers, group_id=group)
+    c = Consumer(kafka_broker.bootstrap_servers, group_id=group, kafka=FAST_GROUP)
     c.subscribe(
         [topic_name], on_assign=lambda ps: assigned.extend((t.topic, t.partition) for t in ps)
     )
@@ -176,7 +177,7 @@ def test_transactional_produce_with_send_offsets(
         plain.produce(src, f"in-{i}".encode(), b"k")
     plain.flush()
 
-    c = Consumer(kafka_broker.bootstrap_servers, group_id=group)
+    c = Consumer(kafka_broker.bootstrap_servers, group_id=group, kafka=FAST_GROUP)
     c.subscribe([src])
     inputs = read_all(c, 5)
     assert len(inputs) == 5

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.groups import fast_group
 
 from kstream.dsl import StreamBuilder
 from kstream.errors import ConfigError, CoPartitioningError, TopologyError
@@ -37,7 +38,7 @@ def test_missing_source_topic_fails_at_start(
         _word_count(src, "out"),
         unique_name("app"),
         kafka_broker.bootstrap_servers,
-        config={"state_dir": str(tmp_path)},
+        config=fast_group({"state_dir": str(tmp_path)}),
     )
     with pytest.raises(TopologyError, match=src):
         app.start()
@@ -55,7 +56,7 @@ def test_copartitioning_mismatch_fails_at_start(
     b = StreamBuilder()
     table = b.table(right, key_serde="string", value_serde="string", store="t")
     b.stream(left, key_serde="string", value_serde="string").join(table, lambda v, t: v).to("o")
-    app = App(b, unique_name("app"), bs, config={"state_dir": str(tmp_path)})
+    app = App(b, unique_name("app"), bs, config=fast_group({"state_dir": str(tmp_path)}))
     with pytest.raises(CoPartitioningError, match=f"{left}=2"):
         app.start()
 
@@ -68,7 +69,7 @@ def test_lifecycle_states_and_internal_topics(
     admin = Admin(bs)
     admin.create_topic(src, 3)
     admin.create_topic(dst, 3)
-    app = App(_word_count(src, dst), app_id, bs, config={"state_dir": str(tmp_path)})
+    app = App(_word_count(src, dst), app_id, bs, config=fast_group({"state_dir": str(tmp_path)}))
     seen: list[tuple[AppState, AppState]] = []
     app.on_state_change(lambda new, old: seen.append((old, new)))
     assert app.state == AppState.CREATED
@@ -100,7 +101,12 @@ def test_the_runtime_feeds_its_metrics(
     for i in range(40):
         p.produce(src, b"a b", key=b"k%d" % (i % 4))
     p.flush()
-    app = App(_word_count(src, dst), unique_name("app"), bs, config={"state_dir": str(tmp_path)})
+    app = App(
+        _word_count(src, dst),
+        unique_name("app"),
+        bs,
+        config=fast_group({"state_dir": str(tmp_path)}),
+    )
     app.start()
     try:
         assert app.wait_for(AppState.RUNNING, timeout=60)
@@ -144,7 +150,12 @@ def test_batches_run_with_the_cyclic_gc_paused_unless_opted_out(
     seen: list[bool] = []
     b = StreamBuilder()
     b.stream(src).peek(lambda _k, _v: seen.append(gc.isenabled())).to(dst)
-    app = App(b, unique_name("app"), bs, config={"state_dir": str(tmp_path), "gc_pause": gc_pause})
+    app = App(
+        b,
+        unique_name("app"),
+        bs,
+        config=fast_group({"state_dir": str(tmp_path), "gc_pause": gc_pause}),
+    )
     app.start()
     try:
         assert app.wait_for(AppState.RUNNING, timeout=60)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from confluent_kafka import TopicPartition
+from support.groups import fast_group
 
 from kstream.kafka.admin import Admin
 from kstream.kafka.consumer import Consumer
@@ -166,7 +167,7 @@ def per_partition_driver(
 
 def start_native(topology: Topology, app_id: str, bootstrap: str, state_dir: str) -> App:
     """Start `topology` on the native runtime (exactly-once) in this process."""
-    app = App(topology, app_id, bootstrap, "exactly_once", {"state_dir": state_dir})
+    app = App(topology, app_id, bootstrap, "exactly_once", fast_group({"state_dir": state_dir}))
     app.start()
     return app
 
