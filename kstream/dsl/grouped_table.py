@@ -163,7 +163,8 @@ class TableRegroupProcessor(BuiltinProcessor):
     """Maps each `Change` of the table to the group(s) it leaves and joins.
 
     As Kafka's KTableRepartitionMap: the old group's record goes first, and a selected pair
-    with a None key or value is not forwarded (counted as dropped, `null_key`/`null_value`).
+    that is None or has a None key or value is not forwarded (counted as dropped, `null_key`
+    or `null_value`).
     """
 
     def __init__(self, selector: Callable[[Any, Any], tuple[Any, Any]]) -> None:
@@ -175,8 +176,8 @@ class TableRegroupProcessor(BuiltinProcessor):
         for r in records:
             new, old = r.value
             try:
-                np = None if new is None else self._usable(_pair(select(r.key, new)), r)
-                op = None if old is None else self._usable(_pair(select(r.key, old)), r)
+                np = None if new is None else self._usable(select(r.key, new), r)
+                op = None if old is None else self._usable(select(r.key, old), r)
             except Exception as e:
                 on_error(e, r)
                 continue
@@ -189,8 +190,10 @@ class TableRegroupProcessor(BuiltinProcessor):
                 out.append(r.with_key_value(np[0], Change(np[1], None)))
         self.ctx.forward_batch(out)
 
-    def _usable(self, pair: tuple[Any, Any], r: Record) -> tuple[Any, Any] | None:
-        if pair[0] is None:
+    def _usable(self, selected: Any, r: Record) -> tuple[Any, Any] | None:
+        """The selected `(key, value)`, or None (counted) when it has no key or no value."""
+        pair = None if selected is None else _pair(selected)
+        if pair is None or pair[0] is None:
             self.ctx.record_dropped("null_key", r)
             return None
         if pair[1] is None:
