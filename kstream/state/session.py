@@ -45,10 +45,15 @@ class SessionStore(SegmentedStore):
     def find_sessions(
         self, key: Any, earliest_end: int = TS_MIN, latest_start: int = TS_MAX
     ) -> Cursor:
-        """Sessions of `key` with end >= earliest_end and start <= latest_start, by start."""
+        """Sessions of `key` with end >= earliest_end and start <= latest_start, by start.
+
+        As in Kafka Streams' session stores, a session whose end is `retention` or more
+        behind the newest session end is no longer found (so a session aggregation cannot
+        merge into it, even where its grace would still accept the record).
+        """
         kb = self.key_serde.to_bytes(key)
         ek = esc(kb)  # type: ignore[arg-type]
-        lo_end = max(earliest_end, self.live_from())
+        lo_end = max(earliest_end, self.live_from() + 1)
         found: list[tuple[int, int, bytes]] = []
         at = 8 + len(ek)
         for sp in self._segments(earliest_end, TS_MAX):
