@@ -24,8 +24,8 @@ is its end, which is its largest record timestamp. Session merges forward a dele
 (`Change(None, old)`) for every merged session, the merged session included, then the new
 aggregate with no old value, exactly as Kafka does.
 
-`emit="final"` forwards each window once, after the record that closed it was processed, with
-the window's stored timestamp (a session's end), in window-start order (sessions: end order),
+`emit="final"` forwards each window once, when a record closes it, with the window's stored
+timestamp (a session's end), in window-start order (sessions: end order),
 as Kafka's `EmitStrategy.onWindowClose()` does. Kafka checks at most once per second of wall
 clock; here every record checks, which emits the same results, possibly sooner.
 
@@ -124,12 +124,15 @@ class _WindowedAggregate(BuiltinProcessor):
             if ts > self.observed:
                 self.observed = ts
             close = self.observed - self.grace
+            if emit_final:
+                # Kafka emits after aggregating the record; the output is the same (a record
+                # never updates a window it closes), but emitting first reads the closed
+                # windows before the record's new windows can push them out of retention.
+                self._emit_until(close, out, r)
             try:
                 self.apply(r, close, out)
             except Exception as e:
                 on_error(e, r)
-            if emit_final:
-                self._emit_until(close, out, r)
         self._save_time()
         if task is not None:
             task.current = None
