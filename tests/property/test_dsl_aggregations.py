@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -131,3 +132,44 @@ def test_batches_equal_one_record_at_a_time(
             )
 
     assert run(size) == run(1)
+
+
+TIMED_EVENTS = st.lists(
+    st.tuples(
+        st.one_of(st.none(), KEYS), st.one_of(st.none(), st.integers(-50, 50)), st.integers(0, 99)
+    ),
+    max_size=30,
+)
+OPERATIONS = {
+    "count": lambda g: g.count(store="agg"),
+    "reduce": lambda g: g.reduce(lambda a, v: a + v, store="agg"),
+    "aggregate": lambda g: g.aggregate(lambda: 0, lambda _k, v, a: a - v, store="agg"),
+}
+
+
+@pytest.mark.parametrize("op", sorted(OPERATIONS))
+@pytest.mark.parametrize("regroup", [False, True], ids=["group_by_key", "group_by"])
+@SETTINGS
+@given(events=TIMED_EVENTS)
+def test_result_timestamp_is_the_largest_aggregated(
+    op: str, regroup: bool, events: list[tuple[Any, Any, int]]
+) -> None:
+    """Kafka's KStreamAggregate/KStreamReduce: a result carries the largest timestamp of the
+    records aggregated into it (records with a null key or value are not aggregated)."""
+    latest: dict[Any, int] = {}
+    expected = []
+    for k, v, ts in events:
+        if k is None or v is None:
+            continue
+        latest[k] = max(ts, latest.get(k, ts))
+        expected.append((k, latest[k]))
+    b = StreamBuilder()
+    s = b.stream("in", "string", "json")
+    grouped = s.group_by(lambda k, _v: k, key_serde="string") if regroup else s.group_by_key()
+    OPERATIONS[op](grouped).to_stream().to("out", "string", "json")
+    with TopologyTestDriver(b) as d:
+        d.input_topic("in", "string", "json").pipe_many(events)
+        got = [(r.key, r.timestamp) for r in d.output_topic("out", "string", "json").read_records()]
+        stored = {k: d.get_store("agg").get_with_timestamp(k).timestamp for k in latest}
+    assert got == expected
+    assert stored == latest

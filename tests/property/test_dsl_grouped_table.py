@@ -75,3 +75,43 @@ def test_grouped_table_aggregate_equals_reference(updates: list[tuple[str, Any]]
         with d.get_store("agg").all() as cur:
             final = dict(cur)
     assert (got, final) == reference(updates)
+
+
+TIMED_UPDATES = st.lists(
+    st.tuples(
+        st.sampled_from(["u1", "u2", "u3"]),
+        st.one_of(st.none(), st.sampled_from(["eu", "us"])),
+        st.integers(0, 99),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(TIMED_UPDATES)
+def test_regrouped_result_timestamp_is_the_largest_that_touched_the_group(
+    updates: list[tuple[str, Any, int]],
+) -> None:
+    """Kafka's KTableAggregate: a group's result takes max(record, stored) timestamp, i.e. the
+    largest timestamp of the updates that ever reached the group; a row moving between groups
+    reaches the old group (subtractor) before the new one (adder)."""
+    table: dict[str, str] = {}
+    latest: dict[str, int] = {}
+    expected: list[tuple[str, int]] = []
+    for k, v, ts in updates:
+        old = table.get(k)
+        if v is None:
+            table.pop(k, None)
+        else:
+            table[k] = v
+        for group in dict.fromkeys(g for g in (old, v) if g is not None):
+            latest[group] = max(ts, latest.get(group, ts))
+            expected.append((group, latest[group]))
+    b = StreamBuilder()
+    b.table("users", "string", "string").group_by(
+        lambda _k, v: (v, v), key_serde="string", value_serde="string"
+    ).count(store="agg").to_stream().to("out", "string", "long")
+    with TopologyTestDriver(b) as d:
+        d.input_topic("users", "string", "string").pipe_many(updates)
+        got = [(r.key, r.timestamp) for r in d.output_topic("out", "string", "long").read_records()]
+    assert got == expected
