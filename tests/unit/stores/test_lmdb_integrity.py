@@ -77,3 +77,46 @@ def test_map_grows_when_full(tmp_path: Path) -> None:
     assert be.approximate_num_entries() == 2000
     assert be._env.info()["map_size"] > 64 * 1024
     be.close()
+
+
+def test_files_written_before_long_keys_still_read(tmp_path: Path) -> None:
+    """The layout of earlier versions (databases `data` and `meta` only, keys of 1..511 bytes
+    stored as they are) opens and reads unchanged, and takes long keys from then on."""
+    from store_backends.lmdb_backend import FORMAT, _seal
+
+    env = lmdb.open(str(tmp_path), max_dbs=2)
+    data, meta = env.open_db(b"data"), env.open_db(b"meta")
+    with env.begin(write=True) as txn:
+        txn.put(b"format", FORMAT, db=meta)
+        txn.put(b"checkpoint", b'{"changelog_offset": 5}', db=meta)
+        for k in (b"a", b"b" * 511):
+            txn.put(k, _seal(k, b"old-" + k[:1]), db=data)
+    env.close()
+    be = LMDBBackend(str(tmp_path))
+    assert be.checkpoint() == {"changelog_offset": 5}
+    assert be.get(b"b" * 511) == b"old-b"
+    be.write_batch({b"b" * 600: b"new", b"": b"empty"}, ())
+    with be.range() as cur:
+        assert [(k[:2], len(k), v) for k, v in cur] == [
+            (b"", 0, b"empty"),
+            (b"a", 1, b"old-a"),
+            (b"bb", 511, b"old-b"),
+            (b"bb", 600, b"new"),
+        ]
+    be.close()
+
+
+def test_damaged_long_key_bucket_is_reported(tmp_path: Path) -> None:
+    be = LMDBBackend(str(tmp_path))
+    be.put(b"k" * 700, b"v")
+    be.close()
+    env = lmdb.open(str(tmp_path), max_dbs=3)
+    with env.begin(write=True) as txn:
+        txn.put(b"k" * 511, b"\x00\x00\x01", db=env.open_db(b"long", txn=txn))
+    env.close()
+    be = LMDBBackend(str(tmp_path))
+    with pytest.raises(StoreCorruptedError, match="long-key bucket"):
+        be.get(b"k" * 700)
+    with pytest.raises(StoreCorruptedError, match="long-key bucket"):
+        be.verify()
+    be.close()
