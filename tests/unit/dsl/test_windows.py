@@ -247,13 +247,14 @@ def test_out_of_order_record_bridges_two_sessions() -> None:
     ]
 
 
-def test_record_inside_a_session_updates_it_without_tombstone() -> None:
+def test_record_inside_a_session_deletes_then_rewrites_it() -> None:
+    # as in Kafka: the merged window differs from the record's own [7, 7], so the session is
+    # removed (a delete goes downstream) and put back with the new aggregate
     out = run(
         [("a", 1, 0), ("a", 1, 10), ("a", 1, 5), ("a", 1, 7)],
         lambda g: g.windowed_by(SessionWindows.with_gap(5, grace=10)).reduce(lambda x, y: x + y),
     )
-    assert out[-1] == (W("a", 0, 10), 4)
-    assert out[-2] == (W("a", 0, 10), 3)
+    assert out[-3:] == [(W("a", 0, 10), 3), (W("a", 0, 10), None), (W("a", 0, 10), 4)]
 
 
 def test_session_late_record_dropped_and_final_emission() -> None:
@@ -278,8 +279,8 @@ def test_sliding_windows_as_kafka_defines_them() -> None:
     )
     assert out == [
         (W("a", 10, 20), 1),  # left window of 20
-        (W("a", 15, 25), 2),  # left window of 25
-        (W("a", 21, 31), 1),  # right window of 20 (holds 25)
+        (W("a", 21, 31), 1),  # right window of 20 (holds 25), made when 25 arrives
+        (W("a", 15, 25), 2),  # left window of 25, from 20's left window
         (W("a", 30, 40), 1),
     ]
 
@@ -289,10 +290,11 @@ def test_sliding_out_of_order_record_updates_all_windows_it_falls_in() -> None:
         [("a", 1, 20), ("a", 1, 25), ("a", 1, 22)],
         lambda g: g.windowed_by(SlidingWindows.of(10, grace=100)).count(),
     )
+    # the windows holding 22 (latest start first), then its new left and right windows
     assert out[3:] == [
-        (W("a", 12, 22), 2),  # new left window of 22: {20, 22}
+        (W("a", 21, 31), 2),  # right window of 20 now holds 25 and 22
         (W("a", 15, 25), 3),
-        (W("a", 21, 31), 2),  # right window of 20 now holds 22 and 25
+        (W("a", 12, 22), 2),  # new left window of 22: {20, 22}
         (W("a", 23, 33), 1),  # right window of 22 (holds 25)
     ]
 
@@ -302,7 +304,8 @@ def test_sliding_early_records_share_the_first_window() -> None:
         [("a", 1, 2), ("a", 1, 5)],
         lambda g: g.windowed_by(SlidingWindows.of(10)).count(),
     )
-    assert out == [(W("a", 0, 10), 1), (W("a", 0, 10), 2), (W("a", 3, 13), 1)]
+    # Kafka's early-record path: 2's right window first, then the shared [0, 10]
+    assert out == [(W("a", 0, 10), 1), (W("a", 3, 13), 1), (W("a", 0, 10), 2)]
 
 
 def test_sliding_emit_final_and_late_drop() -> None:
