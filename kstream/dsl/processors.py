@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from kstream.records import Record
-from kstream.state.keyvalue import ValueAndTimestamp
+from kstream.state.keyvalue import NO_TIMESTAMP, ValueAndTimestamp
 from kstream.topology.processor import Processor, ProcessorContext
 
 
@@ -225,18 +225,21 @@ class DropNullKeysProcessor(BuiltinProcessor):
 
 
 class _PairTimestamps:
-    """Timestamped access over a store without it (the Spark runner's per-bucket dicts):
-    `(value, timestamp)` pairs are stored as the values themselves."""
+    """Timestamped access over a store of Python objects without it (the Spark runner's
+    per-bucket dicts): `ValueAndTimestamp`s are stored as the values themselves, and a value
+    stored before (anything else) reads with `NO_TIMESTAMP`."""
 
     def __init__(self, store: Any) -> None:
         self.store = store
 
     def get_with_timestamp(self, key: Any) -> ValueAndTimestamp | None:
-        pair = self.store.get(key)
-        return None if pair is None else ValueAndTimestamp(pair[0], pair[1])
+        stored = self.store.get(key)
+        if stored is None or isinstance(stored, ValueAndTimestamp):
+            return stored
+        return ValueAndTimestamp(stored, NO_TIMESTAMP)
 
     def put_with_timestamp(self, key: Any, value: Any, timestamp: int) -> None:
-        self.store.put(key, None if value is None else (value, timestamp))
+        self.store.put(key, None if value is None else ValueAndTimestamp(value, timestamp))
 
 
 def timestamped_store(store: Any) -> Any:

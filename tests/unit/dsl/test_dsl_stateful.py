@@ -342,3 +342,49 @@ def test_plain_key_value_store_reports_no_timestamp() -> None:
 class _Noop(Processor):
     def process(self, record: Record) -> None:
         pass
+
+
+def test_aggregation_over_a_store_of_python_objects_keeps_timestamps() -> None:
+    """Engines whose stores hold Python objects (the Spark runner's state buckets) get the
+    timestamps inside the stored values; a value stored without one reads as -1."""
+    from kstream.dsl.processors import AggregateProcessor, count_step
+
+    class DictStore:
+        def __init__(self) -> None:
+            self.data: dict[Any, Any] = {"a": 5}
+
+        def get(self, key: Any) -> Any:
+            return self.data.get(key)
+
+        def put(self, key: Any, value: Any) -> None:
+            self.data[key] = value
+
+    class Ctx:
+        task = None
+        forwarded: list[Record] = []
+
+        def __init__(self) -> None:
+            self.store = DictStore()
+
+        def get_store(self, _name: str) -> DictStore:
+            return self.store
+
+        def forward_batch(self, records: list[Record], to: str | None = None) -> None:
+            self.forwarded.extend(records)
+
+        def on_error(self, exc: BaseException, record: Record) -> None:
+            raise exc
+
+        def record_dropped(self, reason: str, record: Record | None = None) -> None:
+            raise AssertionError(reason)
+
+    ctx = Ctx()
+    proc = AggregateProcessor("s", count_step)
+    proc.init(ctx)  # type: ignore[arg-type]
+    proc.process_batch([Record("a", "x", 9), Record("b", "y", 4), Record("b", "z", 2)])
+    assert [(r.key, r.value.new, r.timestamp) for r in ctx.forwarded] == [
+        ("a", 6, 9),
+        ("b", 1, 4),
+        ("b", 2, 4),
+    ]
+    assert ctx.store.data == {"a": (6, 9), "b": (2, 4)}
