@@ -3,9 +3,10 @@
 Events have few keys, out-of-order timestamps and sometimes null keys/values. The references
 apply the Kafka Streams rules record by record: stream time is the largest timestamp seen,
 `close = stream time - grace`, a time window `[start, end)` takes a record while
-`end > close`, a session takes a record while the merged session's end is `>= close`, and
-sessions older than the session store's retention (gap + grace behind its newest session
-end) are forgotten.
+`end > close`, a session takes a record while the merged session's end is `>= close - gap`,
+and sessions ending `gap + grace` (the session store's retention) or more behind its newest
+session end are no longer found. A merge that changes the record's own `[t, t]` session
+deletes every merged session downstream, then forwards the merged one.
 """
 
 from __future__ import annotations
@@ -103,8 +104,8 @@ def reference_session(events: Events, gap: int, grace: int) -> list:
         if k is None or v is None:
             continue
         observed = max(observed, t)
-        close = observed - grace
-        live = -(2**63) if store_obs is None else store_obs - gap - grace
+        close = observed - grace - gap
+        live = -(2**63) if store_obs is None else store_obs - gap - grace + 1
         mine = sessions.setdefault(k, [])
         found = sorted((s, e, a) for s, e, a in mine if e >= t - gap and s <= t + gap and e >= live)
         start = min([t] + [s for s, _, _ in found])
@@ -114,7 +115,7 @@ def reference_session(events: Events, gap: int, grace: int) -> list:
         agg = "".join(a for _, _, a in found) + v
         for s, e, a in found:
             mine.remove((s, e, a))
-            if (s, e) != (start, end):
+            if (start, end) != (t, t):
                 out.append((Windowed(k, s, e), None))
         mine.append((start, end, agg))
         store_obs = end if store_obs is None else max(store_obs, end)
