@@ -316,3 +316,61 @@ def test_sliding_emit_final_and_late_drop() -> None:
     )
     assert out == [(W("a", 10, 20), 1), (W("a", 15, 25), 2), (W("a", 21, 31), 1)]
     assert dropped == 1
+
+
+# --- stored timestamps across restarts -------------------------------------------------------
+
+
+def _counts_topology() -> StreamBuilder:
+    b = StreamBuilder()
+    g = b.stream("in", "string", "string").group_by_key()
+    g.windowed_by(TimeWindows.of(10, grace=20)).count(store="counts").to_stream().to(
+        "out", "auto", "auto"
+    )
+    return b
+
+
+def _records(d: TopologyTestDriver, events: Events) -> list[tuple[Any, Any, int]]:
+    d.input_topic("in", "string", "string").pipe_many(events)
+    return [
+        (r.key, r.value, r.timestamp) for r in d.output_topic("out", "auto", "auto").read_records()
+    ]
+
+
+def test_window_timestamps_survive_a_restart(tmp_path: Any) -> None:
+    with TopologyTestDriver(
+        _counts_topology(), state_dir=str(tmp_path), default_backend="lmdb"
+    ) as d:
+        assert _records(d, [("a", "x", 3), ("a", "x", 5)])[-1] == (W("a", 0, 10), 2, 5)
+    with TopologyTestDriver(
+        _counts_topology(), state_dir=str(tmp_path), default_backend="lmdb"
+    ) as d:
+        assert _records(d, [("a", "x", 1)]) == [(W("a", 0, 10), 3, 5)]
+
+
+def test_a_store_written_before_timestamps_were_kept_is_upgraded(tmp_path: Any) -> None:
+    """Such a store holds bare aggregates and a 3-field stream-time state; on start the
+    processor gives each window the latest time a record of it can have had: min(end - 1,
+    largest record time seen)."""
+    from kstream.state.keys import TS_MAX, TS_MIN
+    from store_backends.base import prefix_upper_bound
+
+    with TopologyTestDriver(
+        _counts_topology(), state_dir=str(tmp_path), default_backend="lmdb"
+    ) as d:
+        _records(d, [("a", "x", 3), ("a", "x", 5), ("b", "x", 12)])
+        # rewrite the state as the previous version left it (no timestamps in the values)
+        windows, time = d.get_store("counts"), d.get_store("counts-stream-time")
+        for seg in windows._segments(TS_MIN, TS_MAX):
+            for pk, value in list(windows._scan(seg, prefix_upper_bound(seg))):
+                windows._write(pk, bytes(value)[8:])
+        time.put(0, list(time.get(0))[:3])
+        windows.flush()
+        time.flush()
+    with TopologyTestDriver(
+        _counts_topology(), state_dir=str(tmp_path), default_backend="lmdb"
+    ) as d:
+        assert _records(d, [("a", "x", 1), ("b", "x", 11)]) == [
+            (W("a", 0, 10), 3, 9),
+            (W("b", 10, 20), 2, 12),
+        ]
