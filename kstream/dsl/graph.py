@@ -99,6 +99,7 @@ class InternalBuilder:
         self.topology = Topology()
         self._index = 0
         self._source_serdes: dict[str, tuple[Serde | None, Serde | None]] = {}
+        self._null_key_policies: dict[str, Any] = {}
 
     # --- names ------------------------------------------------------------------------------
 
@@ -204,20 +205,56 @@ class InternalBuilder:
         value_serde: Serde | None = None,
         partitions: int | None = None,
         drop_null_keys: bool = True,
+        relaxable: bool = False,
     ) -> str:
-        """Route `parent` through the internal topic `<base>-repartition`; returns its source."""
+        """Route `parent` through the internal topic `<base>-repartition`; returns its source.
+
+        `relaxable`: the null-key filter is switched off if a join that accepts null keys is
+        added downstream later (see `keep_null_keys_upstream`).
+        """
         topic = f"{base}-repartition"
         self.topology.add_repartition_topic(topic, partitions)
         upstream = parent
         if drop_null_keys:
-            from kstream.dsl.processors import DropNullKeysProcessor
+            from kstream.dsl.processors import DropNullKeysProcessor, NullKeyPolicy
 
-            upstream = self.processor(f"{topic}-filter", DropNullKeysProcessor, parent)
+            policy = NullKeyPolicy() if relaxable else None
+            factory = processor_factory(DropNullKeysProcessor, policy)
+            upstream = self.processor(f"{topic}-filter", factory, parent)
+            if policy is not None:
+                self._null_key_policies[upstream] = policy
         ks, vs = key_serde or AUTO, value_serde or AUTO
         self.sink(topic, upstream, ks, vs, name=f"{topic}-sink")
         src = f"{topic}-source"
         self.topology.add_source(src, topic, ks, vs)
         return src
+
+    def keep_null_keys_upstream(self, node: str) -> None:
+        """A left or outer join reads from `node`: every relaxable repartition filter above it
+        (across repartition topics too) keeps null-key records, as Kafka 3.7+ does (KIP-962,
+        `InternalStreamsBuilder`'s null-key filter is only enabled with no such join below)."""
+        if not self._null_key_policies:
+            return
+        topo = self.topology
+        writers: dict[str, list[str]] = {}
+        for n, d in topo.nodes.items():
+            topic = getattr(d, "topic", None)
+            if topic is not None:
+                writers.setdefault(topic, []).append(n)
+        seen: set[str] = set()
+        todo = [node]
+        while todo:
+            n = todo.pop()
+            if n in seen or n not in topo.nodes:
+                continue
+            seen.add(n)
+            policy = self._null_key_policies.get(n)
+            if policy is not None:
+                policy.keep = True
+            d = topo.nodes[n]
+            todo.extend(getattr(d, "parents", ()))
+            for topic in getattr(d, "topics", ()):
+                todo.extend(writers.get(topic, ()))
 
 
 class ValueGetter:

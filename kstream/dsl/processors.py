@@ -211,10 +211,31 @@ class BranchProcessor(BuiltinProcessor):
             self.ctx.forward_batch(buckets[n], to=self.default)
 
 
+class NullKeyPolicy:
+    """Whether a repartition filter keeps null-key records: decided after its processor was
+    added, once the DSL knows whether a join that accepts null keys reads from it (Kafka 3.7+,
+    KIP-962: a left or outer join downstream keeps them)."""
+
+    __slots__ = ("keep",)
+
+    def __init__(self) -> None:
+        self.keep = False
+
+
 class DropNullKeysProcessor(BuiltinProcessor):
     """Before a repartition: a record without a key has no partition (Kafka drops it too)."""
 
+    def __init__(self, policy: NullKeyPolicy | None = None) -> None:
+        self.policy = policy
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        self.keep = self.policy is not None and self.policy.keep
+
     def process_batch(self, records: Sequence[Record]) -> None:
+        if self.keep:
+            self.ctx.forward_batch(list(records))
+            return
         out = [r for r in records if r.key is not None]
         if len(out) != len(records):
             dropped = self.ctx.record_dropped

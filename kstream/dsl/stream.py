@@ -150,7 +150,9 @@ class KStream(Handle):
         """Write to and read back from an internal topic (partitioned by the current key).
 
         A record without a key has no partition to go to: it is dropped (counted as
-        `null_key`), as Kafka Streams drops it before a repartition topic.
+        `null_key`), as Kafka Streams drops it before a repartition topic, unless a left or
+        outer join reads the stream further down (Kafka 3.7+, KIP-962: such joins accept
+        null keys, so the repartition topic keeps them).
         """
         b = self._builder
         base = b.name("REPARTITION", name)
@@ -162,6 +164,7 @@ class KStream(Handle):
             key_serde=ks,
             value_serde=vs,
             partitions=partitions,
+            relaxable=True,
         )
         return KStream(b, src, self._key_serde, self._value_serde, False)
 
@@ -298,6 +301,10 @@ class KStream(Handle):
             raise TypeError(
                 f"{kind} join: expected (other, joiner) or (other, key_selector, joiner)"
             )
+        if kind != "inner":
+            self._builder.keep_null_keys_upstream(self._node)
+            if isinstance(other, KStream):
+                self._builder.keep_null_keys_upstream(other._node)
         return delegate(
             "kstream.dsl.joins",
             "join_stream",

@@ -285,3 +285,36 @@ def test_to_table_reads_upserts_and_tombstones() -> None:
         assert d.get_store("t").get("A") is None
         assert d.get_store("t").get("B") == "2"
         assert d.dropped_records() == {"null_key": 1}
+
+
+def run_join(kind: str, records: list[Triple]) -> tuple[list[Triple], dict[str, int]]:
+    b = StreamBuilder()
+    table = b.table("table", key_serde="string", value_serde="string")
+    stream = b.stream("topic", key_serde="string", value_serde="string").repartition()
+    joined = stream.map_values(str.upper)
+    join = joined.left_join if kind == "left" else joined.join
+    join(table, lambda lv, rv: f"{lv}|{rv}").to("out", key_serde="string", value_serde="string")
+    with TopologyTestDriver(b) as d:
+        d.input_topic("table", key_serde="string", value_serde="string").pipe("a", "T", 0)
+        src = d.input_topic("topic", key_serde="string", value_serde="string")
+        for k, v, ts in records:
+            src.pipe(k, v, ts)
+        out = d.output_topic("out", key_serde="string", value_serde="string").read_records()
+        return [(r.key, r.value, r.timestamp) for r in out], d.dropped_records()
+
+
+def test_repartition_keeps_null_keys_for_a_left_join_below() -> None:
+    """RelaxedNullKeyRequirementJoinTest.testRelaxedLeftStreamTableJoin (with an operator
+    between the repartition and the join): InternalStreamsBuilder leaves the repartition's
+    null-key filter off when a left or outer join is downstream (KIP-962)."""
+    out, dropped = run_join("left", [("a", "x", 3), (None, "y", 4)])
+    assert out == [("a", "X|T", 3), (None, "Y|None", 4)]
+    assert dropped == {}
+
+
+def test_repartition_drops_null_keys_before_an_inner_join() -> None:
+    """RelaxedNullKeyRequirementJoinTest
+    .testDropNullKeyRecordsForRepartitionNodesWithNoRelaxedJoinDownstream."""
+    out, dropped = run_join("inner", [("a", "x", 3), (None, "y", 4)])
+    assert out == [("a", "X|T", 3)]
+    assert dropped == {"null_key": 1}
