@@ -100,6 +100,7 @@ class InternalBuilder:
         self._index = 0
         self._source_serdes: dict[str, tuple[Serde | None, Serde | None]] = {}
         self._null_key_policies: dict[str, Any] = {}
+        self._old_value_flags: dict[str, tuple[Any, ...]] = {}
 
     # --- names ------------------------------------------------------------------------------
 
@@ -175,7 +176,27 @@ class InternalBuilder:
         stores: Iterable[str] = (),
     ) -> str:
         self.topology.add_processor(name, factory, parents, stores)
+        if self._old_value_flags:
+            self._maybe_send_old_values(factory, parents)
         return name
+
+    def table_operator(self, node: str, parent: str, flag: Any = None) -> None:
+        """Record that table node `node` (a filter when `flag` is its `SendOldValues`, else a
+        map_values) derives from `parent` without a store of its own."""
+        above = self._old_value_flags.get(parent, ())
+        self._old_value_flags[node] = above if flag is None else (*above, flag)
+
+    def _maybe_send_old_values(self, factory: Any, parents: str | Sequence[str]) -> None:
+        """A consumer other than filter, map_values or to_stream needs old values from the
+        table filters above it (Kafka's `enableSendingOldValues`, e.g. by groupBy or joins)."""
+        from kstream.dsl import processors as p
+
+        cls = getattr(factory, "processor_class", factory)
+        if cls in (p.TableFilterProcessor, p.TableMapValuesProcessor, p.TableToStreamProcessor):
+            return
+        for parent in (parents,) if isinstance(parents, str) else parents:
+            for flag in self._old_value_flags.get(parent, ()):
+                flag.enabled = True
 
     def sink(
         self,

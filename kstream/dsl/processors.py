@@ -396,15 +396,45 @@ class GlobalTableProcessor(BuiltinProcessor):
             task.current = None
 
 
-class TableFilterProcessor(BuiltinProcessor):
-    """Filters a table: a key that stops matching is deleted downstream (if it was visible)."""
+class SendOldValues:
+    """Whether a table filter's consumers need old values (Kafka's `sendOldValues`).
 
-    def __init__(self, predicate: Callable[[Any, Any], Any], negate: bool = False) -> None:
+    Kafka's KTableFilter forwards `Change(null, null)` for an update that does not match,
+    which `to_stream` turns into a tombstone, unless a consumer needs old values (a
+    re-grouping, a table-table join): then an update invisible before and after is not
+    forwarded at all. The DSL switches this on when such a consumer is added below the filter.
+    """
+
+    __slots__ = ("enabled",)
+
+    def __init__(self) -> None:
+        self.enabled = False
+
+
+class TableFilterProcessor(BuiltinProcessor):
+    """Filters a table: a key that stops matching is deleted downstream.
+
+    An update that is not visible before or after is forwarded as a delete only while no
+    consumer needs old values (see `SendOldValues`; None: never forwarded).
+    """
+
+    def __init__(
+        self,
+        predicate: Callable[[Any, Any], Any],
+        negate: bool = False,
+        old_values: SendOldValues | None = None,
+    ) -> None:
         self.predicate = predicate
         self.negate = negate
+        self.old_values = old_values
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        self.quiet = self.old_values is None or self.old_values.enabled
 
     def process_batch(self, records: Sequence[Record]) -> None:
         pred, neg, on_error = self.predicate, self.negate, self.ctx.on_error
+        quiet = self.quiet
         out = []
         for r in records:
             new, old = r.value
@@ -417,7 +447,7 @@ class TableFilterProcessor(BuiltinProcessor):
             except Exception as e:
                 on_error(e, r)
                 continue
-            if new is None and old is None:
+            if new is None and old is None and quiet:
                 continue
             out.append(r.with_value(Change(new, old)))
         self.ctx.forward_batch(out)

@@ -55,18 +55,35 @@ class KTable(Handle):
     def filter(self, predicate: Callable[[Any, Any], Any], name: str | None = None) -> KTable:
         """Keep keys whose value matches; a key that stops matching is deleted downstream."""
         getter = self._getter.then(lambda k, v: v if predicate(k, v) else None)
-        factory = processor_factory(p.TableFilterProcessor, predicate)
-        return self._then("FILTER", factory, name, getter, self._value_serde)
+        return self._filter(predicate, False, name, getter)
 
     def filter_not(self, predicate: Callable[[Any, Any], Any], name: str | None = None) -> KTable:
+        """Keep keys whose value does not match (see `filter`)."""
         getter = self._getter.then(lambda k, v: None if predicate(k, v) else v)
-        factory = processor_factory(p.TableFilterProcessor, predicate, True)
-        return self._then("FILTER", factory, name, getter, self._value_serde)
+        return self._filter(predicate, True, name, getter)
+
+    def _filter(
+        self,
+        predicate: Callable[[Any, Any], Any],
+        negate: bool,
+        name: str | None,
+        getter: ValueGetter,
+    ) -> KTable:
+        """As Kafka's KTableFilter: an update that does not match reaches `to_stream` as a
+        tombstone, unless a consumer below needs old values (a regroup, a table-table join),
+        in which case an update invisible before and after is not forwarded."""
+        flag = p.SendOldValues()
+        factory = processor_factory(p.TableFilterProcessor, predicate, negate, flag)
+        table = self._then("FILTER", factory, name, getter, self._value_serde)
+        self._builder.table_operator(table._node, self._node, flag)
+        return table
 
     def map_values(self, fn: Callable[[Any], Any], name: str | None = None) -> KTable:
         getter = self._getter.then(lambda _k, v: fn(v))
         factory = processor_factory(p.TableMapValuesProcessor, fn)
-        return self._then("MAPVALUES", factory, name, getter, None)
+        table = self._then("MAPVALUES", factory, name, getter, None)
+        self._builder.table_operator(table._node, self._node)
+        return table
 
     def to_stream(self, name: str | None = None) -> Any:
         """Every update as a record; deletes become tombstones (None values)."""

@@ -318,3 +318,44 @@ def test_repartition_drops_null_keys_before_an_inner_join() -> None:
     out, dropped = run_join("inner", [("a", "x", 3), (None, "y", 4)])
     assert out == [("a", "X|T", 3)]
     assert dropped == {"null_key": 1}
+
+
+def test_table_filter_forwards_rejected_updates_as_tombstones() -> None:
+    """KTableFilterTest.testKTable (doTestKTable): with only to_stream below (no consumer
+    needing old values), every update a filter rejects reaches the stream as a tombstone."""
+    b = StreamBuilder()
+    table = b.table("topic1", key_serde="string", value_serde="integer")
+    table.filter(lambda _k, v: v % 2 == 0).to_stream().to("even", "string", "integer")
+    table.filter_not(lambda _k, v: v % 2 == 0).to_stream().to("odd", "string", "integer")
+    with TopologyTestDriver(b) as d:
+        src = d.input_topic("topic1", key_serde="string", value_serde="integer")
+        for k, v, ts in [
+            ("A", 1, 10),
+            ("B", 2, 5),
+            ("C", 3, 8),
+            ("D", 4, 14),
+            ("A", None, 18),
+            ("B", None, 15),
+        ]:
+            src.pipe(k, v, ts)
+
+        def read(topic: str) -> list[Triple]:
+            out = d.output_topic(topic, key_serde="string", value_serde="integer").read_records()
+            return [(r.key, r.value, r.timestamp) for r in out]
+
+        assert read("even") == [
+            ("A", None, 10),
+            ("B", 2, 5),
+            ("C", None, 8),
+            ("D", 4, 14),
+            ("A", None, 18),
+            ("B", None, 15),
+        ]
+        assert read("odd") == [
+            ("A", 1, 10),
+            ("B", None, 5),
+            ("C", 3, 8),
+            ("D", None, 14),
+            ("A", None, 18),
+            ("B", None, 15),
+        ]

@@ -104,18 +104,51 @@ def test_table_source_emits_every_update_and_tombstones() -> None:
     ]
 
 
-def test_table_filter_deletes_only_what_was_visible() -> None:
+def test_table_filter_forwards_rejected_updates_as_tombstones() -> None:
+    """As Kafka's KTableFilter with no consumer needing old values: every update that does
+    not match reaches to_stream as a tombstone, visible before or not."""
     assert table_outputs(lambda t: t.filter(lambda k, v: v > 1), TABLE_INPUT) == [
+        ("a", None),  # 1 does not match
         ("a", 2),
         ("b", 3),
         ("a", None),  # deleted upstream
+        ("c", None),  # deleted upstream, never visible
         ("b", None),  # stopped matching
     ]
     assert table_outputs(lambda t: t.filter_not(lambda k, v: v > 1), TABLE_INPUT) == [
         ("a", 1),
         ("a", None),  # 2 does not match filter_not: the visible 1 is deleted
+        ("b", None),  # 3 does not match
+        ("a", None),
+        ("c", None),
         ("b", 0),
     ]
+
+
+def test_table_filter_below_a_regroup_forwards_only_visible_changes() -> None:
+    """KTableFilterTest.shouldSkipNullToRepartitionWithoutMaterialization: a regroup needs old
+    values, so the filter forwards nothing for an update invisible before and after, and the
+    flag reaches filters above a map_values too."""
+    b = StreamBuilder()
+    table = b.table("t", "string", "json").filter(lambda _k, v: v > 1).map_values(lambda v: v)
+    table.to_stream().to("direct", "string", "json")
+    table.group_by(lambda k, v: ("all", v), key_serde="string", value_serde="json").reduce(
+        lambda a, v: a + v, lambda a, v: a - v
+    ).to_stream().to("out", "string", "json")
+    with TopologyTestDriver(b) as d:
+        d.input_topic("t", "string", "json").pipe_many(TABLE_INPUT)
+        assert d.output_topic("direct", "string", "json").read_key_values() == [
+            ("a", 2),
+            ("b", 3),
+            ("a", None),
+            ("b", None),
+        ]
+        assert d.output_topic("out", "string", "json").read_key_values() == [
+            ("all", 2),
+            ("all", 5),
+            ("all", 3),
+            ("all", 0),
+        ]
 
 
 def test_table_map_values_keeps_tombstones() -> None:
