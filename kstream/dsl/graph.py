@@ -27,6 +27,13 @@ follows the same steps, through the `InternalBuilder` that every `KStream`/`KTab
    the store name (or the user's name) as `base`. `KStream._ensure_partitioned(base)` wraps
    this and returns the node name to read from (the stream's own node when no repartition is
    needed).
+   An aggregation's store comes from `b.timestamped_store_spec(...)` (same arguments as
+   `store_spec`): its values also keep the result's timestamp, read and written with
+   `get_with_timestamp`/`put_with_timestamp` (`kstream.dsl.processors.timestamped_store`).
+   A left or outer join calls `b.keep_null_keys_upstream(node)` for its stream inputs, so a
+   `KStream.repartition()` above keeps null-key records (Kafka 3.7+, KIP-962); a processor
+   added below a table filter that is not a filter, map_values or to_stream makes the filter
+   send old values (Kafka's `enableSendingOldValues`), which `b.processor` detects itself.
 4. Return a new handle: `KStream(b, node, key_serde, value_serde, repartition_required)`,
    `KTable(b, node, key_serde, value_serde, getter=ValueGetter(store))`. Table operators emit
    `kstream.dsl.processors.Change(new, old)` values; `KTable._getter` (a `ValueGetter`) reads
