@@ -1,9 +1,14 @@
 """Windowed streams: `KGroupedStream.windowed_by(windows)` and their count/reduce/aggregate.
 
 Results are tables keyed by `Windowed(key, start, end)`, materialized in a window store (time
-and sliding windows) or a session store, so they can be queried. How windows close, what is
-late and how `emit="final"` also closes windows on the wall clock is described in
-`kstream.dsl.windowed_processors`.
+and sliding windows) or a session store, so they can be queried. They follow Kafka Streams
+record for record: keys, values, result timestamps (the largest record timestamp of the
+window) and the order of updates. How windows close, what is late and how `emit="final"` also
+closes windows on the wall clock is described in `kstream.dsl.windowed_processors`.
+
+The window store of a time or sliding aggregation keeps each window's largest record
+timestamp next to its aggregate (`kstream.state.window.TimestampedSerde`); queries of the
+store still return bare aggregates.
 
 The result tables' key serde writes Kafka's windowed formats (`time_windowed_serde`,
 `session_windowed_serde`), so Java consumers read them with `WindowedSerdes`.

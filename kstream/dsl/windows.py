@@ -56,10 +56,13 @@ class TimeWindows:
 
 @dataclass(frozen=True, slots=True)
 class SlidingWindows:
-    """Windows `[t - max_difference, t]`, both ends inclusive, one per distinct record time.
+    """Kafka's sliding windows: `[s, s + max_difference]`, both ends inclusive.
 
-    As in Kafka Streams, a windowed result is keyed `Windowed(key, start, end)` where `end` is
-    the inclusive last timestamp of the window (`end - start == max_difference`).
+    Each record at `t` has a left window `[t - max_difference, t]` (`[0, max_difference]` when
+    `t < max_difference`) and, once a later record lies within `max_difference + 1` of it, a
+    right window starting at `t + 1`: one window per distinct combination of records. As in
+    Kafka Streams, a windowed result is keyed `Windowed(key, start, end)` where `end` is the
+    inclusive last timestamp of the window (`end - start == max_difference`).
     """
 
     max_difference_ms: int
@@ -77,9 +80,10 @@ class SlidingWindows:
 
 @dataclass(frozen=True, slots=True)
 class SessionWindows:
-    """Sessions of activity: records of a key closer than `gap` apart share one session.
+    """Sessions of activity: records of a key at most `gap` apart share one session.
 
-    A session `[start, end]` spans its first and last record times (both inclusive).
+    A session `[start, end]` spans its first and last record times (both inclusive). A record
+    is late once the session it would merge into ends before `stream time - grace - gap`.
     """
 
     gap_ms: int

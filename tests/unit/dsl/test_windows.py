@@ -374,3 +374,16 @@ def test_a_store_written_before_timestamps_were_kept_is_upgraded(tmp_path: Any) 
             (W("a", 0, 10), 3, 9),
             (W("b", 10, 20), 2, 12),
         ]
+
+
+def test_negative_timestamps_have_no_time_or_sliding_window() -> None:
+    # Kafka's windows start at 0 (its sources reject negative timestamps); here the record
+    # reaches the aggregation, belongs to no window and is counted as a late record
+    for windows in (TimeWindows.of(10), SlidingWindows.of(10)):
+        out, dropped = run(
+            [("a", 1, -5), ("a", 1, 0)],
+            lambda g, w=windows: g.windowed_by(w).count(),
+            lambda d: d.dropped_records(),
+        )
+        assert out == [(W("a", 0, 10), 1)]
+        assert dropped == {"late_record": 1}
