@@ -285,3 +285,35 @@ def test_every_store_kind_is_a_state_store(tmp_path: Path) -> None:
         assert isinstance(st, StateStore)
         assert st.spec is spec and st.name == spec.name and st.partition == 0
         st.close()
+
+
+@pytest.mark.parametrize("backend", ["lmdb", "memory"])
+def test_long_and_empty_user_keys_in_window_and_key_value_stores(
+    tmp_path: Path, backend: str
+) -> None:
+    """Long URLs as keys: window keys add a timestamp and a sequence number to them and must
+    still work (and sort by key, then time) on every backend, as must the empty key."""
+    url = "https://example.com/" + "p" * 4000
+    ws = open_(
+        stores.window("w", 1000, 10, key_serde="string", value_serde="long"), tmp_path, backend
+    )
+    for t in (30, 10, 20):
+        ws.put(url, t, t)
+        ws.put(url + "/x", t + 1, t)
+    ws.flush({})
+    assert [(w.key, w.start, v) for w, v in ws.fetch_all(0, 100)] == [
+        (url, 10, 10),
+        (url, 20, 20),
+        (url, 30, 30),
+        (url + "/x", 10, 11),
+        (url + "/x", 20, 21),
+        (url + "/x", 30, 31),
+    ]
+    ws.close()
+    kv = open_(stores.key_value("kv", key_serde="string", value_serde="long"), tmp_path, backend)
+    kv.put("", 1)
+    kv.put(url, 2)
+    kv.flush({})
+    assert list(kv.all()) == [("", 1), (url, 2)]
+    assert kv.get("") == 1
+    kv.close()
