@@ -4,8 +4,9 @@ The supervisor of `kstreamd run --processes N` scrapes every worker's own `/metr
 serves the union. Every series of a worker already carries `app_id` and `instance_id` (see
 `kstream.metrics`), and every worker has its own instance id, so the union keeps every series
 distinct without renaming anything; the worker's labels are still added to any sample that
-lacks them, and a series seen twice is kept once, so the page stays valid whatever a worker
-serves. Families are merged by name: one HELP and TYPE line, then the samples of every worker.
+lacks them (or has them empty), and a series seen twice is kept once, so the page stays valid
+whatever a worker serves. Families are merged by name: one HELP and TYPE line, then the
+samples of every worker.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def merge_expositions(scrapes: Iterable[Scrape], extra: Iterable[Metric] = ()) -
             )
             return
         for s in fam.samples:
-            full = {**labels, **s.labels}
+            # an empty label is no label to Prometheus: the worker's value fills it
+            full = {**labels, **{k: v for k, v in s.labels.items() if v or k not in labels}}
             key = (s.name, tuple(sorted(full.items())))
             if key in seen:
                 continue
