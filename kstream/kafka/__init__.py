@@ -1,4 +1,5 @@
-"""Thin adapters over confluent-kafka: Admin, Producer, Consumer and the embedded broker.
+"""Thin adapters over confluent-kafka: Admin, Producer, Consumer and the embedded broker; the
+client supplier the runtime gets them from, and `client_config` (one settings dict per role).
 
 Names are loaded on first use: `kstream.config` imports `kstream.kafka.security` at start-up,
 and that should not pull in the client classes.
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
     from kstream.kafka.consumer import Consumer
     from kstream.kafka.partitioner import default_partition, murmur2
     from kstream.kafka.producer import Producer
+    from kstream.kafka.roles import client_config
+    from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 
 _EXPORTS = {
     "Admin": "kstream.kafka.admin",
@@ -25,15 +28,23 @@ _EXPORTS = {
     "Producer": "kstream.kafka.producer",
     "default_partition": "kstream.kafka.partitioner",
     "murmur2": "kstream.kafka.partitioner",
+    "client_config": "kstream.kafka.roles",
+    "ClientConfig": "kstream.kafka.supplier",
+    "ClientSupplier": "kstream.kafka.supplier",
+    "KafkaClientSupplier": "kstream.kafka.supplier",
 }
 
 __all__ = [
     "Admin",
+    "ClientConfig",
+    "ClientSupplier",
     "Consumer",
     "EmbeddedBroker",
+    "KafkaClientSupplier",
     "Producer",
     "TopicDescription",
     "TopicSpec",
+    "client_config",
     "default_partition",
     "murmur2",
 ]

@@ -18,6 +18,7 @@ from kstream.duration import DurationLike
 from kstream.errors import ConfigError, TopicError
 from kstream.kafka.client import ErrorLog, build_config, check_connected, connect_timeout_s
 from kstream.kafka.errors import map_error
+from kstream.kafka.roles import client_config
 
 __all__ = ["Admin", "TopicDescription", "TopicSpec"]
 
@@ -56,10 +57,9 @@ class Admin:
         self._errors = ErrorLog()
         self._timeout = connect_timeout_s(connect_timeout)
         self._request_timeout = connect_timeout_s(request_timeout)
-        admin_keys = {k: v for k, v in (kafka or {}).items() if not _consumer_producer_only(k)}
         conf = build_config(
             bootstrap_servers,
-            admin_keys,
+            client_config("admin", kafka),
             defaults={},
             forced={},
             errors=self._errors,
@@ -215,34 +215,3 @@ def _err_text(e: KafkaException) -> str:
     if isinstance(err, KafkaError):
         return f"{err.name()}: {err.str()}"
     return str(e)
-
-
-_CLIENT_ONLY_PREFIXES = (
-    "group.",
-    "enable.auto",
-    "auto.",
-    "isolation.",
-    "session.",
-    "heartbeat.",
-    "max.poll",
-    "partition.assignment",
-    "fetch.",
-    "enable.partition.eof",
-    "transactional.",
-    "enable.idempotence",
-    "acks",
-    "linger.",
-    "batch.",
-    "compression.",
-    "partitioner",
-    "queue.buffering",
-    "message.timeout",
-    "delivery.",
-    "retries",
-)
-
-
-def _consumer_producer_only(key: str) -> bool:
-    # An app passes one `kafka` dict to every client; the admin client would warn about
-    # consumer or producer settings it does not know, so they are left out here.
-    return key.startswith(_CLIENT_ONLY_PREFIXES)

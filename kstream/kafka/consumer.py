@@ -21,6 +21,7 @@ from kstream.duration import DurationLike
 from kstream.errors import ConfigError, KafkaClientError
 from kstream.kafka.client import ErrorLog, build_config, check_connected, connect_timeout_s
 from kstream.kafka.errors import map_error
+from kstream.kafka.roles import client_config
 
 __all__ = ["CONSUMER_DEFAULTS", "Consumer", "RebalanceCallback", "TopicPartition"]
 
@@ -71,7 +72,7 @@ class Consumer:
             forced["client.id"] = client_id
         conf = build_config(
             bootstrap_servers,
-            kafka,
+            client_config("consumer", kafka),
             defaults=CONSUMER_DEFAULTS,
             forced=forced,
             errors=self._errors,
@@ -132,6 +133,13 @@ class Consumer:
             self._c.subscribe(list(topics), on_assign=assigned, on_revoke=revoked, on_lost=lost)
         except KafkaException as e:
             raise map_error(e, f"subscribing to {list(topics)!r}") from None
+
+    def unsubscribe(self) -> None:
+        """Leave the group's subscription (partitions are revoked on the next poll)."""
+        try:
+            self._c.unsubscribe()
+        except KafkaException as e:
+            raise map_error(e, "unsubscribing") from None
 
     def assign(self, partitions: Iterable[TopicPartition | TP | tuple[str, int, int]]) -> None:
         """Read exactly these partitions (optionally from given offsets): no group protocol."""

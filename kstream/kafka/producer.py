@@ -7,12 +7,17 @@ Only failures produce callbacks (`delivery.report.only.error`), keeping the hot 
 
 Keys are placed with `murmur2_random`, Kafka's Java default, so a key lands on the partition
 `kstream.kafka.partitioner.default_partition` computes.
+
+This is the one producer of the library: the runtime, the Spark sink and the service use it.
+The runtime also needs the offsets its changelog records got (a store's checkpoint is the next
+changelog offset to read on restore): `track_offsets` names those topics, which turns on a
+delivery report for every record and keeps the highest offset per partition (`take_offsets`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
@@ -22,6 +27,7 @@ from kstream.duration import DurationLike
 from kstream.errors import ConfigError, KafkaClientError, ProduceError, TopicError
 from kstream.kafka.client import ErrorLog, build_config, check_connected, connect_timeout_s
 from kstream.kafka.errors import map_error
+from kstream.kafka.roles import client_config
 
 __all__ = ["DeliveryFailure", "Producer"]
 
@@ -56,7 +62,9 @@ class Producer:
     `transactional_id` makes it transactional (and idempotent); `init_transactions` runs in
     the constructor. `idempotent=True` alone gives per-partition exactly-once delivery without
     transactions. `kafka` holds librdkafka settings (including security), applied over the
-    defaults; `connect_timeout` bounds the start-up check.
+    defaults (settings only a consumer takes are left out); `connect_timeout` bounds the
+    start-up check. `track_offsets` names the topics whose delivered offsets `take_offsets`
+    reports.
     """
 
     def __init__(
@@ -69,9 +77,12 @@ class Producer:
         connect_timeout: DurationLike | None = None,
         transaction_timeout: DurationLike = 30_000,
         client_id: str | None = None,
+        track_offsets: Collection[str] | None = None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.transactional_id = transactional_id
+        self._tracked = frozenset(track_offsets or ())
+        self._offsets: dict[tuple[str, int], int] = {}
         self._errors = ErrorLog()
         self._failures: list[DeliveryFailure] = []
         self._failed_total = 0
@@ -80,7 +91,7 @@ class Producer:
         self._txn_timeout = connect_timeout_s(transaction_timeout)
         forced: dict[str, Any] = {
             "on_delivery": self._on_delivery,
-            "delivery.report.only.error": True,
+            "delivery.report.only.error": not self._tracked,
         }
         if transactional_id is not None:
             if not isinstance(transactional_id, str) or not transactional_id:
@@ -95,7 +106,7 @@ class Producer:
             forced["client.id"] = client_id
         conf = build_config(
             bootstrap_servers,
-            kafka,
+            client_config("producer", kafka),
             defaults=PRODUCER_DEFAULTS,
             forced=forced,
             errors=self._errors,
@@ -112,7 +123,9 @@ class Producer:
                 self._p.init_transactions(self._txn_timeout)
             except KafkaException as e:
                 raise map_error(
-                    e, f"initialising transactions for transactional.id={transactional_id!r}"
+                    e,
+                    f"initialising transactions for transactional.id={transactional_id!r}",
+                    transactional=True,
                 ) from None
 
     @property
@@ -128,10 +141,25 @@ class Producer:
     def in_transaction(self) -> bool:
         return self._in_txn
 
+    def fenced(self) -> bool:
+        """The fatal error was fencing: another producer owns the transactional id now."""
+        err = self._errors.fatal()
+        return err is not None and err.code() in _FENCED_CODES
+
+    def is_fatal(self) -> bool:
+        """The producer hit a fatal error (fenced, or unusable) and must be replaced."""
+        return self._errors.fatal() is not None
+
     # -- producing -------------------------------------------------------------------------
 
     def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
         if err is None:
+            topic = msg.topic()
+            if topic in self._tracked:
+                tp = (topic, msg.partition())
+                off = msg.offset()
+                if off is not None and off > self._offsets.get(tp, -1):  # type: ignore[arg-type]
+                    self._offsets[tp] = off  # type: ignore[index]
             return
         with self._lock:
             self._failed_total += 1
@@ -143,38 +171,62 @@ class Producer:
                     )
                 )
 
+    def take_offsets(self) -> dict[tuple[str, int], int]:
+        """Highest delivered offset per partition of the tracked topics since the last call."""
+        out, self._offsets = self._offsets, {}
+        return out
+
     def produce(
         self,
         topic: str,
         value: bytes | None,
         key: bytes | None = None,
-        *,
         partition: int | None = None,
         timestamp: int | None = None,
         headers: Sequence[tuple[str, bytes | None]] | None = None,
     ) -> None:
-        """Queue one record; a full local queue is drained (poll) and the call retried."""
-        kwargs: dict[str, Any] = {}
-        if partition is not None:
-            kwargs["partition"] = partition
-        if timestamp:
-            kwargs["timestamp"] = timestamp
-        if headers:
-            kwargs["headers"] = list(headers)
+        """Queue one record; a full local queue is drained (poll) and the call retried.
+
+        The runtime calls this once per output record: the common case runs first, without
+        the retry loop around it.
+        """
+        hdrs: Any = list(headers) if headers else None
+        ts = timestamp or 0
+        try:
+            if partition is None:
+                self._p.produce(topic, value, key, timestamp=ts, headers=hdrs)
+            else:
+                self._p.produce(topic, value, key, partition, timestamp=ts, headers=hdrs)
+            return
+        except BufferError:
+            self._p.poll(0.05)
+        except KafkaException as e:
+            raise self._produce_error(e, topic, partition) from None
         while True:
             try:
-                self._p.produce(topic, value, key, **kwargs)
+                if partition is None:
+                    self._p.produce(topic, value, key, timestamp=ts, headers=hdrs)
+                else:
+                    self._p.produce(topic, value, key, partition, timestamp=ts, headers=hdrs)
                 return
             except BufferError:
                 self._p.poll(0.05)
             except KafkaException as e:
-                where = f"topic {topic!r}"
-                if partition is not None:
-                    where += f" partition {partition}"
-                exc = map_error(e, f"producing to {where}")
-                if type(exc) in (KafkaClientError, TopicError):
-                    exc = ProduceError(str(exc), code=exc.code, retriable=exc.retriable)
-                raise exc from None
+                raise self._produce_error(e, topic, partition) from None
+
+    def _produce_error(
+        self, e: KafkaException, topic: str, partition: int | None
+    ) -> KafkaClientError:
+        where = f"topic {topic!r}"
+        if partition is not None:
+            where += f" partition {partition}"
+        fatal = self._errors.fatal()
+        if fatal is not None:  # fenced or unusable: the transaction error says why
+            return map_error(fatal, self._ctx(f"producing to {where}"), transactional=True)
+        exc = map_error(e, f"producing to {where}")
+        if type(exc) in (KafkaClientError, TopicError):
+            exc = ProduceError(str(exc), code=exc.code, retriable=exc.retriable)
+        return exc
 
     def poll(self, timeout: float = 0.0) -> int:
         """Serve callbacks; raises if a delivery failed since the last check."""
@@ -266,10 +318,15 @@ class Producer:
                 exc.args = (f"{exc.args[0]}; delivery failures: {failures}",)
             raise exc from None
         self._in_txn = False
+        self._p.poll(0)  # serve the delivery reports of the committed records
         self.raise_delivery_errors()
 
     def abort(self, timeout: float | None = None) -> None:
-        """Abort the open transaction; records produced in it are discarded by readers."""
+        """Abort the open transaction; records produced in it are discarded by readers.
+
+        The transaction is over even if the abort fails: a failed abort leaves the producer
+        unusable (`is_fatal`) or the outcome to the broker's transaction timeout.
+        """
         self._require_txn("abort")
         try:
             self._p.abort_transaction(self._txn_timeout if timeout is None else timeout)
@@ -277,7 +334,8 @@ class Producer:
             raise map_error(e, self._ctx("aborting a transaction"), transactional=True) from None
         finally:
             self._take_failures()
-        self._in_txn = False
+            self._offsets = {}
+            self._in_txn = False
 
     def _take_failures(self) -> str:
         with self._lock:
@@ -289,14 +347,33 @@ class Producer:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def close(self, timeout: float = 30.0) -> None:
-        """Deliver what is queued (raising on failures); an open transaction is aborted."""
+    def close(self, timeout: float = 30.0, *, drop_undelivered: bool = False) -> None:
+        """Deliver what is queued (raising on failures); an open transaction is aborted.
+
+        `drop_undelivered=True` (the runtime, whose uncommitted work is retried elsewhere)
+        drops what is not delivered within `timeout` instead of raising. A fenced or fatal
+        producer delivers nothing more, so its queue is purged at once rather than waited on.
+        """
+        if self._errors.fatal() is not None:
+            self._in_txn = False
+            try:
+                self._p.purge()
+                self._p.poll(0)
+            except Exception:
+                pass
+            return
         if self._in_txn:
             try:
                 self.abort(timeout)
             except Exception:
                 pass
-        self.flush(timeout)
+        if not drop_undelivered:
+            self.flush(timeout)
+            return
+        try:
+            self._p.flush(timeout)
+        except Exception:
+            pass
 
     def __enter__(self) -> Producer:
         return self
@@ -309,6 +386,13 @@ class Producer:
                 self.abort()
             except Exception:
                 pass
+
+
+_FENCED_CODES = (
+    KafkaError._FENCED,
+    KafkaError.PRODUCER_FENCED,
+    KafkaError.INVALID_PRODUCER_EPOCH,
+)
 
 
 def _error_suffix(errors: ErrorLog) -> str:

@@ -26,7 +26,8 @@ from kstream.config import (
     validate_topic_names,
 )
 from kstream.errors import KStreamError, TopologyError
-from kstream.kafka.admin import Admin, TopicSpec
+from kstream.kafka.admin import TopicSpec
+from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.metrics import Metrics
 from kstream.runtime.tasks import RuntimeContext, marks_spec
 from kstream.runtime.thread import StreamThread
@@ -71,6 +72,7 @@ class App:
         bootstrap_servers: str,
         processing_guarantee: str = "exactly_once",
         config: Mapping[str, Any] | Config | None = None,
+        client_supplier: ClientSupplier | None = None,
     ) -> None:
         if not isinstance(topology, Topology) and hasattr(topology, "build"):
             topology = topology.build()
@@ -79,6 +81,10 @@ class App:
         self.topology = topology
         self.app_id = validate_app_id(app_id)
         self.bootstrap_servers = bootstrap_servers
+        # where the Kafka clients come from; kstream.testing.MockClientSupplier needs no broker
+        self.client_supplier: ClientSupplier = (
+            client_supplier if client_supplier is not None else KafkaClientSupplier()
+        )
         self.processing_guarantee = validate_guarantee(processing_guarantee)
         self.config = config if isinstance(config, Config) else Config.from_mapping(config)
         self.compiled = topology.compile(app_id)
@@ -163,6 +169,16 @@ class App:
         except BaseException:
             self._set_state(AppState.ERROR)
             raise
+        stream = self._new_stream_thread(counts)
+        self._ctx, self._stream = stream.ctx, stream
+        self._set_state(AppState.REBALANCING)
+        self._thread = threading.Thread(
+            target=self._run_thread, name=f"kstream-{self.app_id}", daemon=True
+        )
+        self._thread.start()
+
+    def _new_stream_thread(self, partition_counts: dict[str, int]) -> StreamThread:
+        """The stream thread of this app, not started (`partition_counts`: every topic's)."""
         changelogs = set(self.compiled.changelog_topics) | {
             marks_spec(s.id).changelog_topic(self.app_id) for s in self.compiled.subtopologies
         }
@@ -172,21 +188,17 @@ class App:
             app_id=self.app_id,
             bootstrap_servers=self.bootstrap_servers,
             exactly_once=self.processing_guarantee in ("exactly_once", "exactly_once_v2"),
-            partition_counts=counts,
+            partition_counts=partition_counts,
             changelog_topics=changelogs,
             global_views={},
             shared_producer=lambda: stream.shared_producer(),
             shared_transactions=self.processing_guarantee == "exactly_once_v2",
             renew_shared_producer=lambda: stream.renew_shared_producer(),
+            client_supplier=self.client_supplier,
         )
         txn_id = f"{self.app_id}-{process_id(self.config.state_dir, self.app_id)}-1"
         stream = StreamThread(ctx, self._stop, self._set_state, self.metrics, txn_id)
-        self._ctx, self._stream = ctx, stream
-        self._set_state(AppState.REBALANCING)
-        self._thread = threading.Thread(
-            target=self._run_thread, name=f"kstream-{self.app_id}", daemon=True
-        )
-        self._thread.start()
+        return stream
 
     def _run_thread(self) -> None:
         assert self._stream is not None
@@ -200,7 +212,9 @@ class App:
     def _create_topics(self) -> dict[str, int]:
         compiled = self.compiled
         cfg = self.config
-        admin = Admin(self.bootstrap_servers, kafka=cfg.kafka, connect_timeout=cfg.connect_timeout)
+        admin = self.client_supplier.admin(
+            ClientConfig(self.bootstrap_servers, cfg.kafka, cfg.connect_timeout)
+        )
         external = compiled.external_source_topics + compiled.global_topics
         sinks = [t for s in compiled.subtopologies for t in s.sink_topics]
         have = admin.partition_counts(external + sinks)

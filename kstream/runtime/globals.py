@@ -16,7 +16,7 @@ from confluent_kafka import OFFSET_BEGINNING
 
 from kstream.config import Config
 from kstream.errors import StoreError
-from kstream.kafka.consumer import Consumer
+from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.records import Headers, Record
 from kstream.topology.compiled import CompiledTopology
 from kstream.topology.task import Task
@@ -44,7 +44,12 @@ class GlobalStores:
     """The instance's global stores and the consumer that keeps them current."""
 
     def __init__(
-        self, compiled: CompiledTopology, config: Config, app_id: str, bootstrap_servers: str
+        self,
+        compiled: CompiledTopology,
+        config: Config,
+        app_id: str,
+        bootstrap_servers: str,
+        client_supplier: ClientSupplier | None = None,
     ) -> None:
         self.task = Task(
             compiled,
@@ -56,8 +61,9 @@ class GlobalStores:
             default_backend=config.default_backend,
         )
         self.views: dict[str, Any] = {n: s.read_only() for n, s in self.task.stores.items()}
-        self.consumer = Consumer(
-            bootstrap_servers, kafka=dict(config.kafka), connect_timeout=config.connect_timeout
+        supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
+        self.consumer = supplier.consumer(
+            ClientConfig(bootstrap_servers, dict(config.kafka), config.connect_timeout)
         )
         self._next: dict[tuple[str, int], int] = {}
         self._tps: list[tuple[str, int]] = []

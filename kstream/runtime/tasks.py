@@ -31,9 +31,10 @@ from confluent_kafka import Message, TopicPartition
 from kstream import stores
 from kstream.config import Config
 from kstream.errors import ProduceError
+from kstream.kafka.producer import Producer
+from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.records import Headers, Record
 from kstream.runtime.policies import ErrorCounts, make_handler
-from kstream.runtime.producer import TrackingProducer
 from kstream.state.changelog import CHANGELOG_OFFSET, changelog_records
 from kstream.state.provenance import HEADER, HighMarks, Mark, encode, header_value
 from kstream.state.restore import open_and_restore
@@ -78,13 +79,15 @@ class RuntimeContext:
     partition_counts: dict[str, int]
     changelog_topics: set[str]
     global_views: Mapping[str, Any]
-    shared_producer: Callable[[], TrackingProducer]
+    shared_producer: Callable[[], Producer]
     counts: ErrorCounts = field(default_factory=ErrorCounts)
     # exactly_once_v2: the tasks share the stream thread's transactional producer
     shared_transactions: bool = False
     renew_shared_producer: Callable[[], None] = lambda: None
     restoring: int = 0
     duplicates_dropped: int = 0
+    # where the app's Kafka clients come from (a mock cluster's in broker-free tests)
+    client_supplier: ClientSupplier = field(default_factory=KafkaClientSupplier)
 
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -93,14 +96,19 @@ class RuntimeContext:
         with self._lock:
             self.restoring += delta
 
-    def new_producer(self, transactional_id: str) -> TrackingProducer:
-        return TrackingProducer(
-            self.bootstrap_servers,
-            kafka=self.config.kafka,
-            tracked=self.changelog_topics,
-            transactional_id=transactional_id,
-            connect_timeout_s=self.config.connect_timeout / 1000,
-            client_id=transactional_id,
+    def new_producer(self, transactional_id: str | None) -> Producer:
+        """An idempotent producer, transactional with `transactional_id`, that tracks the
+        offsets of the changelog records it delivers."""
+        return self.client_supplier.producer(
+            ClientConfig(
+                self.bootstrap_servers,
+                self.config.kafka,
+                self.config.connect_timeout,
+                client_id=transactional_id,
+                transactional_id=transactional_id,
+                idempotent=True,
+                track_offsets=frozenset(self.changelog_topics),
+            )
         )
 
 
@@ -187,7 +195,7 @@ class RuntimeTask:
         self.batch: dict[TP, list[Message]] = {}
         self._snapshot: tuple[int, list[tuple[Schedule, int]]] | None = None
         self.own_producer = ctx.exactly_once and not ctx.shared_transactions
-        self.producer: TrackingProducer = (
+        self.producer: Producer = (
             ctx.new_producer(f"{ctx.app_id}-{self.id}")
             if self.own_producer
             else ctx.shared_producer()
@@ -205,7 +213,8 @@ class RuntimeTask:
                 bootstrap_servers=ctx.bootstrap_servers,
                 committed=restore_filter,
                 default_backend=cfg.default_backend,
-                kafka=_consumer_kafka(cfg.kafka),
+                kafka=cfg.kafka,
+                client_supplier=ctx.client_supplier,
             )
             log.info(
                 "task %s: restored store %r: %d record(s) applied, %d skipped, offsets %d..%d",
@@ -245,7 +254,7 @@ class RuntimeTask:
             self.task.stores[spec.name] = self.marks_store
         except BaseException:
             if self.own_producer:
-                self.producer.close()
+                self.producer.close(drop_undelivered=True)
             raise
         finally:
             ctx.restoring_changed(-1)
@@ -268,7 +277,7 @@ class RuntimeTask:
             return
         t = self.task
         self._snapshot = (t.stream_time, [(s, s.due) for s in t.schedules])
-        if self.ctx.exactly_once and not self.producer.in_txn:
+        if self.ctx.exactly_once and not self.producer.in_transaction:
             self.producer.begin()
         self.open = True
 
@@ -399,11 +408,10 @@ class RuntimeTask:
         The caller seeks the task's partitions back to `committed`. A fenced producer is not
         replaced: a new one with the task's transactional id would fence the task's new owner.
         """
-        if self.ctx.exactly_once and self.producer.in_txn:
+        if self.ctx.exactly_once and self.producer.in_transaction:
             try:
                 self.producer.abort()
             except Exception as e:
-                self.producer.in_txn = False
                 if not fenced and not self.producer.fenced():
                     log.warning("task %s: abort failed (%s); recreating its producer", self.id, e)
                     self.recreate_producer()
@@ -426,7 +434,7 @@ class RuntimeTask:
                 self.ctx.renew_shared_producer()
             return
         try:
-            self.producer.close(1.0)
+            self.producer.close(1.0, drop_undelivered=True)
         except Exception:
             pass
         self.producer = self.ctx.new_producer(f"{self.ctx.app_id}-{self.id}")
@@ -436,13 +444,8 @@ class RuntimeTask:
             self.task.close()
         finally:
             if self.own_producer:
-                self.producer.close(1.0)
+                self.producer.close(1.0, drop_undelivered=True)
 
 
 def _timestamp(r: Record) -> int:
     return r.timestamp
-
-
-def _consumer_kafka(kafka: Mapping[str, Any]) -> dict[str, Any]:
-    producer_only = ("transactional.", "acks", "linger.", "compression.", "partitioner", "batch.")
-    return {k: v for k, v in kafka.items() if not k.startswith(producer_only)}

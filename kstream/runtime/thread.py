@@ -1,4 +1,4 @@
-"""The stream thread: one consumer, the micro-batch loop, rebalances and the commit protocols.
+"""The stream thread: one consumer, the micro-batch loop, rebalances and the tasks' lifecycle.
 
 Loop: consume up to `batch_max_records` (waiting at most `batch_max_wait`) -> group by task ->
 one `process` per task -> wall-clock punctuation -> every `commit_interval`, commit. A failure
@@ -7,6 +7,7 @@ under the "fail" policy, or anything that retrying cannot fix, stops the app: th
 ERROR at that moment (health checks see it at once), then the thread rolls back and closes.
 A remote store that lost its data (`StoreLostError`) fails only its task: the task is rolled
 back, its stores are rebuilt from their changelogs and it carries on from its committed offsets.
+How the tasks commit and roll back is the processing guarantee's `CommitProtocol` (commit.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -32,9 +33,11 @@ from kstream.errors import (
 )
 from kstream.kafka.consumer import Consumer
 from kstream.kafka.errors import FatalTransactionError
+from kstream.kafka.producer import Producer
+from kstream.kafka.supplier import ClientConfig
 from kstream.metrics import LATENCY_SAMPLE_EVERY, STORE_TIMING_SAMPLE_EVERY, Metrics
+from kstream.runtime.commit import CommitProtocol, commit_protocol
 from kstream.runtime.globals import GlobalStores
-from kstream.runtime.producer import TrackingProducer
 from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask
 from kstream.state.metrics import instrument
 
@@ -90,8 +93,9 @@ class StreamThread:
         self.task_of: dict[TP, RuntimeTask] = {}
         self.consumer: Consumer | None = None
         self.globals: GlobalStores | None = None
-        self._producer: TrackingProducer | None = None
-        self._producer_lock = threading.Lock()
+        self.commits: CommitProtocol = commit_protocol(
+            ctx, self, self.metrics, self.transactional_id
+        )
         self._last_commit = time.monotonic()
         self._next_report = time.monotonic() + _REPORT_S
         self._failures = 0
@@ -103,59 +107,25 @@ class StreamThread:
         self._max = cfg.batch_max_records
         self._interval_s = cfg.commit_interval / 1000
         self._gc_pause = cfg.gc_pause
+        # how the thread waits before retrying (broker-free tests retry without waiting)
+        self.backoff: Callable[[float], None] = time.sleep
 
     # --- set-up ----------------------------------------------------------------------------
 
-    def shared_producer(self) -> TrackingProducer:
-        """The thread's producer: every task's under at_least_once, and the one transactional
-        producer of all tasks under exactly_once_v2. Tasks are created side by side: the lock
-        makes one producer (a second one with the same transactional id would fence the first)."""
-        with self._producer_lock:
-            return self._producer or self._new_shared_producer()
-
-    def _new_shared_producer(self) -> TrackingProducer:
-        ctx = self.ctx
-        if ctx.shared_transactions:
-            self._producer = ctx.new_producer(self.transactional_id)
-        else:
-            self._producer = TrackingProducer(
-                ctx.bootstrap_servers,
-                kafka=ctx.config.kafka,
-                tracked=ctx.changelog_topics,
-                connect_timeout_s=ctx.config.connect_timeout / 1000,
-            )
-        return self._producer
+    def shared_producer(self) -> Producer:
+        """The producer the thread's tasks share: every task's under at_least_once, and the
+        one transactional producer of all tasks under exactly_once_v2."""
+        return self.commits.shared_producer()
 
     def renew_shared_producer(self) -> None:
         """Replace a fatal shared transactional producer (its tasks were rolled back)."""
-        if self._producer is not None:
-            try:
-                self._producer.close(1.0)
-            except Exception:
-                pass
-            self._producer = None
-        producer = self.shared_producer()
-        for rt in self.tasks.values():
-            rt.producer = producer
+        self.commits.renew_shared_producer(list(self.tasks.values()))
 
     def run(self) -> None:
         try:
-            cfg = self.ctx.config
-            if self.ctx.compiled.global_stores:
-                self.globals = GlobalStores(
-                    self.ctx.compiled, cfg, self.ctx.app_id, self.ctx.bootstrap_servers
-                )
-                self.ctx.global_views = self.globals.views
-                self.globals.bootstrap(self.stop)
-            self.consumer = Consumer(
-                self.ctx.bootstrap_servers,
-                group_id=self.ctx.app_id,
-                kafka=consumer_settings(cfg),
-                connect_timeout=cfg.connect_timeout,
-            )
-            self._subscribe()
+            self.open()
             while not self.stop.is_set():
-                self._once()
+                self.run_once()
             self._commit_all_or_rollback()
         except BaseException as e:
             self.error = e
@@ -163,6 +133,38 @@ class StreamThread:
             # Before the rollback and close, which can take long (a store retrying a server
             # that is gone): health must say ERROR from the moment the thread gave up.
             self.on_state("ERROR")
+        finally:
+            self._shutdown()
+
+    def open(self) -> None:
+        """Bootstrap the global stores, create the consumer and join the group (`run` does
+        this first; a test drives `open`, `run_once` and `close` step by step)."""
+        cfg = self.ctx.config
+        if self.ctx.compiled.global_stores:
+            self.globals = GlobalStores(
+                self.ctx.compiled,
+                cfg,
+                self.ctx.app_id,
+                self.ctx.bootstrap_servers,
+                self.ctx.client_supplier,
+            )
+            self.ctx.global_views = self.globals.views
+            self.globals.bootstrap(self.stop)
+        self.consumer = self.ctx.client_supplier.consumer(
+            ClientConfig(
+                self.ctx.bootstrap_servers,
+                consumer_settings(cfg),
+                cfg.connect_timeout,
+                group_id=self.ctx.app_id,
+            )
+        )
+        self._subscribe()
+
+    def close(self) -> None:
+        """Commit what is open (roll it back after an error) and release tasks and clients."""
+        try:
+            if self.error is None:
+                self._commit_all_or_rollback()
         finally:
             self._shutdown()
 
@@ -271,7 +273,8 @@ class StreamThread:
 
     # --- the loop --------------------------------------------------------------------------
 
-    def _once(self) -> None:
+    def run_once(self) -> None:
+        """One turn of the loop: poll a batch, process it, punctuate, commit when due."""
         assert self.consumer is not None
         if self._resubscribe:
             self._resubscribe = False
@@ -279,14 +282,14 @@ class StreamThread:
                 self._rollback(rt, fenced=True)
             self._close_tasks()
             log.info("leaving and rejoining the group")
-            self.consumer.raw.unsubscribe()
+            self.consumer.unsubscribe()
             self._subscribe()
         try:
             msgs = self.consumer.consume_batch(self._max, self._wait_s)
         except KafkaClientError as e:
             # The broker is away or the group is moving: librdkafka reconnects by itself.
             log.warning("consumer: %s (retrying)", e)
-            time.sleep(0.2)
+            self.backoff(0.2)
             return
         if self.error is not None:
             raise self.error
@@ -298,7 +301,7 @@ class StreamThread:
             self._update_gauges()
         now_ms = int(time.time() * 1000)
         for rt in list(self.tasks.values()):
-            self._guard(rt, rt.punctuate, now_ms)
+            self.guard(rt, rt.punctuate, now_ms)
         if time.monotonic() >= self._next_report:
             self._report()
         if time.monotonic() - self._last_commit >= self._interval_s or any(
@@ -405,7 +408,7 @@ class StreamThread:
             per_task.setdefault(rt, {})[tp] = lst
         processed = 0
         for rt, parts in per_task.items():
-            if self._guard(rt, rt.process, parts):
+            if self.guard(rt, rt.process, parts):
                 processed += sum(len(v) for v in parts.values())
         self.processed += processed
         m = self.metrics
@@ -420,7 +423,7 @@ class StreamThread:
             nxt[tp] = lst[-1].offset() + 1
         m.consumed_up_to({tp: lst[-1].timestamp()[1] for tp, lst in groups.items()})
 
-    def _guard(self, rt: RuntimeTask, fn: Callable[..., Any], *args: Any) -> bool:
+    def guard(self, rt: RuntimeTask, fn: Callable[..., Any], *args: Any) -> bool:
         """Run `fn`; on a retriable failure roll the task back and let the loop retry."""
         try:
             fn(*args)
@@ -462,20 +465,12 @@ class StreamThread:
             return False
 
     def _scope(self, rt: RuntimeTask) -> list[RuntimeTask]:
-        """The tasks a failure of `rt` rolls back: under exactly_once_v2 every task in the
-        thread's transaction, else `rt` alone."""
-        if not self.ctx.shared_transactions:
-            return [rt]
-        return [rt, *(o for o in self.tasks.values() if o.open and o is not rt)]
+        """The tasks a failure of `rt` rolls back (those sharing its transaction)."""
+        return self.commits.scope(rt, list(self.tasks.values()))
 
     def _rollback(self, rt: RuntimeTask, fenced: bool = False) -> list[RuntimeTask]:
         """Roll back `rt` (and the tasks sharing its transaction); the tasks rolled back."""
-        if self.ctx.exactly_once and rt.producer.in_txn:
-            self.metrics.transaction_aborted()
-        scope = self._scope(rt)
-        for one in scope:
-            one.rollback(fenced=fenced)
-        return scope
+        return self.commits.rollback(rt, list(self.tasks.values()), fenced=fenced)
 
     def _rollback_quietly(self, rt: RuntimeTask) -> list[RuntimeTask]:
         """Roll back `rt` whose store lost its data (re-reading its marks may fail: the task
@@ -507,7 +502,7 @@ class StreamThread:
                 instrument(store, self.metrics, sample_every=_STORE_TIMING_SAMPLE)
         log.info("task %s: stores rebuilt from their changelogs", rt.id)
 
-    def _apply(self, rt: RuntimeTask, delivered: dict[TP, int]) -> None:
+    def apply(self, rt: RuntimeTask, delivered: dict[TP, int]) -> None:
         """Apply `rt`'s write caches after its commit. A store that lost its data meanwhile
         is rebuilt from its changelog, which already holds this commit."""
         try:
@@ -517,11 +512,20 @@ class StreamThread:
             rt.committed.update(rt.next_offsets)
             self._rebuild(rt)
 
+    def retry_from_committed(self, tasks: Sequence[RuntimeTask], error: BaseException) -> None:
+        """After a failed commit: roll `tasks` back, seek to their committed offsets, back off."""
+        for rt in tasks:
+            self._seek_back(self._rollback(rt))
+        self._failed_once(error)
+
+    def progressed(self) -> None:
+        self._failures = 0
+
     def _failed_once(self, e: BaseException) -> None:
         self._failures += 1
         if self._failures > _MAX_RETRIES:
             raise e
-        time.sleep(min(0.1 * self._failures, 2.0))
+        self.backoff(min(0.1 * self._failures, 2.0))
 
     def _seek_back(self, tasks: list[RuntimeTask]) -> None:
         """Seek the tasks' partitions back to their committed offsets. Only tasks that were
@@ -542,93 +546,9 @@ class StreamThread:
         assert self.consumer is not None
         self._last_commit = time.monotonic()
         t0 = time.perf_counter()
-        if self.ctx.exactly_once:
-            committed = self._commit_transactions()
-            if committed:
-                self.metrics.commit(time.perf_counter() - t0, committed)
-            return
-        open_tasks = [
-            rt for rt in list(self.tasks.values()) if rt.open and self._guard(rt, rt.verify_stores)
-        ]
-        if not open_tasks:
-            return
-        try:
-            for rt in open_tasks:
-                rt.produce_changelogs()
-            producer = self.shared_producer()
-            producer.flush(self.ctx.config.shutdown_timeout / 1000)
-            delivered = producer.take_offsets()
-            offsets: list[TopicPartition] = []
-            for rt in open_tasks:
-                offsets += rt.offsets()
-                self._apply(rt, delivered)
-            if offsets:
-                self.consumer.commit(offsets)
-            self._failures = 0
-            self.metrics.commit(time.perf_counter() - t0)
-        except _FATAL:
-            raise
-        except KafkaClientError as e:
-            log.warning("commit failed: %s; retrying from the committed offsets", e)
-            for rt in open_tasks:
-                self._seek_back(self._rollback(rt))
-            self._failed_once(e)
-
-    def _commit_transactions(self) -> int:
-        """Commit every open task's transaction, one after another; the number committed.
-
-        Each task has its own transactional producer (fencing per task, see tasks.py), so a
-        commit costs one broker round trip per task. Ending them side by side on a pool would
-        cost about one, but on the test broker it made some committed transactions read as
-        aborted: a read_committed reader then skipped every later record of those producers
-        (about one benchmark run in twenty; none in a hundred one after another). Kafka Streams
-        also commits its tasks one after another.
-        """
-        assert self.consumer is not None
-        meta = self.consumer.consumer_group_metadata()
-        if self.ctx.shared_transactions:
-            return self._commit_shared_transaction(meta)
-        committed = 0
-        for rt in list(self.tasks.values()):
-            if not rt.open or not self._guard(rt, rt.verify_stores):
-                continue
-            if not self._guard(rt, rt.produce_changelogs):
-                continue
-            if self._guard(rt, rt.end_txn, meta):
-                self._apply(rt, rt.producer.take_offsets())
-                committed += 1
-                if rt.next_offsets:
-                    self._failures = 0
-        return committed
-
-    def _commit_shared_transaction(self, meta: Any) -> int:
-        """exactly_once_v2: one transaction holds every open task's outputs, changelogs and
-        input offsets; the number of tasks committed."""
-        open_tasks = [rt for rt in self.tasks.values() if rt.open]
-        if not open_tasks:
-            return 0
-        for rt in open_tasks:
-            if not self._guard(rt, rt.verify_stores):
-                return 0  # every task of the shared transaction was rolled back
-
-        def end() -> None:
-            offsets: list[TopicPartition] = []
-            for rt in open_tasks:
-                rt.produce_changelogs()
-                offsets += rt.offsets()
-            producer = open_tasks[0].producer
-            if offsets:
-                producer.send_offsets(offsets, meta)
-            producer.commit()
-
-        if not self._guard(open_tasks[0], end):
-            return 0
-        delivered = open_tasks[0].producer.take_offsets()
-        for rt in open_tasks:
-            self._apply(rt, delivered)
-        if any(rt.next_offsets for rt in open_tasks):
-            self._failures = 0
-        return len(open_tasks)
+        transactions = self.commits.commit(list(self.tasks.values()), self.consumer)
+        if transactions is not None:
+            self.metrics.commit(time.perf_counter() - t0, transactions)
 
     def _commit_all_or_rollback(self) -> None:
         try:
@@ -651,7 +571,6 @@ class StreamThread:
                 self.consumer.close()
             except Exception as e:
                 log.warning("closing the consumer: %s", e)
-        if self._producer is not None:
-            self._producer.close()
+        self.commits.close()
         if self.globals is not None:
             self.globals.close()

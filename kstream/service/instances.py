@@ -98,12 +98,8 @@ class InstanceRegistry:
         """Create the topic if needed and start following it."""
         admin = Admin(self._bootstrap, kafka=self._kafka, connect_timeout=self._timeout)
         admin.create_topic(self.topic, 1, {"cleanup.policy": "compact", "retention.ms": "-1"})
-        self._producer = Producer(
-            self._bootstrap, kafka=_producer_only(self._kafka), connect_timeout=self._timeout
-        )
-        self._consumer = Consumer(
-            self._bootstrap, kafka=_consumer_only(self._kafka), connect_timeout=self._timeout
-        )
+        self._producer = Producer(self._bootstrap, kafka=self._kafka, connect_timeout=self._timeout)
+        self._consumer = Consumer(self._bootstrap, kafka=self._kafka, connect_timeout=self._timeout)
         self._consumer.assign([(self.topic, 0, OFFSET_BEGINNING)])
         self._thread = threading.Thread(
             target=self._follow, name=f"kstream-instances-{self.instance_id}", daemon=True
@@ -177,25 +173,3 @@ class InstanceRegistry:
                 log.warning("withdrawing instance %s: %s", self.instance_id, e)
         if self._consumer is not None:
             self._consumer.close()
-
-
-_PRODUCER_ONLY = ("transactional.", "acks", "linger.", "compression.", "partitioner", "batch.")
-_CONSUMER_ONLY = (
-    "group.",
-    "isolation.",
-    "session.",
-    "heartbeat.",
-    "auto.",
-    "enable.auto",
-    "fetch.",
-    "max.poll",
-    "partition.assignment",
-)
-
-
-def _producer_only(kafka: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in kafka.items() if not k.startswith(_CONSUMER_ONLY)}
-
-
-def _consumer_only(kafka: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in kafka.items() if not k.startswith(_PRODUCER_ONLY)}

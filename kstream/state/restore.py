@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kstream.errors import StoreCorruptedError, StoreError, StoreLostError
 from kstream.state import open_backend, open_store
@@ -28,6 +28,9 @@ from kstream.state.base import StateStore
 from kstream.state.changelog import CHANGELOG_OFFSET
 from kstream.state.provenance import from_headers
 from kstream.state.spec import StoreSpec
+
+if TYPE_CHECKING:
+    from kstream.kafka.supplier import ClientSupplier
 
 log = logging.getLogger("kstream.state.restore")
 
@@ -144,20 +147,22 @@ def restore(
     idle_timeout: float = 60.0,
     progress: Progress | None = None,
     wiped: bool = False,
+    client_supplier: ClientSupplier | None = None,
 ) -> RestoreResult:
     """Bring `store` up to the end of its changelog partition.
 
     `committed`: the task's committed input offsets; None applies every record (for stores
     fed by no transactional task, e.g. global tables).
     """
-    from kstream.kafka.consumer import Consumer
+    from kstream.kafka.supplier import ClientConfig, KafkaClientSupplier
 
+    supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
     topic = store.spec.changelog_topic(app_id)
     part = store.partition
     start = int(store.checkpoint().get(CHANGELOG_OFFSET, 0))
     nxt = start
     applied = skipped = 0
-    consumer = Consumer(bootstrap_servers, kafka=kafka)
+    consumer = supplier.consumer(ClientConfig(bootstrap_servers, kafka or {}))
     try:
         consumer.assign([(topic, part, start)])
         last_progress = time.monotonic()
@@ -210,6 +215,7 @@ def open_and_restore(
     default_backend: str = "memory",
     kafka: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
+    client_supplier: ClientSupplier | None = None,
 ) -> RestoreResult:
     """Open a store partition (wiping untrustworthy state) and restore it from its changelog.
 
@@ -233,6 +239,7 @@ def open_and_restore(
                 kafka=kafka,
                 progress=progress,
                 wiped=wiped,
+                client_supplier=client_supplier,
             )
         except StoreLostError as e:
             store.close()

@@ -8,8 +8,11 @@ from kstream.testing.mock import (
     MockMessage,
     MockProducer,
 )
+from kstream.testing.supplier import MockAdmin, MockClientSupplier
 
 __all__ = [
+    "MockAdmin",
+    "MockClientSupplier",
     "MockCluster",
     "MockConsumer",
     "MockGroupMetadata",

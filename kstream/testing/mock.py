@@ -6,6 +6,10 @@ unchanged: messages have `topic()`, `partition()`, `offset()`, `key()`, `value()
 `headers()`, `timestamp()` and `error()`. Keyed records land where the real producer puts them
 (murmur2). Transactions are atomic: records and offsets appear only on `commit()`.
 Nothing blocks: `consume_batch` returns what is there and never waits for its timeout.
+
+The cluster also injects the faults a real one has (`fail_next_commit`, `fence`,
+`drop_connection`, `time_out_transactions`), so failure handling is testable in milliseconds;
+`kstream.testing.MockClientSupplier` runs a whole `App` on these clients.
 """
 
 from __future__ import annotations
@@ -17,16 +21,17 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID, KafkaError, TopicPartition
 
 from kstream.errors import (
     ConfigError,
+    KafkaClientError,
     ProduceError,
     ProducerFencedError,
     TopicError,
     TransactionError,
 )
-from kstream.kafka.errors import TransactionAbortableError
+from kstream.kafka.errors import FatalTransactionError, TransactionAbortableError
 from kstream.kafka.partitioner import default_partition
 
 __all__ = ["MockCluster", "MockConsumer", "MockGroupMetadata", "MockMessage", "MockProducer"]
@@ -79,7 +84,7 @@ class MockMessage:
     def timestamp(self) -> tuple[int, int]:
         return (CREATE_TIME, self._timestamp)
 
-    def error(self) -> None:
+    def error(self) -> KafkaError | None:
         return None
 
     def __len__(self) -> int:
@@ -113,6 +118,52 @@ class MockCluster:
         self._fencing: dict[str, int] = {}
         self._round_robin: dict[str, int] = {}
         self._lock = threading.RLock()
+        self._failing_commits = 0
+        self._dropped_polls = 0
+        self._timed_out: set[tuple[str, int]] = set()
+        self._open_txns: set[tuple[str, int]] = set()
+
+    # -- fault injection -------------------------------------------------------------------
+
+    def fail_next_commit(self, times: int = 1) -> None:
+        """The next `times` commits fail retriably: a transaction is aborted and its commit
+        raises `TransactionAbortableError`; a consumer's offset commit raises
+        `KafkaClientError` (COORDINATOR_NOT_AVAILABLE) and stores nothing."""
+        with self._lock:
+            self._failing_commits += times
+
+    def fence(self, transactional_id: str) -> None:
+        """Fence the producer with `transactional_id`, as a new one with the id would: its
+        next transactional call raises `ProducerFencedError`."""
+        self._new_epoch(transactional_id)
+
+    def drop_connection(self, polls: int = 1) -> None:
+        """The next `polls` calls to `consume_batch` (of any consumer) raise a retriable
+        `KafkaClientError` (_TRANSPORT), as when the connection to the broker drops."""
+        with self._lock:
+            self._dropped_polls += polls
+
+    def time_out_transactions(self) -> None:
+        """Abort every open transaction, as the broker does past `transaction.timeout.ms`:
+        its producer's next commit raises `FatalTransactionError` and the producer is
+        unusable (kstream treats a commit timeout as fatal, see `kstream.kafka.Producer`)."""
+        with self._lock:
+            self._timed_out |= self._open_txns
+            self._open_txns.clear()
+
+    def _take_commit_failure(self) -> bool:
+        with self._lock:
+            if self._failing_commits <= 0:
+                return False
+            self._failing_commits -= 1
+            return True
+
+    def _take_dropped_poll(self) -> bool:
+        with self._lock:
+            if self._dropped_polls <= 0:
+                return False
+            self._dropped_polls -= 1
+            return True
 
     def create_topic(self, name: str, partitions: int = 1) -> bool:
         """Create a topic; False (and no change) if it exists with the same count."""
@@ -221,10 +272,14 @@ class MockProducer:
         *,
         transactional_id: str | None = None,
         idempotent: bool = False,
+        track_offsets: Iterable[str] | None = None,
         **_ignored: Any,
     ) -> None:
         self.cluster = cluster if cluster is not None else MockCluster()
         self.transactional_id = transactional_id
+        self._tracked = frozenset(track_offsets or ())
+        self._offsets: dict[tuple[str, int], int] = {}
+        self._fatal: KafkaClientError | None = None
         self.idempotent = idempotent or transactional_id is not None
         self.history: list[MockMessage] = []
         self._queue: list[_Pending] = []
@@ -244,18 +299,32 @@ class MockProducer:
     def in_transaction(self) -> bool:
         return self._txn is not None
 
+    def fenced(self) -> bool:
+        """Another producer with the transactional id took over."""
+        return isinstance(self._fatal, ProducerFencedError)
+
+    def is_fatal(self) -> bool:
+        """Fenced, or its transaction timed out: the producer must be replaced."""
+        return self._fatal is not None
+
+    def take_offsets(self) -> dict[tuple[str, int], int]:
+        """Highest delivered offset per partition of the tracked topics since the last call."""
+        out, self._offsets = self._offsets, {}
+        return out
+
     def produce(
         self,
         topic: str,
         value: bytes | None,
         key: bytes | None = None,
-        *,
         partition: int | None = None,
         timestamp: int | None = None,
         headers: Sequence[Header] | None = None,
     ) -> None:
         if self._closed:
             raise ProduceError(f"producing to topic {topic!r}: the producer is closed")
+        if self._fatal is not None:
+            raise self._fatal
         if self.transactional and self._txn is None:
             raise TransactionError(
                 f"producing to topic {topic!r}: no open transaction "
@@ -280,8 +349,15 @@ class MockProducer:
 
     def _deliver(self) -> int:
         queued, self._queue = self._queue, []
-        self.history.extend(self.cluster._append(queued))
+        self._delivered(self.cluster._append(queued))
         return len(queued)
+
+    def _delivered(self, msgs: list[MockMessage]) -> None:
+        self.history.extend(msgs)
+        for m in msgs:
+            if m.topic() in self._tracked:
+                tp = (m.topic(), m.partition())
+                self._offsets[tp] = max(self._offsets.get(tp, -1), m.offset())
 
     def flush(self, timeout: float = 30.0) -> None:
         self._deliver()
@@ -304,7 +380,13 @@ class MockProducer:
     def _require_txn(self, op: str) -> str:
         if self.transactional_id is None:
             raise ConfigError(f"Producer.{op}: this producer has no transactional_id")
-        self.cluster._check_epoch(self.transactional_id, self._epoch)
+        if self._fatal is not None:
+            raise self._fatal
+        try:
+            self.cluster._check_epoch(self.transactional_id, self._epoch)
+        except ProducerFencedError as e:
+            self._fatal = e
+            raise
         return self.transactional_id
 
     def begin(self) -> None:
@@ -312,6 +394,8 @@ class MockProducer:
         if self._txn is not None:
             raise TransactionError("beginning a transaction: one is already open", code="_STATE")
         self._txn, self._txn_offsets = [], []
+        with self.cluster._lock:
+            self.cluster._open_txns.add((self.transactional_id or "", self._epoch))
 
     def send_offsets(
         self, offsets: Sequence[TopicPartition], group_metadata: Any, timeout: float | None = None
@@ -333,28 +417,54 @@ class MockProducer:
         self._require_txn("commit")
         if self._txn is None:
             raise TransactionError("committing a transaction: none is open", code="_STATE")
+        key = (self.transactional_id or "", self._epoch)
+        with self.cluster._lock:
+            timed_out = key in self.cluster._timed_out
+            self.cluster._timed_out.discard(key)
+        if timed_out:
+            self._txn, self._txn_offsets = None, []
+            self._fatal = FatalTransactionError(
+                f"committing a transaction (transactional.id={self.transactional_id!r}): "
+                "the broker aborted it after transaction.timeout.ms",
+                code="TRANSACTION_TIMED_OUT",
+            )
+            raise self._fatal
+        if self._failure is None and self.cluster._take_commit_failure():
+            self._failure = "COORDINATOR_NOT_AVAILABLE (injected by the test)"
         if self._failure is not None:
-            self.abort()
+            # as with the real producer, the transaction stays open: the caller aborts it
             failure, self._failure = self._failure, None
             raise TransactionAbortableError(
                 f"committing a transaction: {failure}", code="_MSG_TIMED_OUT", retriable=True
             )
         records, self._txn = self._txn, None
-        self.history.extend(self.cluster._append(records))
-        for group, offsets in self._txn_offsets:
-            self.cluster._commit(group, offsets)
+        with self.cluster._lock:
+            self.cluster._open_txns.discard(key)
+            self._delivered(self.cluster._append(records))
+            for group, offsets in self._txn_offsets:
+                self.cluster._commit(group, offsets)
         self._txn_offsets = []
 
     def abort(self, timeout: float | None = None) -> None:
-        """Drop the transaction's records and offsets."""
-        self._require_txn("abort")
-        self._txn, self._txn_offsets = None, []
+        """Drop the transaction's records and offsets (the transaction is over even if the
+        abort raises, as with the real producer)."""
+        try:
+            self._require_txn("abort")
+        finally:
+            with self.cluster._lock:
+                self.cluster._open_txns.discard((self.transactional_id or "", self._epoch))
+            self._txn, self._txn_offsets = None, []
+            self._offsets = {}
 
-    def close(self, timeout: float = 30.0) -> None:
+    def close(self, timeout: float = 30.0, *, drop_undelivered: bool = False) -> None:
         if self._txn is not None:
             self._txn, self._txn_offsets = None, []
-        if not self._closed:
-            self.flush(timeout)
+        if not self._closed and self._fatal is None:
+            try:
+                self.flush(timeout)
+            except ProduceError:
+                if not drop_undelivered:
+                    raise
         self._closed = True
 
     def __enter__(self) -> MockProducer:
@@ -414,6 +524,16 @@ class MockConsumer:
         self._callbacks = (on_assign, on_revoke)
         self._pending_rebalance = True
 
+    def unsubscribe(self) -> None:
+        """Leave the subscription: the partitions are revoked (on_revoke runs now)."""
+        _, on_revoke = self._callbacks
+        old = [TopicPartition(t, p) for t, p in self._positions]
+        if old and on_revoke is not None:
+            on_revoke(old)
+        self._subscription = None
+        self._pending_rebalance = False
+        self.unassign()
+
     def _rebalance(self) -> None:
         self._pending_rebalance = False
         on_assign, on_revoke = self._callbacks
@@ -465,6 +585,12 @@ class MockConsumer:
     def consume_batch(self, max_records: int, timeout_s: float) -> list[MockMessage]:
         if self._closed:
             raise RuntimeError("Consumer closed")
+        if self.cluster._take_dropped_poll():
+            raise KafkaClientError(
+                "consuming: _TRANSPORT: connection to the broker dropped (injected by the test)",
+                code="_TRANSPORT",
+                retriable=True,
+            )
         if self._pending_rebalance:
             self._rebalance()
         out: list[MockMessage] = []
@@ -539,6 +665,12 @@ class MockConsumer:
             tps = [TopicPartition(t, p, o) for (t, p), o in self._positions.items()]
         else:
             tps = [_tp(o) for o in offsets]
+        if self.cluster._take_commit_failure():
+            raise KafkaClientError(
+                "committing offsets: COORDINATOR_NOT_AVAILABLE (injected by the test)",
+                code="COORDINATOR_NOT_AVAILABLE",
+                retriable=True,
+            )
         self.cluster._commit(self._group, tps)
 
     def pause(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:

@@ -146,6 +146,8 @@ def test_injected_failures_surface_like_real_ones() -> None:
     tx.fail_next_flush("record too large")
     with pytest.raises(TransactionAbortableError, match="record too large"):
         tx.commit()
+    assert tx.in_transaction  # an abortable error: the caller aborts, as with the real one
+    tx.abort()
     assert not tx.in_transaction
     assert [m.value() for m in cluster.messages("t", 0)] == [b"x"]
 

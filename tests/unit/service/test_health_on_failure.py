@@ -23,6 +23,7 @@ from kstream.runtime import thread as thread_mod
 from kstream.service.http import HttpServer
 from kstream.service.probe import attach
 from kstream.service.query import AppService
+from kstream.testing import MockClientSupplier
 
 
 def _topology() -> Any:
@@ -55,12 +56,15 @@ def failing_app(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[tupl
         raise StoreError("redis store 'counts' partition 0: get failed after 30s")
 
     monkeypatch.setattr(App, "_create_topics", lambda self: {"in": 1, "out": 1})
-    monkeypatch.setattr(
-        thread_mod, "Consumer", lambda *a, **k: types.SimpleNamespace(close=lambda: None)
-    )
     monkeypatch.setattr(thread_mod.StreamThread, "_subscribe", fail)
     monkeypatch.setattr(thread_mod.StreamThread, "_shutdown", slow_shutdown)
-    app = App(_topology(), "health-app", "127.0.0.1:1", config={"state_dir": str(tmp_path)})
+    app = App(
+        _topology(),
+        "health-app",
+        "127.0.0.1:1",
+        config={"state_dir": str(tmp_path)},
+        client_supplier=MockClientSupplier(),
+    )
     yield app, types.SimpleNamespace(release=release, in_shutdown=in_shutdown)
     release.set()
     app.close(5)
