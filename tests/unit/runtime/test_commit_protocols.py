@@ -1,0 +1,131 @@
+"""The three commit protocols on the mock cluster: commits, failed commits, rollback, restart.
+
+Each test drives the real stream thread one loop turn at a time over `MockClientSupplier`
+clients (no broker, no group joins): the outcome is exact, so a duplicate or a lost update
+shows as a wrong count.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.mock_runtime import SRC, cluster_with_input, counts, latest, running, send
+
+from kstream.runtime.commit import AtLeastOnce, ExactlyOncePerTask, ExactlyOnceV2
+
+GUARANTEES = ["at_least_once", "exactly_once", "exactly_once_v2"]
+EXPECTED = {"a": 1, "b": 2, "c": 1}
+
+
+@pytest.mark.parametrize(
+    ("guarantee", "protocol"),
+    [
+        ("at_least_once", AtLeastOnce),
+        ("exactly_once", ExactlyOncePerTask),
+        ("exactly_once_v2", ExactlyOnceV2),
+    ],
+)
+def test_each_guarantee_commits_outputs_and_input_offsets(
+    tmp_path: Path, guarantee: str, protocol: type
+) -> None:
+    cluster = cluster_with_input("a b", "b c")
+    with running(cluster, tmp_path, guarantee) as r:
+        assert type(r.thread.commits) is protocol
+        r.turn(3)
+        assert sorted(counts(cluster)) == [("a", 1), ("b", 1), ("b", 2), ("c", 1)]
+        assert cluster.committed("app", SRC, 0) == 2
+
+
+@pytest.mark.parametrize("guarantee", GUARANTEES)
+def test_a_restart_restores_the_store_from_its_changelog(tmp_path: Path, guarantee: str) -> None:
+    cluster = cluster_with_input("a b", "b c")
+    with running(cluster, tmp_path / "one", guarantee) as r:
+        r.turn(3)
+    send(cluster, "b a")
+    # a new state directory: nothing local survives, the counts come from the changelog
+    with running(cluster, tmp_path / "two", guarantee) as r:
+        r.turn(3)
+    assert latest(cluster) == {"a": 2, "b": 3, "c": 1}
+    assert cluster.committed("app", SRC, 0) == 3
+
+
+@pytest.mark.parametrize("guarantee", ["exactly_once", "exactly_once_v2"])
+def test_a_failed_transaction_commit_is_rolled_back_and_retried(
+    tmp_path: Path, guarantee: str
+) -> None:
+    cluster = cluster_with_input("a b", "b c")
+    with running(cluster, tmp_path, guarantee) as r:
+        cluster.fail_next_commit()
+        r.turn(4)
+        assert r.app.metrics.txn_aborted == 1
+    assert sorted(counts(cluster)) == [("a", 1), ("b", 1), ("b", 2), ("c", 1)]
+    assert cluster.committed("app", SRC, 0) == 2
+
+
+def test_at_least_once_after_a_failed_offset_commit_commits_with_the_next_batch(
+    tmp_path: Path,
+) -> None:
+    """The outputs and store updates of the failed commit stand (they were delivered and
+    applied before the offsets); the task carries on from there, and the input offsets are
+    committed with the next batch."""
+    cluster = cluster_with_input("a b", "b c")
+    with running(cluster, tmp_path, "at_least_once") as r:
+        cluster.fail_next_commit()
+        r.turn(3)
+        assert cluster.committed("app", SRC, 0) is None
+        send(cluster, "d")
+        r.turn(3)
+        assert r.thread.ctx.duplicates_dropped == 0
+    assert sorted(counts(cluster)) == [("a", 1), ("b", 1), ("b", 2), ("c", 1), ("d", 1)]
+    assert cluster.committed("app", SRC, 0) == 3
+
+
+@pytest.mark.parametrize("guarantee", ["exactly_once", "exactly_once_v2"])
+def test_a_timed_out_transaction_gets_a_new_producer_and_is_retried(
+    tmp_path: Path, guarantee: str
+) -> None:
+    cluster = cluster_with_input("a b", "b c")
+    with running(cluster, tmp_path, guarantee) as r:
+        r.poll()  # the input batch is processed: its transaction is open
+        made = len(r.supplier.producers)
+        cluster.time_out_transactions()
+        r.turn(4)
+        assert len(r.supplier.producers) == made + 1
+    assert sorted(counts(cluster)) == [("a", 1), ("b", 1), ("b", 2), ("c", 1)]
+
+
+@pytest.mark.parametrize("guarantee", GUARANTEES)
+def test_a_dropped_connection_is_retried_without_losing_or_repeating(
+    tmp_path: Path, guarantee: str
+) -> None:
+    cluster = cluster_with_input("a b", "b c")
+    with running(cluster, tmp_path, guarantee) as r:
+        cluster.drop_connection(polls=2)
+        r.turn(5)
+    assert sorted(counts(cluster)) == [("a", 1), ("b", 1), ("b", 2), ("c", 1)]
+
+
+def test_exactly_once_v2_rolls_back_every_task_of_the_shared_transaction(
+    tmp_path: Path,
+) -> None:
+    cluster = cluster_with_input("a b", "b c", "c d", "d e", partitions=2)
+    with running(cluster, tmp_path, "exactly_once_v2") as r:
+        r.poll()
+        open_tasks = [rt for rt in r.thread.tasks.values() if rt.open]
+        assert len(open_tasks) == 2
+        rolled_back = r.thread.commits.rollback(open_tasks[0], list(r.thread.tasks.values()))
+        assert set(rolled_back) == set(open_tasks)
+        assert not any(rt.open for rt in r.thread.tasks.values())
+        assert r.app.metrics.txn_aborted == 1
+
+
+def test_exactly_once_per_task_rolls_back_the_failed_task_alone(tmp_path: Path) -> None:
+    cluster = cluster_with_input("a b", "b c", "c d", "d e", partitions=2)
+    with running(cluster, tmp_path, "exactly_once") as r:
+        r.poll()
+        open_tasks = [rt for rt in r.thread.tasks.values() if rt.open]
+        assert len(open_tasks) == 2
+        rolled_back = r.thread.commits.rollback(open_tasks[0], list(r.thread.tasks.values()))
+        assert rolled_back == [open_tasks[0]]
+        assert open_tasks[1].open
