@@ -6,8 +6,10 @@ process starts its own broker (the fixture is session-scoped, and a session is p
 Set `KSTREAM_TEST_BOOTSTRAP` to run the integration tests against another Kafka instead (e.g.
 a real Apache Kafka); all workers then share it.
 
-Tests marked `slow` run only with `KSTREAM_LONG=1`; otherwise they are deselected (listed as
-such in the summary), not skipped.
+With `CI` set (as CI runs `.ci/run`), a skipped test is a failure: a missing system package
+(redis-server, stunnel, prometheus, Java) must not turn the suite silently green. `xfail` stays
+allowed. Tests marked `slow` run only with `KSTREAM_LONG=1`; otherwise they are deselected
+(listed as such in the summary), not skipped.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -31,6 +34,39 @@ class ExternalBroker:
 
 
 LONG = os.environ.get("KSTREAM_LONG") == "1"
+# Directories whose tests run on one pytest-xdist worker: the Spark tests share one session (one
+# JVM), the cluster tests one standalone cluster, instead of one per worker.
+XDIST_GROUPS = ("spark", "spark_cluster")
+
+
+def _xdist_group(nodeid: str) -> str | None:
+    path = "/" + nodeid.split("::", 1)[0].replace("\\", "/")
+    return next((g for g in XDIST_GROUPS if f"/{g}/" in path), None)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup`, by directory and module.
+
+    pytest-xdist marks a test's group by a suffix of its node id, which pytest 9 no longer
+    lets a plugin change, so its own `loadgroup` runs every test wherever. This scheduler sends
+    each of `XDIST_GROUPS` to one worker and each other module to one worker (its
+    module-scoped fixtures, e.g. kstreamd processes or Prometheus, start once), biggest units
+    first.
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return _xdist_group(nodeid) or nodeid.split("::", 1)[0]
+
+    return GroupScheduling(config, log)
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -41,14 +77,44 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.integration)
         if "/spark/" in path:
             item.add_marker(pytest.mark.spark)
-            # one worker runs every Spark test (with `--dist loadgroup`): one JVM, not one
-            # per worker
-            item.add_marker(pytest.mark.xdist_group("spark"))
+        group = _xdist_group(item.nodeid)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
     if not LONG:
         slow = [item for item in items if item.get_closest_marker("slow") is not None]
         if slow:
             config.hook.pytest_deselected(items=slow)
             items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+
+
+def _skip_reason(longrepr: object) -> str:
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2])
+    return str(longrepr)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if _in_ci() and report.skipped and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = (
+            f"skipped under CI={os.environ['CI']} (a skip in CI means something the test "
+            f"needs is missing; install it in .ci/run): {_skip_reason(report.longrepr)}"
+        )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if _in_ci() and report.skipped:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"module skipped under CI={os.environ['CI']} (a skip in CI means something the "
+            f"tests need is missing; install it in .ci/run): {_skip_reason(report.longrepr)}"
+        )
 
 
 @pytest.fixture(scope="session")
