@@ -258,7 +258,6 @@ class RuntimeTask:
             raise
         finally:
             ctx.restoring_changed(-1)
-        self.has_wall_clock = False
 
     def __repr__(self) -> str:
         return f"RuntimeTask({self.id})"
@@ -385,14 +384,6 @@ class RuntimeTask:
 
     def offsets(self) -> list[TopicPartition]:
         return [TopicPartition(t, p, o) for (t, p), o in self.next_offsets.items()]
-
-    def commit_txn(self, group_metadata: Any) -> None:
-        """Exactly-once: changelogs, offsets, commit, then the stores."""
-        if not self.open:
-            return
-        self.produce_changelogs()
-        self.end_txn(group_metadata)
-        self.apply(self.producer.take_offsets())
 
     def end_txn(self, group_metadata: Any) -> None:
         """Send the input offsets into the transaction and commit it (the stream thread

@@ -149,17 +149,6 @@ class InstanceRegistry:
             claims = [i for i in self._known.values() if i.holds(topic, partition)]
         return max(claims, key=lambda i: i.offset) if claims else None
 
-    def wait_for_self(self, timeout: float) -> bool:
-        """Until this instance's latest publication has been read back (tests, start-up)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                mine = self._known.get(self.instance_id)
-            if mine is not None and mine.partitions == (self._published or {}):
-                return True
-            time.sleep(0.05)
-        return False
-
     def close(self) -> None:
         """Withdraw this instance (tombstone) and stop following."""
         self._stop.set()

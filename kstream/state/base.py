@@ -14,7 +14,7 @@ from kstream.errors import StoreError
 from kstream.serde import Serde
 from kstream.state.cache import WriteCache, merged
 from kstream.state.spec import StoreSpec
-from store_backends.base import Backend, Cursor
+from store_backends.base import Backend
 
 Writes = Iterable[tuple[bytes, bytes | None]]
 """Physical writes (None = delete)."""
@@ -220,16 +220,3 @@ class ReadOnlyView:
 
     def __repr__(self) -> str:
         return f"ReadOnly({self._store!r})"
-
-
-class MappedCursor(Cursor):
-    """A cursor over `it` that also closes `inner` (the backend cursor it reads from)."""
-
-    def __init__(self, it: Iterator[Any], inner: Iterable[Cursor] = ()) -> None:
-        inners = list(inner)
-
-        def close_inner() -> None:
-            for c in inners:
-                c.close()
-
-        super().__init__(it, close_inner)

@@ -43,13 +43,3 @@ def changelog_records(
             headers.append((HEADER, encode(e.source[0], e.source[1], e.source[2], idx)))
         out.append(ChangelogRecord(topic, part, e.key, e.value, headers))
     return out
-
-
-def checkpoint_after(
-    delivered_offsets: list[int], previous: dict[str, object] | None = None
-) -> dict[str, object]:
-    """The checkpoint to flush with, given the offsets the changelog records got."""
-    cp = dict(previous or {})
-    if delivered_offsets:
-        cp[CHANGELOG_OFFSET] = max(delivered_offsets) + 1
-    return cp

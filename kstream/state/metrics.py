@@ -116,8 +116,3 @@ def _timed(
             record(name, part, op, clock() - t0)
 
     return wrapper
-
-
-def restore_progress(metrics: StoreMetrics) -> Callable[[str, int, int, int | None], None]:
-    """A `progress` callback for `kstream.state.restore.restore` that feeds `metrics`."""
-    return metrics.record_restore
