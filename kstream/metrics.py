@@ -18,7 +18,6 @@ many apps and tell them apart without joining on `kstream_app_info`.
 from __future__ import annotations
 
 import bisect
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -37,7 +36,6 @@ from prometheus_client.core import (
     HistogramMetricFamily,
     Metric,
 )
-from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 from kstream.state.metrics import TIMED_OPERATIONS
@@ -50,7 +48,6 @@ __all__ = [
     "LATENCY_SAMPLE_EVERY",
     "STORE_TIMING_SAMPLE_EVERY",
     "Metrics",
-    "lint_exposition",
 ]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -555,48 +552,3 @@ def _families(m: Metrics) -> Iterator[Metric]:
     for store, n in sorted(m.store_bytes.items()):
         size.add_metric([store], float(n))
     yield size
-
-
-_BOUNDED_LABELS: dict[str, set[str]] = {
-    "reason": {*DROP_REASONS, *ERROR_KINDS, _OTHER},
-    "state": set(APP_STATES) | {"other"},
-}
-
-
-def lint_exposition(text: str, max_series_per_family: int = 200) -> list[str]:
-    """Problems in a /metrics page: names, units, counter suffixes, label cardinality."""
-    problems: list[str] = []
-    families = list(text_string_to_metric_families(text))
-    if not families:
-        return ["no metrics at all"]
-    for fam in families:
-        name = fam.name
-        if name.startswith(STANDARD_PREFIXES):
-            continue  # prometheus_client's own collectors, named by their convention
-        if not name.startswith("kstream_"):
-            problems.append(f"{name}: missing the kstream_ prefix")
-        if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
-            problems.append(f"{name}: not snake_case")
-        for bad in ("_ms", "_millis", "_milliseconds", "_kb", "_mb", "_percent"):
-            if name.endswith(bad) or f"{bad}_" in name:
-                problems.append(f"{name}: use base units (seconds, bytes, ratios)")
-        if fam.type == "counter":
-            for s in fam.samples:
-                if not s.name.endswith("_total"):
-                    problems.append(f"{s.name}: a counter sample must end in _total")
-        elif name.endswith("_total"):
-            problems.append(f"{name}: only counters end in _total")
-        if fam.type == "summary":
-            problems.append(f"{name}: use histograms, not summaries")
-        if fam.type == "histogram" and "duration" in name and not name.endswith("_seconds"):
-            problems.append(f"{name}: durations are in seconds")
-        if len(fam.samples) > max_series_per_family:
-            problems.append(f"{name}: {len(fam.samples)} series (unbounded labels?)")
-        for s in fam.samples:
-            for label, value in s.labels.items():
-                allowed = _BOUNDED_LABELS.get(label)
-                if allowed is not None and value not in allowed:
-                    problems.append(f"{s.name}: label {label}={value!r} is not in the fixed set")
-                if label == "partition" and not value.isdigit():
-                    problems.append(f"{s.name}: partition label {value!r} is not a number")
-    return problems

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.exposition import lint_exposition
 
 from e2e.pipelines import expected, make_input
 from e2e.support import Results, check_exact, create_topics, produce
 from kstream.kafka.broker import free_port
-from kstream.metrics import lint_exposition
 
 KSTREAMD = str(Path(__file__).parents[2] / "cmd" / "kstreamd" / "kstreamd")
 TESTS = str(Path(__file__).parents[1])

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.exposition import lint_exposition
 from support.groups import fast_group_env
 
 from kstream.kafka import Admin, Producer
 from kstream.kafka.broker import free_port
 from kstream.kafka.partitioner import default_partition
-from kstream.metrics import lint_exposition
 
 KSTREAMD = [sys.executable, str(Path(__file__).parents[2] / "cmd" / "kstreamd" / "kstreamd")]
 TOKEN = "s3cret-token"

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
+from support.exposition import lint_exposition
 
-from kstream.metrics import Metrics, lint_exposition
+from kstream.metrics import Metrics
 
 
 def busy_metrics() -> Metrics:

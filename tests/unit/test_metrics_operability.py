@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
+from support.exposition import lint_exposition
 
 from kstream import stores
 from kstream.metrics import (
     LATENCY_SAMPLE_EVERY,
     STORE_TIMING_SAMPLE_EVERY,
     Metrics,
-    lint_exposition,
 )
 from kstream.state import open_store
 

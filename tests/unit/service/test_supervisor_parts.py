@@ -8,10 +8,11 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from support.exposition import lint_exposition
 
 import kstream
 from kstream.errors import ConfigError
-from kstream.metrics import Metrics, lint_exposition
+from kstream.metrics import Metrics
 from kstream.service.cli import main
 from kstream.service.merge import Scrape, merge_expositions
 from kstream.service.settings import Settings
