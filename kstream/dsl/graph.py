@@ -29,7 +29,7 @@ follows the same steps, through the `InternalBuilder` that every `KStream`/`KTab
    needed).
    An aggregation's store comes from `b.timestamped_store_spec(...)` (same arguments as
    `store_spec`): its values also keep the result's timestamp, read and written with
-   `get_with_timestamp`/`put_with_timestamp` (`kstream.dsl.processors.timestamped_store`).
+   `kstream.dsl.processors.timestamped_access(store)`.
    A left or outer join calls `b.keep_null_keys_upstream(node)` for its stream inputs, so a
    `KStream.repartition()` above keeps null-key records (Kafka 3.7+, KIP-962); a processor
    added below a table filter that is not a filter, map_values or to_stream makes the filter

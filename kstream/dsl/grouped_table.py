@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kstream.dsl.graph import AUTO, InternalBuilder, ValueGetter, processor_factory
-from kstream.dsl.processors import BuiltinProcessor, Change, timestamped_store
+from kstream.dsl.processors import BuiltinProcessor, Change, timestamped_access
 from kstream.dsl.table import KTable
 from kstream.errors import SerdeError, TopologyError
 from kstream.records import Record
@@ -217,10 +217,10 @@ class TableAggregateProcessor(BuiltinProcessor):
 
     def init(self, ctx: ProcessorContext) -> None:
         super().init(ctx)
-        self.store = timestamped_store(ctx.get_store(self.store_name))
+        self.get, self.put = timestamped_access(ctx.get_store(self.store_name))
 
     def process_batch(self, records: Sequence[Record]) -> None:
-        get, put = self.store.get_with_timestamp, self.store.put_with_timestamp
+        get, put = self.get, self.put
         add, subtract, task, on_error = self.add, self.subtract, self.task, self.ctx.on_error
         out = []
         for r in records:
@@ -232,8 +232,7 @@ class TableAggregateProcessor(BuiltinProcessor):
             if task is not None:
                 task.current = r
             try:
-                stored = get(k)
-                before = None if stored is None else stored[0]
+                kb, before, stored_ts = get(k)
                 agg = before
                 if old is not None and agg is not None:
                     agg = subtract(k, old, agg)
@@ -243,9 +242,9 @@ class TableAggregateProcessor(BuiltinProcessor):
                 on_error(e, r)
                 continue
             ts = r.timestamp
-            if before is not None and (old is not None or new is not None) and stored[1] > ts:
-                ts = stored[1]
-            put(k, agg, ts)
+            if before is not None and (old is not None or new is not None) and stored_ts > ts:
+                ts = stored_ts
+            put(kb, agg, ts)
             result = r.with_value(Change(agg, before))
             out.append(result if ts == r.timestamp else result.with_timestamp(ts))
         if task is not None:

@@ -16,7 +16,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from kstream.records import Record
-from kstream.state.keyvalue import NO_TIMESTAMP, ValueAndTimestamp
+from kstream.state.keyvalue import (
+    NO_TIMESTAMP,
+    TimestampedGet,
+    TimestampedPut,
+    ValueAndTimestamp,
+)
 from kstream.topology.processor import Processor, ProcessorContext
 
 
@@ -253,22 +258,27 @@ class _PairTimestamps:
     def __init__(self, store: Any) -> None:
         self.store = store
 
-    def get_with_timestamp(self, key: Any) -> ValueAndTimestamp | None:
+    def get(self, key: Any) -> tuple[Any, Any, int]:
         stored = self.store.get(key)
-        if stored is None or isinstance(stored, ValueAndTimestamp):
-            return stored
-        return ValueAndTimestamp(stored, NO_TIMESTAMP)
+        if stored is None:
+            return key, None, NO_TIMESTAMP
+        if isinstance(stored, ValueAndTimestamp):
+            return key, stored[0], stored[1]
+        return key, stored, NO_TIMESTAMP
 
-    def put_with_timestamp(self, key: Any, value: Any, timestamp: int) -> None:
+    def put(self, key: Any, value: Any, timestamp: int) -> None:
         self.store.put(key, None if value is None else ValueAndTimestamp(value, timestamp))
 
 
-def timestamped_store(store: Any) -> Any:
-    """`store` itself when it keeps timestamps (`kstream.state.KeyValueStore`), else a view
-    that keeps them inside the stored values."""
-    if hasattr(store, "get_with_timestamp") and hasattr(store, "put_with_timestamp"):
-        return store
-    return _PairTimestamps(store)
+def timestamped_access(store: Any) -> tuple[TimestampedGet, TimestampedPut]:
+    """`(get, put)` keeping result timestamps: the store's own
+    (`KeyValueStore.timestamped_access`), or pairs stored as values for other stores."""
+    access = getattr(store, "timestamped_access", None)
+    if access is not None:
+        pair: tuple[TimestampedGet, TimestampedPut] = access()
+        return pair
+    view = _PairTimestamps(store)
+    return view.get, view.put
 
 
 class AggregateProcessor(BuiltinProcessor):
@@ -286,11 +296,10 @@ class AggregateProcessor(BuiltinProcessor):
 
     def init(self, ctx: ProcessorContext) -> None:
         super().init(ctx)
-        self.store = timestamped_store(ctx.get_store(self.store_name))
+        self.get, self.put = timestamped_access(ctx.get_store(self.store_name))
 
     def process_batch(self, records: Sequence[Record]) -> None:
-        store, step, task, on_error = self.store, self.step, self.task, self.ctx.on_error
-        get, put = store.get_with_timestamp, store.put_with_timestamp
+        get, put, step, task, on_error = self.get, self.put, self.step, self.task, self.ctx.on_error
         dropped = self.ctx.record_dropped
         out = []
         for r in records:
@@ -304,16 +313,15 @@ class AggregateProcessor(BuiltinProcessor):
             if task is not None:
                 task.current = r
             try:
-                stored = get(k)
-                old = None if stored is None else stored[0]
+                kb, old, stored_ts = get(k)
                 new = step(k, v, old)
             except Exception as e:
                 on_error(e, r)
                 continue
             ts = r.timestamp
-            if old is not None and stored[1] > ts:
-                ts = stored[1]
-            put(k, new, ts)
+            if old is not None and stored_ts > ts:
+                ts = stored_ts
+            put(kb, new, ts)
             result = r.with_value(new_change((new, old)))
             out.append(result if ts == r.timestamp else result.with_timestamp(ts))
         if task is not None:

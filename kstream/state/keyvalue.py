@@ -17,12 +17,13 @@ serde that happens to start with those bytes could be misread.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from kstream.serde import Serde
 from kstream.state.base import StateStore
-from kstream.state.keys import ts8, unts8
+from kstream.state.keys import _OFF, _Q, ts8, unts8
 from store_backends.base import Cursor, prefix_upper_bound
 
 NO_TIMESTAMP = -1
@@ -49,15 +50,17 @@ class TimestampedSerde(Serde):
     def __init__(self, inner: Serde) -> None:
         super().__init__(self._plain_to_bytes, self._plain_from_bytes, f"timestamped({inner.name})")
         self.inner = inner
+        self._ser = inner.to_bytes
+        self._de = inner.from_bytes
 
     def join(self, value: Any, timestamp: int) -> bytes | None:
-        vb = self.inner.to_bytes(value)
+        vb = self._ser(value)
         return None if vb is None else MAGIC + ts8(timestamp) + vb
 
     def split(self, data: bytes) -> ValueAndTimestamp:
-        if len(data) >= _HEAD and data.startswith(MAGIC):
-            return ValueAndTimestamp(self.inner.from_bytes(data[_HEAD:]), unts8(data, 2))
-        return ValueAndTimestamp(self.inner.from_bytes(data), NO_TIMESTAMP)
+        if data[:2] == MAGIC and len(data) >= _HEAD:
+            return _new_vt((self._de(data[_HEAD:]), unts8(data, 2)))
+        return _new_vt((self._de(data), NO_TIMESTAMP))
 
     def _plain_to_bytes(self, value: Any) -> bytes:
         out = self.join(value, NO_TIMESTAMP)
@@ -67,6 +70,18 @@ class TimestampedSerde(Serde):
 
     def _plain_from_bytes(self, data: bytes) -> Any:
         return self.split(data).value
+
+
+# `_new_vt((value, ts))` == `ValueAndTimestamp(value, ts)` without the Python-level __new__
+_new_vt: Callable[[tuple[Any, int]], ValueAndTimestamp] = functools.partial(
+    tuple.__new__, ValueAndTimestamp
+)
+
+
+TimestampedGet = Callable[[Any], tuple[Any, Any, int]]
+"""`get(key) -> (key token, value or None, timestamp)` of `KeyValueStore.timestamped_access`."""
+TimestampedPut = Callable[[Any, Any, int], None]
+"""`put(key token, value or None, timestamp)`."""
 
 
 def timestamped(inner: Serde) -> TimestampedSerde:
@@ -109,7 +124,7 @@ class KeyValueStore(StateStore):
         vs = self.value_serde
         if isinstance(vs, TimestampedSerde):
             return vs.split(vb)
-        return ValueAndTimestamp(vs.from_bytes(vb), NO_TIMESTAMP)
+        return _new_vt((vs.from_bytes(vb), NO_TIMESTAMP))
 
     def put_with_timestamp(self, key: Any, value: Any, timestamp: int) -> None:
         """Put `value` with its timestamp (kept only when the value serde is timestamped)."""
@@ -123,6 +138,47 @@ class KeyValueStore(StateStore):
             self._write(kb, vs.join(value, timestamp))
         else:
             self._write(kb, vs.to_bytes(value))
+
+    def timestamped_access(self) -> tuple[TimestampedGet, TimestampedPut]:
+        """`(get, put)` for aggregations, one call each per record: `get(key)` returns
+        `(key bytes, value or None, timestamp)` and `put(key bytes, value, timestamp)` writes
+        (None deletes). The key is serialized once and no intermediate objects are built;
+        without a timestamped value serde, timestamps read as `NO_TIMESTAMP` and are not kept.
+        """
+        kser, cache, bget, write = (
+            self.key_serde.to_bytes,
+            self._cache,
+            self.backend.get,
+            self._write,
+        )
+        vs = self.value_serde
+        keep = isinstance(vs, TimestampedSerde)
+        de = vs._de if isinstance(vs, TimestampedSerde) else vs.from_bytes
+        ser = vs._ser if isinstance(vs, TimestampedSerde) else vs.to_bytes
+        unpack, pack, magic, head, off = _Q.unpack_from, _Q.pack, MAGIC, _HEAD, _OFF
+        name = self.name
+
+        def get(key: Any) -> tuple[bytes, Any, int]:
+            kb = kser(key)
+            if kb is None:
+                raise TypeError(f"store {name!r}: key must not be None")
+            data = cache.data
+            vb = data[kb] if kb in data else bget(kb)
+            if vb is None:
+                return kb, None, NO_TIMESTAMP
+            if keep and vb[:2] == magic and len(vb) >= head:
+                return kb, de(vb[head:]), unpack(vb, 2)[0] - off
+            return kb, de(vb), NO_TIMESTAMP
+
+        def put(kb: bytes, value: Any, timestamp: int) -> None:
+            if value is None:
+                write(kb, None)
+            elif keep:
+                write(kb, magic + pack(timestamp + off) + ser(value))  # type: ignore[operator]
+            else:
+                write(kb, ser(value))
+
+        return get, put
 
     def put_if_absent(self, key: Any, value: Any) -> Any:
         """Put unless the key has a value; returns the existing value or None."""
