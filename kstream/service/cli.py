@@ -368,8 +368,7 @@ def _cmd_reset(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from kstream.service.demo import run_demo
-    from kstream.service.showcase import run_showcase
+    from kstream.service.demo import run_demo, run_showcase
 
     if not args.kafka_only:
         result = run_showcase(
