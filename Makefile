@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # processes, the broker), so more workers than cores pay: 4 on a 2-core machine.
 TEST_WORKERS ?= 4
 
-.PHONY: demo test lint unit integration bench venv clean
+.PHONY: demo test lint unit integration bench bench-full venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -36,9 +36,15 @@ unit: $(STAMP)
 integration: $(STAMP)
 	$(PY) -m pytest -q tests/integration tests/e2e $(PYTEST_ARGS)
 
+# `make bench`: the quick run (a few minutes); `make bench-full` or BENCH_ARGS=--full: the
+# README's table
+BENCH_ARGS ?=
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[$(EXTRAS),bench]'
-	$(PY) bench/run_all.py
+	$(PY) bench/run_all.py $(BENCH_ARGS)
+
+bench-full: BENCH_ARGS += --full
+bench-full: bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -2,7 +2,9 @@
 
 Started by bench/run_all.py. Waits for its consumer group to be joined, processes until it gets
 SIGTERM (sent by run_all.py once the last output record is readable), then prints one JSON line:
-`{"first": <time.monotonic() when processing started>, "cpu_s": ..., "peak_rss_bytes": ...}`.
+`{"first": <time.monotonic() when processing started>, "cpu_s": ..., "startup_cpu_s": ...,
+"peak_rss_bytes": ...}` (`cpu_s`: the whole process's user + sys CPU seconds, every thread, the
+client library's included; `startup_cpu_s`: the part spent before processing started).
 
 - raw: consume -> produce, bytes through, no framework (the ceiling); `--guarantee
   exactly_once` makes it transactional: one transaction per consumed batch, offsets sent with it.
@@ -61,6 +63,57 @@ def build(pipeline: str, src: str, dst: str) -> Any:
     return b
 
 
+STARTUP_CPU: list[float] = []
+THREAD_CPU: dict[str, dict[str, float]] = {}
+SPY: list[subprocess.Popen[bytes]] = []
+
+
+def cpu_s() -> float:
+    """This process's CPU seconds so far, user + sys, all threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds of this process's live threads: librdkafka's own (`rdk:*`, the client
+    library's C threads) and the Python threads (`python`; Linux only, else empty)."""
+    out = {"client": 0.0, "python": 0.0}
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return {}
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended
+        secs = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        out["client" if comm.startswith("rdk:") else "python"] += secs
+    return out
+
+
+def processing_started() -> None:
+    """The first record (kstream: the app is RUNNING): note the CPU spent so far, start the
+    profiler when asked for one."""
+    STARTUP_CPU.append(cpu_s())
+    THREAD_CPU["start"] = thread_cpu()
+    spy = profiler()
+    if spy is not None:
+        SPY.append(spy)
+
+
+def processing_stopped() -> None:
+    """SIGTERM, before the clients close: stop the profiler, note the threads' CPU."""
+    for spy in SPY:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(30)
+    THREAD_CPU["stop"] = thread_cpu()
+
+
 def run_kstream(args: argparse.Namespace, stop: threading.Event) -> float:
     from kstream.runtime import App, AppState
 
@@ -84,10 +137,12 @@ def run_kstream(args: argparse.Namespace, stop: threading.Event) -> float:
             raise RuntimeError("the app did not start")
         # RUNNING = partitions assigned and stores restored: the group join is over.
         first = time.monotonic()
+        processing_started()
         ready(args)
         while not stop.wait(0.05):
             if app.error is not None:
                 break
+        processing_stopped()
         return first
     finally:
         app.close()
@@ -130,6 +185,7 @@ def run_raw(args: argparse.Namespace, stop: threading.Event) -> float:
             continue
         if not first:
             first = time.monotonic()
+            processing_started()
         if tx:
             p.begin_transaction()
         for m in msgs:
@@ -149,6 +205,7 @@ def run_raw(args: argparse.Namespace, stop: threading.Event) -> float:
         else:
             p.poll(0)
             c.commit(asynchronous=True)
+    processing_stopped()
     p.flush(30)
     c.close()
     return first
@@ -167,7 +224,8 @@ def py_spy() -> str | None:
 
 
 def profiler() -> subprocess.Popen[bytes] | None:
-    """`BENCH_PYSPY=<file prefix>`: sample this process with py-spy (collapsed stacks)."""
+    """`BENCH_PYSPY=<file prefix>`: sample this process with py-spy (collapsed stacks) from
+    the first record on (`BENCH_PYSPY_RATE` samples/s, 250 by default)."""
     prefix = os.environ.get("BENCH_PYSPY")
     if not prefix:
         return None
@@ -175,7 +233,9 @@ def profiler() -> subprocess.Popen[bytes] | None:
     if spy is None:
         raise SystemExit("BENCH_PYSPY is set but py-spy is not installed")
     out = f"{prefix}-{os.getpid()}.txt"
-    cmd = [spy, "record", "-r", "250", "-f", "raw", "-o", out, "--pid", str(os.getpid())]
+    rate = os.environ.get("BENCH_PYSPY_RATE", "250")
+    cmd = [spy, "record", "-r", rate, "--nonblocking", "-f", "raw", "-o", out]
+    cmd += ["--pid", str(os.getpid())]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -204,17 +264,17 @@ def main() -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    spy = profiler()
     first = (run_kstream if args.engine == "kstream" else run_raw)(args, stop)
-    if spy is not None:
-        spy.send_signal(signal.SIGINT)
-        spy.wait(30)
+    start, end = THREAD_CPU.get("start", {}), THREAD_CPU.get("stop", {})
     usage = resource.getrusage(resource.RUSAGE_SELF)
     print(
         json.dumps(
             {
                 "first": first,
                 "cpu_s": usage.ru_utime + usage.ru_stime,
+                "startup_cpu_s": STARTUP_CPU[0] if STARTUP_CPU else None,
+                # CPU of the live threads between the first record and SIGTERM
+                "thread_cpu_s": {k: end[k] - start.get(k, 0.0) for k in end},
                 "peak_rss_bytes": usage.ru_maxrss * 1024,
             }
         ),

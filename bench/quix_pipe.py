@@ -45,10 +45,12 @@ def main() -> None:
     src = app.topic(args.topic, key_deserializer="string", value_deserializer="json")
     dst = app.topic(args.out, key_serializer="string", value_serializer="json")
     first: list[float] = []
+    startup_cpu: list[float] = []
 
     def start_clock(value: Any) -> bool:
         if not first:
             first.append(time.monotonic())
+            startup_cpu.append(cpu_s())
         return True
 
     sdf = app.dataframe(src).filter(start_clock)
@@ -73,10 +75,17 @@ def main() -> None:
             {
                 "first": first[0] if first else None,
                 "cpu_s": usage.ru_utime + usage.ru_stime,
+                "startup_cpu_s": startup_cpu[0] if startup_cpu else None,
                 "peak_rss_bytes": usage.ru_maxrss * 1024,
             }
         )
     )
+
+
+def cpu_s() -> float:
+    """This process's CPU seconds so far, user + sys, all threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 if __name__ == "__main__":

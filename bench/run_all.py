@@ -18,9 +18,19 @@ record (kstream: the app is RUNNING, i.e. partitions assigned and stores restore
 Quix: the first record consumed) to the moment its last output record is readable by a
 read_committed consumer. Group-join start-up is excluded for every engine.
 
-Prints a table and writes bench/results/latest.json.
+Every row reports CPU microseconds per record beside records/s: the measured process's CPU time
+(user + sys, all its threads, the client library's included, start-up included; one process
+per run) divided by the input records; `startup_cpu_s` is the part spent before the first
+record.
 
-    python bench/run_all.py [--records 200000] [--repeats 3] [--no-quix]
+`--quick` (the default, `make bench`, a few minutes): the raw pipe, kstream P1-P3 under
+at_least_once and exactly_once on lmdb, twice each; Quix Streams under exactly_once once each;
+5 s latency runs (the transactional hop, the raw loop, kstream exactly_once). `--full` (`make
+bench-full`, the README's table): every configuration 3 times, 10 s latency runs.
+
+Prints a table and the total wall time, and writes bench/results/latest.json.
+
+    python bench/run_all.py [--quick | --full] [--records 200000] [--repeats N] [--no-quix]
 """
 
 from __future__ import annotations
@@ -414,7 +424,7 @@ def hop_latency_run(
     }
 
 
-def latency_runs(rate: int, seconds: float) -> dict[str, Any]:
+def latency_runs(rate: int, seconds: float, full: bool = True) -> dict[str, Any]:
     """The broker's floor, the raw loop and kstream, each on a broker of its own.
 
     The test broker's fetches slow down as it fills (DESIGN.md 8), and the throughput runs
@@ -425,15 +435,18 @@ def latency_runs(rate: int, seconds: float) -> dict[str, Any]:
         ("broker hop", None),
         ("broker transactional hop", LATENCY_KNOBS["commit_interval"]),
     )
+    paths: tuple[tuple[str, str], ...] = (
+        ("raw", "exactly_once"),
+        ("kstream", "exactly_once"),
+        ("kstream", V2),
+    )
+    if not full:  # quick: the floor a pipeline cannot beat, the raw loop and kstream
+        hops, paths = hops[1:], paths[:2]
     for name, commit_ms in hops:
         # half as long: a floor needs fewer samples, and a shorter run only flatters it
         with EmbeddedBroker() as broker:
             out[name] = hop_latency_run(broker.bootstrap_servers, rate, seconds / 2, commit_ms)
-    for engine, guarantee in (
-        ("raw", "exactly_once"),
-        ("kstream", "exactly_once"),
-        ("kstream", V2),
-    ):
+    for engine, guarantee in paths:
         name = engine if guarantee == "exactly_once" else f"{engine} {guarantee}"
         with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
             out[name] = latency_run(
@@ -444,17 +457,32 @@ def latency_runs(rate: int, seconds: float) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--quick", dest="full", action="store_false", help="a few minutes (the default)"
+    )
+    mode.add_argument("--full", dest="full", action="store_true", help="the README's table")
+    ap.set_defaults(full=False)
     ap.add_argument("--records", type=int, default=200_000)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=None, help="3 with --full, 2 with --quick")
+    ap.add_argument(
+        "--quix-repeats", type=int, default=None, help="--repeats with --full, 1 with --quick"
+    )
     ap.add_argument("--no-quix", action="store_true", help="skip Quix Streams")
     ap.add_argument("--quix-python", default=os.environ.get("QUIX_PYTHON"))
     ap.add_argument("--only", default="", help="comma list of engines: raw,kstream,quix,latency")
     ap.add_argument("--kstream-pipe", default=os.path.join(HERE, "kstream_pipe.py"))
     ap.add_argument("--match", default="", help="regex over 'engine pipeline guarantee backend'")
     ap.add_argument("--latency-rate", type=int, default=5000)
-    ap.add_argument("--latency-seconds", type=float, default=10.0)
+    ap.add_argument("--latency-seconds", type=float, default=None, help="10 (full), 5 (quick)")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "latest.json"))
     args = ap.parse_args(argv)
+    if args.repeats is None:
+        args.repeats = 3 if args.full else 2
+    if args.quix_repeats is None:
+        args.quix_repeats = args.repeats if args.full else 1
+    if args.latency_seconds is None:
+        args.latency_seconds = 10.0 if args.full else 5.0
     only = set(filter(None, args.only.split(","))) or {"raw", "kstream", "quix", "latency"}
     if args.no_quix:
         only.discard("quix")
@@ -466,12 +494,15 @@ def main(argv: list[str] | None = None) -> int:
     configs: list[tuple[str, str, str, str]] = []
     if "raw" in only:
         configs += [("raw", "raw", g, "-") for g in GUARANTEES]
+    kstream_guarantees = (*GUARANTEES, V2) if args.full else GUARANTEES
+    backends = BACKENDS if args.full else ("lmdb",)
+    quix_guarantees = GUARANTEES if args.full else ("exactly_once",)
     if "kstream" in only:
         configs += [
-            ("kstream", p, g, b) for p in PIPELINES for g in (*GUARANTEES, V2) for b in BACKENDS
+            ("kstream", p, g, b) for p in PIPELINES for g in kstream_guarantees for b in backends
         ]
     if "quix" in only:
-        configs += [("quix", p, g, "rocksdb") for p in PIPELINES for g in GUARANTEES]
+        configs += [("quix", p, g, "rocksdb") for p in PIPELINES for g in quix_guarantees]
     if args.match:
         configs = [c for c in configs if re.search(args.match, " ".join(c))]
     runs: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {c: [] for c in configs}
@@ -482,10 +513,16 @@ def main(argv: list[str] | None = None) -> int:
         src = f"bench-in-{uuid.uuid4().hex[:6]}"
         Admin(bs).create_topic(src, PARTITIONS, INPUT_CONFIG)
         kept = produce_input(bs, src, n)
-        print(f"produced {n:,} records into {src} ({PARTITIONS} partitions)", flush=True)
-        for rep in range(args.repeats):
+        print(
+            f"produced {n:,} records into {src} ({PARTITIONS} partitions); "
+            f"{'full' if args.full else 'quick'} run",
+            flush=True,
+        )
+        for rep in range(max(args.repeats, args.quix_repeats)):
             for cfg in configs:
                 engine, pipeline, guarantee, backend = cfg
+                if rep >= (args.quix_repeats if engine == "quix" else args.repeats):
+                    continue
                 out = f"out-{uuid.uuid4().hex[:8]}"
                 state = tempfile.mkdtemp(dir=tmp)
                 ready = os.path.join(state, "ready")
@@ -502,16 +539,18 @@ def main(argv: list[str] | None = None) -> int:
                 expected = kept if pipeline == "P1" else n
                 res = run_one(cmd, bs, out, expected, ready)
                 res["records_per_s"] = n / res["seconds"]
+                res["cpu_us_per_record"] = res["cpu_s"] * 1e6 / n
                 runs[cfg].append(res)
                 shutil.rmtree(state, ignore_errors=True)
                 print(
-                    f"[{rep + 1}/{args.repeats}] {engine:<8} {pipeline:<4} {guarantee:<14} "
+                    f"[{rep + 1}] {engine:<8} {pipeline:<4} {guarantee:<14} "
                     f"{backend:<8} {res['records_per_s']:>10,.0f} rec/s  cpu {res['cpu_s']:.1f}s"
+                    f" = {res['cpu_us_per_record']:.1f} us/record"
                     f"  ({time.monotonic() - t_start:.0f}s)",
                     flush=True,
                 )
     if "latency" in only:
-        latency = latency_runs(args.latency_rate, args.latency_seconds)
+        latency = latency_runs(args.latency_rate, args.latency_seconds, args.full)
 
     rows: list[dict[str, Any]] = []
     for cfg, results in runs.items():
@@ -524,6 +563,11 @@ def main(argv: list[str] | None = None) -> int:
                 "engine": engine,
                 "records_per_s": round(statistics.median(r["records_per_s"] for r in results)),
                 "cpu_s": round(statistics.median(r["cpu_s"] for r in results), 2),
+                "cpu_us_per_record": round(
+                    statistics.median(r["cpu_us_per_record"] for r in results), 2
+                ),
+                "startup_cpu_s": median_or_none([r.get("startup_cpu_s") for r in results]),
+                "processes": 1,
                 "peak_rss_bytes": int(statistics.median(r["peak_rss_bytes"] for r in results)),
                 "runs_records_per_s": [round(r["records_per_s"]) for r in results],
             }
@@ -548,14 +592,16 @@ def main(argv: list[str] | None = None) -> int:
             f"records/s: p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms, max {lat['max_ms']} ms"
         )
     total = time.monotonic() - t_start
-    print(f"\ntotal {total:.0f} s")
+    print(f"\ntotal wall time {total:.0f} s ({total / 60:.1f} min)")
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(
             {
                 "records": n,
                 "partitions": PARTITIONS,
+                "mode": "full" if args.full else "quick",
                 "repeats": args.repeats,
+                "quix_repeats": args.quix_repeats,
                 "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
                 "total_seconds": round(total),
                 "rows": rows,
@@ -569,10 +615,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def median_or_none(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return round(statistics.median(known), 2) if known else None
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
         f"| {'engine':<8} | {'pipeline':<8} | {'guarantee':<14} | {'backend':<8} | "
-        f"{'records/s':>9} | {'vs ceiling':>10} | {'vs Quix':>7} | {'CPU s':>6} | {'peak RSS':>8} |"
+        f"{'records/s':>9} | {'CPU us/rec':>10} | {'vs ceiling':>10} | {'vs Quix':>7} | "
+        f"{'CPU s':>6} | {'peak RSS':>8} |"
     )
     sep = "|" + "|".join("-" * (len(c) if c else 0) for c in head.split("|")[1:-1]) + "|"
     lines = [head, sep]
@@ -581,7 +633,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         vq = f"{r['vs_quix']:.2f}x" if r["vs_quix"] is not None else "-"
         lines.append(
             f"| {r['engine']:<8} | {r['pipeline']:<8} | {r['guarantee']:<14} | {r['backend']:<8} | "
-            f"{r['records_per_s']:>9,} | {vc:>10} | {vq:>7} | {r['cpu_s']:>6.1f} | "
+            f"{r['records_per_s']:>9,} | {r['cpu_us_per_record']:>10.1f} | {vc:>10} | {vq:>7} | "
+            f"{r['cpu_s']:>6.1f} | "
             f"{r['peak_rss_bytes'] / 2**20:>6.0f}MB |"
         )
     return "\n".join(lines)
