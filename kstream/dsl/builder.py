@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kstream.dsl import processors as p
-from kstream.dsl.graph import InternalBuilder, ValueGetter, processor_factory
+from kstream.dsl.graph import InternalBuilder, StoreLike, ValueGetter, processor_factory
 from kstream.dsl.stream import KStream
 from kstream.dsl.table import GlobalKTable, KTable
-from kstream.serde import SerdeLike, serde
+from kstream.serde import Serde, SerdeLike, serde
 from kstream.topology.topology import Topology
+
+if TYPE_CHECKING:
+    from kstream.state.spec import StoreSpec
+    from store_backends import Backend
 
 
 class StreamBuilder:
@@ -40,8 +45,8 @@ class StreamBuilder:
         topic: str,
         key_serde: SerdeLike = None,
         value_serde: SerdeLike = None,
-        store: Any = None,
-        backend: Any = None,
+        store: StoreLike = None,
+        backend: str | Backend | None = None,
         name: str | None = None,
     ) -> KTable:
         """The latest value per key of `topic`, materialized in `store` (None value: delete)."""
@@ -59,8 +64,8 @@ class StreamBuilder:
         topic: str,
         key_serde: SerdeLike = None,
         value_serde: SerdeLike = None,
-        store: Any = None,
-        backend: Any = None,
+        store: StoreLike = None,
+        backend: str | Backend | None = None,
         name: str | None = None,
     ) -> GlobalKTable:
         """A table of `topic` held in full by every instance (for joins by any key)."""
@@ -69,7 +74,7 @@ class StreamBuilder:
         src = b.name("SOURCE", None if name is None else f"{name}-source")
         proc = b.name("GLOBALTABLE-SOURCE", name, prefix="KTABLE")
         spec = _spec(b, store, topic, backend, ks, vs)
-        spec = _replace(spec, changelog=False)
+        spec = dataclasses.replace(spec, changelog=False)
         b.topology.add_global_store(
             spec,
             topic,
@@ -85,17 +90,18 @@ class StreamBuilder:
         return self._builder.topology
 
 
-def _spec(b: InternalBuilder, store: Any, topic: str, backend: Any, ks: Any, vs: Any) -> Any:
+def _spec(
+    b: InternalBuilder,
+    store: StoreLike,
+    topic: str,
+    backend: str | Backend | None,
+    ks: Serde,
+    vs: Serde,
+) -> StoreSpec:
     # Kafka's generated name for a table's store: "<topic>-STATE-STORE-0000000001".
     if store is None:
         store = b.name("STATE-STORE", None, prefix=topic)
     spec = b.store_spec(store, "TABLE", key_serde=ks, value_serde=vs)
     if backend is not None and spec.backend is None:
-        spec = _replace(spec, backend=backend)
+        spec = dataclasses.replace(spec, backend=backend)
     return spec
-
-
-def _replace(spec: Any, **changes: Any) -> Any:
-    import dataclasses
-
-    return dataclasses.replace(spec, **changes)

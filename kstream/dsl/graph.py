@@ -40,28 +40,32 @@ follows the same steps, through the `InternalBuilder` that every `KStream`/`KTab
    the table's current value for a key inside another processor: `getter.stores` names the
    stores to connect, `getter.bind(ctx)` returns `get(key) -> value | None`.
 
-`KStream`/`KTable`/`KGroupedStream` methods implemented in another module delegate with
-`delegate("kstream.dsl.<module>", "<function>", *args, **kwargs)`, which imports lazily (no
-import cycle, and the method exists even before its module does). The hooks are:
-`kstream.dsl.joins.join_stream(left, other, joiner, *, kind, window, key_selector, name)`,
-`kstream.dsl.joins.join_tables(left, other, joiner, *, kind, name)`,
-`kstream.dsl.windowed.windowed_by(grouped, windows)`,
-`kstream.dsl.grouped_table.group_table(table, selector, key_serde, value_serde)`,
-`kstream.dsl.dedup.deduplicate(stream, id_fn, within, store)`.
+Operators implemented in another module are plain functions that the handle methods call:
+`KStream.join` -> `kstream.dsl.joins.join_stream`, `KTable.join` -> `joins.join_tables`,
+`KGroupedStream.windowed_by` -> `kstream.dsl.windowed.windowed_by`, `KTable.group_by` ->
+`kstream.dsl.grouped_table.group_table`, `KStream.deduplicate` -> `kstream.dsl.dedup.deduplicate`.
+Modules that import `stream` or `table` at module level (joins, grouped_table) are imported
+inside the calling method, so the handles and their operators never form an import cycle.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from kstream.errors import TopologyError
 from kstream.serde import BUILTIN, Serde, serde
 from kstream.state.keyvalue import timestamped
 from kstream.topology.processor import Processor, ProcessorContext, ProcessorFactory
 from kstream.topology.topology import Partitioner, Topology
+
+if TYPE_CHECKING:
+    from kstream.state.spec import StoreSpec
+
+StoreLike: TypeAlias = "str | StoreSpec | None"
+"""An operator's `store=` argument: None (a generated name), a store name, or a
+`kstream.stores` spec (to choose the backend, serdes, retention or caching)."""
 
 
 class Handle:
@@ -83,17 +87,6 @@ class Handle:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._node})"
-
-
-def delegate(module: str, function: str, *args: Any, **kwargs: Any) -> Any:
-    """Call `module.function(*args, **kwargs)`, importing the module on first use."""
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        if e.name != module:
-            raise
-        raise NotImplementedError(f"{function} is not available: {module} is missing") from e
-    return getattr(mod, function)(*args, **kwargs)
 
 
 AUTO: Serde = BUILTIN["auto"]
@@ -124,7 +117,7 @@ class InternalBuilder:
 
     def store_spec(
         self,
-        store: Any,
+        store: StoreLike,
         op: str,
         *,
         kind: str = "key_value",
@@ -132,7 +125,7 @@ class InternalBuilder:
         value_serde: Any = None,
         prefix: str = "KSTREAM",
         **spec_kwargs: Any,
-    ) -> Any:
+    ) -> StoreSpec:
         """A store spec from a `store=` argument: None (generated name), a name, or a spec.
 
         Serdes the spec leaves unset are filled with `key_serde`/`value_serde` (None: "auto").
@@ -142,7 +135,7 @@ class InternalBuilder:
         if store is None or isinstance(store, str):
             name = self.store_name(op, store, prefix)
             factory = getattr(stores, kind)
-            spec = factory(name, **spec_kwargs)
+            spec: StoreSpec = factory(name, **spec_kwargs)
         elif hasattr(store, "with_default_serdes"):
             spec = store
             if spec.kind != kind:
@@ -153,7 +146,7 @@ class InternalBuilder:
             raise TopologyError(f"store= must be a name or a kstream.stores spec, got {store!r}")
         return spec.with_default_serdes(key_serde, value_serde)
 
-    def timestamped_store_spec(self, store: Any, op: str, **kwargs: Any) -> Any:
+    def timestamped_store_spec(self, store: StoreLike, op: str, **kwargs: Any) -> StoreSpec:
         """`store_spec` for an aggregation: its values also keep their result's timestamp
         (see `kstream.state.keyvalue.TimestampedSerde`)."""
         spec = self.store_spec(store, op, **kwargs)
@@ -218,7 +211,7 @@ class InternalBuilder:
         self.topology.add_sink(n, topic, parents, key_serde, value_serde, partitioner)
         return n
 
-    def add_store(self, spec: Any, processors: Iterable[str] = ()) -> None:
+    def add_store(self, spec: StoreSpec, processors: Iterable[str] = ()) -> None:
         self.topology.add_state_store(spec, list(processors))
 
     def connect(self, processor: str, store: str) -> None:
@@ -305,7 +298,7 @@ class ValueGetter:
         return ValueGetter(self.store, (*self.transforms, fn))
 
     def bind(self, ctx: ProcessorContext) -> Callable[[Any], Any]:
-        get = ctx.get_store(self.store).get
+        get: Callable[[Any], Any] = ctx.get_store(self.store).get
         fns = self.transforms
         if not fns:
             return get

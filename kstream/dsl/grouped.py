@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from kstream.dsl import processors as p
-from kstream.dsl.graph import (
-    Handle,
-    InternalBuilder,
-    ValueGetter,
-    delegate,
-    processor_factory,
-)
+from kstream.dsl.graph import Handle, InternalBuilder, StoreLike, ValueGetter, processor_factory
+from kstream.dsl.windowed import SessionWindowedKStream, TimeWindowedKStream, windowed_by
+from kstream.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from kstream.serde import Serde, SerdeLike, serde
 
 if TYPE_CHECKING:
@@ -47,7 +43,7 @@ class KGroupedStream(Handle):
         self,
         op: str,
         step: Callable[[Any, Any, Any], Any],
-        store: Any,
+        store: StoreLike,
         value_serde: Serde | None,
         name: str | None,
     ) -> KTable:
@@ -63,12 +59,12 @@ class KGroupedStream(Handle):
         b.add_store(spec, [node])
         return KTable(b, node, self._key_serde, value_serde, ValueGetter(spec.name))
 
-    def count(self, store: Any = None, name: str | None = None) -> KTable:
+    def count(self, store: StoreLike = None, name: str | None = None) -> KTable:
         """Records per key (a table of ints; its value serde is "long")."""
         return self._aggregate("AGGREGATE", p.count_step, store, LONG, name)
 
     def reduce(
-        self, reducer: Callable[[Any, Any], Any], store: Any = None, name: str | None = None
+        self, reducer: Callable[[Any, Any], Any], store: StoreLike = None, name: str | None = None
     ) -> KTable:
         """`reducer(agg, value)`; the first value of a key is its initial aggregate."""
         return self._aggregate("REDUCE", p.reduce_step(reducer), store, self._value_serde, name)
@@ -77,7 +73,7 @@ class KGroupedStream(Handle):
         self,
         initializer: Callable[[], Any],
         aggregator: Callable[[Any, Any, Any], Any],
-        store: Any = None,
+        store: StoreLike = None,
         value_serde: SerdeLike = None,
         name: str | None = None,
     ) -> KTable:
@@ -86,6 +82,14 @@ class KGroupedStream(Handle):
         step = p.aggregate_step(initializer, aggregator)
         return self._aggregate("AGGREGATE", step, store, vs, name)
 
-    def windowed_by(self, windows: Any) -> Any:
+    @overload
+    def windowed_by(self, windows: TimeWindows | SlidingWindows) -> TimeWindowedKStream: ...
+
+    @overload
+    def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream: ...
+
+    def windowed_by(
+        self, windows: TimeWindows | SlidingWindows | SessionWindows
+    ) -> TimeWindowedKStream | SessionWindowedKStream:
         """A windowed view (time, sliding or session windows) with the same aggregations."""
-        return delegate("kstream.dsl.windowed", "windowed_by", self, windows)
+        return windowed_by(self, windows)

@@ -6,13 +6,10 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from kstream.dsl import processors as p
-from kstream.dsl.graph import (
-    Handle,
-    InternalBuilder,
-    ValueGetter,
-    delegate,
-    processor_factory,
-)
+from kstream.dsl.dedup import deduplicate as _deduplicate
+from kstream.dsl.graph import Handle, InternalBuilder, StoreLike, ValueGetter, processor_factory
+from kstream.dsl.windows import JoinWindows
+from kstream.duration import DurationLike
 from kstream.errors import TopologyError
 from kstream.serde import Serde, SerdeLike, serde
 from kstream.topology.processor import ProcessorFactory
@@ -20,7 +17,8 @@ from kstream.topology.topology import Partitioner
 
 if TYPE_CHECKING:
     from kstream.dsl.grouped import KGroupedStream
-    from kstream.dsl.table import KTable
+    from kstream.dsl.table import GlobalKTable, KTable
+    from kstream.state.spec import StoreSpec
 
 
 def _opt_serde(s: SerdeLike) -> Serde | None:
@@ -184,7 +182,7 @@ class KStream(Handle):
     def process(
         self,
         processor_factory: ProcessorFactory,
-        stores: Iterable[Any] = (),
+        stores: Iterable[str | StoreSpec] = (),
         name: str | None = None,
     ) -> KStream:
         """Run a user `Processor` here; `stores` are store specs to add or names to connect.
@@ -203,7 +201,7 @@ class KStream(Handle):
                 b.add_store(s, [node])
         return KStream(b, node, None, None, True)
 
-    def to_table(self, store: Any = None, name: str | None = None) -> KTable:
+    def to_table(self, store: StoreLike = None, name: str | None = None) -> KTable:
         """Read the stream as upserts of a table (None value: delete), materialized in `store`."""
         from kstream.dsl.table import KTable
 
@@ -249,45 +247,58 @@ class KStream(Handle):
     ) -> KGroupedStream:
         return self.select_key(fn, name).group_by_key(key_serde, value_serde or self._value_serde)
 
-    # --- delegated to other modules --------------------------------------------------------
+    # --- implemented in other modules ----------------------------------------------------
 
     def deduplicate(
         self,
         id_fn: Callable[[Any, Any], Any] | None = None,
-        within: Any = None,
-        store: Any = None,
+        within: DurationLike | None = None,
+        store: StoreLike = None,
     ) -> KStream:
-        return delegate("kstream.dsl.dedup", "deduplicate", self, id_fn, within, store)
+        return _deduplicate(self, id_fn, within, store)
 
     def join(
         self,
-        other: Any,
-        *args: Any,
-        window: Any = None,
+        other: KStream | KTable | GlobalKTable,
+        *args: Callable[..., Any],
+        window: JoinWindows | None = None,
         name: str | None = None,
-        **kwargs: Any,
+        **kwargs: Callable[..., Any] | None,
     ) -> KStream:
         return self._join("inner", other, args, window, name, kwargs)
 
     def left_join(
-        self, other: Any, *args: Any, window: Any = None, name: str | None = None, **kwargs: Any
+        self,
+        other: KStream | KTable | GlobalKTable,
+        *args: Callable[..., Any],
+        window: JoinWindows | None = None,
+        name: str | None = None,
+        **kwargs: Callable[..., Any] | None,
     ) -> KStream:
         return self._join("left", other, args, window, name, kwargs)
 
     def outer_join(
-        self, other: Any, *args: Any, window: Any = None, name: str | None = None, **kwargs: Any
+        self,
+        other: KStream | KTable | GlobalKTable,
+        *args: Callable[..., Any],
+        window: JoinWindows | None = None,
+        name: str | None = None,
+        **kwargs: Callable[..., Any] | None,
     ) -> KStream:
         return self._join("outer", other, args, window, name, kwargs)
 
     def _join(
         self,
         kind: str,
-        other: Any,
-        args: tuple[Any, ...],
-        window: Any,
+        other: KStream | KTable | GlobalKTable,
+        args: tuple[Callable[..., Any], ...],
+        window: JoinWindows | None,
         name: str | None,
-        kwargs: dict[str, Any],
+        kwargs: dict[str, Callable[..., Any] | None],
     ) -> KStream:
+        # joins imports this module: imported here, at the call
+        from kstream.dsl.joins import join_stream
+
         # join(stream|table, joiner) or join(global_table, key_selector, joiner)
         key_selector = kwargs.pop("key_selector", None)
         joiner = kwargs.pop("joiner", None)
@@ -305,9 +316,7 @@ class KStream(Handle):
             self._builder.keep_null_keys_upstream(self._node)
             if isinstance(other, KStream):
                 self._builder.keep_null_keys_upstream(other._node)
-        return delegate(
-            "kstream.dsl.joins",
-            "join_stream",
+        return join_stream(
             self,
             other,
             joiner,

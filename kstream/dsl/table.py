@@ -7,18 +7,16 @@ reaches `to_stream()` as a tombstone.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kstream.dsl import processors as p
-from kstream.dsl.graph import (
-    Handle,
-    InternalBuilder,
-    ValueGetter,
-    delegate,
-    processor_factory,
-)
+from kstream.dsl.graph import Handle, InternalBuilder, ValueGetter, processor_factory
 from kstream.serde import Serde, SerdeLike
 from kstream.topology.processor import ProcessorFactory
+
+if TYPE_CHECKING:
+    from kstream.dsl.grouped_table import KGroupedTable
+    from kstream.dsl.stream import KStream
 
 
 class KTable(Handle):
@@ -85,7 +83,7 @@ class KTable(Handle):
         self._builder.table_operator(table._node, self._node)
         return table
 
-    def to_stream(self, name: str | None = None) -> Any:
+    def to_stream(self, name: str | None = None) -> KStream:
         """Every update as a record; deletes become tombstones (None values)."""
         from kstream.dsl.stream import KStream
 
@@ -95,39 +93,39 @@ class KTable(Handle):
         )
         return KStream(b, node, self._key_serde, self._value_serde, False)
 
-    # --- delegated to other modules --------------------------------------------------------
+    # --- implemented in other modules ----------------------------------------------------
+    # (joins and grouped_table import this module: they are imported here, at the call)
 
     def join(
         self, other: KTable, joiner: Callable[[Any, Any], Any], name: str | None = None
     ) -> KTable:
-        return delegate(
-            "kstream.dsl.joins", "join_tables", self, other, joiner, kind="inner", name=name
-        )
+        from kstream.dsl.joins import join_tables
+
+        return join_tables(self, other, joiner, kind="inner", name=name)
 
     def left_join(
         self, other: KTable, joiner: Callable[[Any, Any], Any], name: str | None = None
     ) -> KTable:
-        return delegate(
-            "kstream.dsl.joins", "join_tables", self, other, joiner, kind="left", name=name
-        )
+        from kstream.dsl.joins import join_tables
+
+        return join_tables(self, other, joiner, kind="left", name=name)
 
     def outer_join(
         self, other: KTable, joiner: Callable[[Any, Any], Any], name: str | None = None
     ) -> KTable:
-        return delegate(
-            "kstream.dsl.joins", "join_tables", self, other, joiner, kind="outer", name=name
-        )
+        from kstream.dsl.joins import join_tables
+
+        return join_tables(self, other, joiner, kind="outer", name=name)
 
     def group_by(
         self,
         selector: Callable[[Any, Any], tuple[Any, Any]],
         key_serde: SerdeLike = None,
         value_serde: SerdeLike = None,
-    ) -> Any:
-        """Regroup by `selector(k, v) -> (k2, v2)`: a KGroupedTable."""
-        return delegate(
-            "kstream.dsl.grouped_table", "group_table", self, selector, key_serde, value_serde
-        )
+    ) -> KGroupedTable:
+        from kstream.dsl.grouped_table import group_table
+
+        return group_table(self, selector, key_serde, value_serde)
 
 
 class GlobalKTable:

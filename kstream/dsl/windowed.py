@@ -19,10 +19,10 @@ from __future__ import annotations
 import dataclasses
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from kstream.dsl import processors as p
-from kstream.dsl.graph import ValueGetter, processor_factory
+from kstream.dsl.graph import InternalBuilder, StoreLike, ValueGetter, processor_factory
 from kstream.dsl.windowed_processors import (
     SessionWindowAggregateProcessor,
     SlidingWindowAggregateProcessor,
@@ -40,6 +40,7 @@ from kstream.topology.processor import ProcessorContext
 if TYPE_CHECKING:
     from kstream.dsl.grouped import KGroupedStream
     from kstream.dsl.table import KTable
+    from kstream.state.spec import StoreSpec
 
 LONG = serde("long")
 _Q = struct.Struct(">q")
@@ -54,8 +55,20 @@ __all__ = [
 ]
 
 
-def windowed_by(grouped: KGroupedStream, windows: Any) -> Any:
-    """The hook behind `KGroupedStream.windowed_by`."""
+@overload
+def windowed_by(
+    grouped: KGroupedStream, windows: TimeWindows | SlidingWindows
+) -> TimeWindowedKStream: ...
+
+
+@overload
+def windowed_by(grouped: KGroupedStream, windows: SessionWindows) -> SessionWindowedKStream: ...
+
+
+def windowed_by(
+    grouped: KGroupedStream, windows: TimeWindows | SlidingWindows | SessionWindows
+) -> TimeWindowedKStream | SessionWindowedKStream:
+    """What `KGroupedStream.windowed_by` returns: the windowed stream for `windows`' kind."""
     if isinstance(windows, TimeWindows | SlidingWindows):
         return TimeWindowedKStream(grouped, windows)
     if isinstance(windows, SessionWindows):
@@ -185,7 +198,7 @@ def _none() -> None:
     return None
 
 
-def _timestamped(spec: Any) -> Any:
+def _timestamped(spec: StoreSpec) -> StoreSpec:
     """`spec` with a value serde that keeps each window's largest record timestamp."""
     vs = spec.value_serde
     if isinstance(vs, TimestampedSerde):
@@ -195,7 +208,9 @@ def _timestamped(spec: Any) -> Any:
 
 
 class _Windowed:
-    def __init__(self, grouped: KGroupedStream, windows: Any) -> None:
+    def __init__(
+        self, grouped: KGroupedStream, windows: TimeWindows | SlidingWindows | SessionWindows
+    ) -> None:
         self._grouped = grouped
         self._windows = windows
 
@@ -213,7 +228,7 @@ class TimeWindowedKStream(_Windowed):
 
     def count(
         self,
-        store: Any = None,
+        store: StoreLike = None,
         emit: str = "update",
         name: str | None = None,
         idle_close: DurationLike | None = "1s",
@@ -224,7 +239,7 @@ class TimeWindowedKStream(_Windowed):
     def reduce(
         self,
         reducer: Callable[[Any, Any], Any],
-        store: Any = None,
+        store: StoreLike = None,
         emit: str = "update",
         name: str | None = None,
         idle_close: DurationLike | None = "1s",
@@ -237,7 +252,7 @@ class TimeWindowedKStream(_Windowed):
         self,
         initializer: Callable[[], Any],
         aggregator: Callable[[Any, Any, Any], Any],
-        store: Any = None,
+        store: StoreLike = None,
         value_serde: SerdeLike = None,
         emit: str = "update",
         name: str | None = None,
@@ -252,7 +267,7 @@ class TimeWindowedKStream(_Windowed):
         self,
         op: str,
         step: Callable[[Any, Any, Any], Any],
-        store: Any,
+        store: StoreLike,
         value_serde: Serde | None,
         emit: str,
         name: str | None,
@@ -308,7 +323,7 @@ class SessionWindowedKStream(_Windowed):
 
     def count(
         self,
-        store: Any = None,
+        store: StoreLike = None,
         emit: str = "update",
         name: str | None = None,
         idle_close: DurationLike | None = "1s",
@@ -321,7 +336,7 @@ class SessionWindowedKStream(_Windowed):
     def reduce(
         self,
         reducer: Callable[[Any, Any], Any],
-        store: Any = None,
+        store: StoreLike = None,
         emit: str = "update",
         name: str | None = None,
         idle_close: DurationLike | None = "1s",
@@ -341,7 +356,7 @@ class SessionWindowedKStream(_Windowed):
         initializer: Callable[[], Any],
         aggregator: Callable[[Any, Any, Any], Any],
         merger: Callable[[Any, Any, Any], Any],
-        store: Any = None,
+        store: StoreLike = None,
         value_serde: SerdeLike = None,
         emit: str = "update",
         name: str | None = None,
@@ -365,7 +380,7 @@ class SessionWindowedKStream(_Windowed):
         initializer: Callable[[], Any],
         aggregator: Callable[[Any, Any, Any], Any],
         merger: Callable[[Any, Any, Any], Any],
-        store: Any,
+        store: StoreLike,
         value_serde: Serde | None,
         emit: str,
         name: str | None,
@@ -411,7 +426,7 @@ class SessionWindowedKStream(_Windowed):
         return KTable(b, node, ks, value_serde, WindowedValueGetter(spec.name, session=True))
 
 
-def _add_stream_time_store(b: Any, store: str, node: str) -> None:
+def _add_stream_time_store(b: InternalBuilder, store: str, node: str) -> None:
     """Give the processor `node` the store where it keeps its stream time (see the processors)."""
     spec = b.store_spec(stream_time_store(store), "WINDOW-STREAM-TIME", kind="key_value")
     b.add_store(spec, [node])
