@@ -66,46 +66,121 @@ class KStream(Handle):
     # --- stateless ------------------------------------------------------------------------
 
     def filter(self, predicate: Callable[[Any, Any], Any], name: str | None = None) -> KStream:
+        """Keep the records for which `predicate(key, value)` is truthy; the others are dropped.
+
+        Stateless: keys, timestamps and partitions are unchanged, so no repartition follows.
+        A predicate that raises goes to the application's error handler (raise, or skip the record).
+
+        Example:
+            orders.filter(lambda k, v: v["amount"] > 100).to("big-orders")
+        """
         return self._then("FILTER", processor_factory(p.FilterProcessor, predicate), name)
 
     def filter_not(self, predicate: Callable[[Any, Any], Any], name: str | None = None) -> KStream:
+        """Keep the records for which `predicate(key, value)` is falsy (the complement of `filter`).
+
+        Example:
+            events.filter_not(lambda k, v: v.get("test")).to("real-events")
+        """
         return self._then("FILTER", processor_factory(p.FilterProcessor, predicate, True), name)
 
     def map(self, fn: Callable[[Any, Any], tuple[Any, Any]], name: str | None = None) -> KStream:
+        """Replace each record by `fn(key, value) -> (new_key, new_value)`, keeping its timestamp.
+
+        The key may change, so the next stateful operator (aggregation, join, `to_table`) first
+        repartitions through an internal topic; prefer `map_values` when only the value changes.
+        The known serdes are forgotten (pass serdes to `to`, `group_by_key`, ... downstream).
+
+        Example:
+            clicks.map(lambda k, v: (v["user"], v["page"])).group_by_key().count()
+        """
         factory = processor_factory(p.MapProcessor, fn)
         return self._then("MAP", factory, name, key_changed=True, value_changed=True)
 
     def map_values(self, fn: Callable[[Any], Any], name: str | None = None) -> KStream:
+        """Replace each value by `fn(value)`; key, timestamp and partitioning are kept.
+
+        Does not cause a repartition (unlike `map`). `fn` also sees None values (tombstones).
+
+        Example:
+            orders.map_values(lambda v: v["amount"]).to("amounts", value_serde="double")
+        """
         factory = processor_factory(p.MapValuesProcessor, fn)
         return self._then("MAPVALUES", factory, name, value_changed=True)
 
     def flat_map(
         self, fn: Callable[[Any, Any], Iterable[tuple[Any, Any]]], name: str | None = None
     ) -> KStream:
+        """Replace each record by the `(key, value)` pairs of `fn(key, value)`: none, one or many.
+
+        Every output keeps the input's timestamp. As with `map`, the key may change, so the next
+        stateful operator repartitions first.
+
+        Example:
+            lines.flat_map(lambda k, line: [(w, 1) for w in line.split()]).group_by_key().count()
+        """
         factory = processor_factory(p.FlatMapProcessor, fn)
         return self._then("FLATMAP", factory, name, key_changed=True, value_changed=True)
 
     def flat_map_values(
         self, fn: Callable[[Any], Iterable[Any]], name: str | None = None
     ) -> KStream:
+        """One record per value of `fn(value)`, each with the input's key and timestamp.
+
+        No repartition follows (the key is kept).
+
+        Example:
+            sentences.flat_map_values(str.split).to("words")
+        """
         factory = processor_factory(p.FlatMapValuesProcessor, fn)
         return self._then("FLATMAPVALUES", factory, name, value_changed=True)
 
     def select_key(self, fn: Callable[[Any, Any], Any], name: str | None = None) -> KStream:
+        """Set each record's key to `fn(key, value)`; value and timestamp are kept.
+
+        The next stateful operator repartitions by the new key (an internal `...-repartition`
+        topic). A None key is allowed here, but a repartition drops such records (counted as
+        `null_key`) unless a left/outer join reads the stream further down.
+
+        Example:
+            orders.select_key(lambda k, v: v["customer"]).group_by_key().count()
+        """
         factory = processor_factory(p.SelectKeyProcessor, fn)
         return self._then("KEY-SELECT", factory, name, key_changed=True)
 
     def peek(self, fn: Callable[[Any, Any], Any], name: str | None = None) -> KStream:
+        """Call `fn(key, value)` for every record and forward it unchanged (logging, metrics).
+
+        A record whose `fn` raised goes to the error handler and, when skipped, is not forwarded.
+
+        Example:
+            orders.peek(lambda k, v: log.info("order %s", k)).to("orders-copy")
+        """
         return self._then("PEEK", processor_factory(p.PeekProcessor, fn), name)
 
     def foreach(self, fn: Callable[[Any, Any], Any], name: str | None = None) -> None:
-        """Call `fn(key, value)` for every record; terminal (nothing downstream)."""
+        """Call `fn(key, value)` for every record; terminal (nothing downstream).
+
+        Side effects here are not part of the exactly-once guarantee: after a failure a record may
+        be seen again. Write to a topic with `to` when the output must be exactly once.
+
+        Example:
+            alerts.foreach(lambda k, v: notify(k, v))
+        """
         self._then("FOREACH", processor_factory(p.PeekProcessor, fn), name)
 
     def branch(
         self, *predicates: Callable[[Any, Any], Any], default: bool = False, name: str | None = None
     ) -> list[KStream]:
-        """One stream per predicate; a record goes to the first that matches (or `default`)."""
+        """Split the stream: one stream per predicate; a record goes to the first that matches.
+
+        With `default=True` a last stream gets the records that match no predicate; without it they
+        are dropped. Keys are unchanged, so the branches need no repartition of their own.
+
+        Example:
+            big, small = orders.branch(lambda k, v: v["amount"] > 100, default=True)
+            big.to("big-orders")
+        """
         if not predicates and not default:
             raise TopologyError("branch needs at least one predicate (or default=True)")
         b = self._builder
@@ -127,6 +202,15 @@ class KStream(Handle):
         return out
 
     def merge(self, other: KStream, name: str | None = None) -> KStream:
+        """One stream of the records of both, in the order they are processed (no ordering between
+        the two inputs); timestamps are kept.
+
+        Both must come from the same `StreamBuilder`. A serde is kept only if both sides have the
+        same one; the result repartitions before a stateful operator if either side would have.
+
+        Example:
+            b.stream("eu-orders").merge(b.stream("us-orders")).to("orders")
+        """
         if other._builder is not self._builder:
             raise TopologyError("merge: both streams must come from the same StreamBuilder")
         b = self._builder
@@ -145,12 +229,16 @@ class KStream(Handle):
         key_serde: SerdeLike = None,
         value_serde: SerdeLike = None,
     ) -> KStream:
-        """Write to and read back from an internal topic (partitioned by the current key).
+        """Write to and read back from an internal topic, partitioned by the current key.
 
-        A record without a key has no partition to go to: it is dropped (counted as
-        `null_key`), as Kafka Streams drops it before a repartition topic, unless a left or
-        outer join reads the stream further down (Kafka 3.7+, KIP-962: such joins accept
-        null keys, so the repartition topic keeps them).
+        Use it to choose the partition count or to repartition once before several stateful
+        operators. A record without a key has no partition to go to: it is dropped (counted as
+        `null_key`), as Kafka Streams drops it before a repartition topic, unless a left or outer
+        join reads the stream further down (Kafka 3.7+, KIP-962: such joins accept null keys, so the
+        repartition topic keeps them).
+
+        Example:
+            by_user = clicks.select_key(lambda k, v: v["user"]).repartition(partitions=12)
         """
         b = self._builder
         base = b.name("REPARTITION", name)
@@ -174,7 +262,15 @@ class KStream(Handle):
         partitioner: Partitioner | None = None,
         name: str | None = None,
     ) -> None:
-        """Write every record to `topic` (serdes default to the known ones, else bytes)."""
+        """Write every record to `topic`; terminal.
+
+        Serdes default to the ones known for the stream (else bytes, for `bytes` keys and values).
+        Records keep their timestamps; a None value is written as a tombstone. `partitioner(key,
+        value, num_partitions) -> int` overrides the default (murmur2 of the key bytes, as Kafka's).
+
+        Example:
+            counts.to_stream().to("counts", key_serde="str", value_serde="long")
+        """
         ks = _opt_serde(key_serde) or self._key_serde
         vs = _opt_serde(value_serde) or self._value_serde
         self._builder.sink(topic, self._node, ks, vs, partitioner, name)
@@ -185,10 +281,13 @@ class KStream(Handle):
         stores: Iterable[str | StoreSpec] = (),
         name: str | None = None,
     ) -> KStream:
-        """Run a user `Processor` here; `stores` are store specs to add or names to connect.
+        """Run a user `Processor` here; `stores` are store specs to add or store names to connect.
 
-        The result's key may differ from the input's, so a following stateful operator
-        repartitions.
+        The processor may change keys or forward anything, so a following stateful operator
+        repartitions. It reads its stores with `ctx.get_store(name)` in `init`.
+
+        Example:
+            s.process(MyProcessor, stores=[kstream.stores.key_value("seen")]).to("out")
         """
         b = self._builder
         node = b.processor(b.name("PROCESSOR", name), processor_factory, self._node)
@@ -202,7 +301,14 @@ class KStream(Handle):
         return KStream(b, node, None, None, True)
 
     def to_table(self, store: StoreLike = None, name: str | None = None) -> KTable:
-        """Read the stream as upserts of a table (None value: delete), materialized in `store`."""
+        """Read the stream as upserts of a table: the latest value per key, materialized in `store`.
+
+        A None value deletes the key (it reaches `KTable.to_stream()` as a tombstone); a record
+        with a None key is dropped (counted as `null_key`). Repartitions first if the key changed.
+
+        Example:
+            profiles = b.stream("profiles").to_table(store="profiles")
+        """
         from kstream.dsl.table import KTable
 
         b = self._builder
@@ -228,6 +334,15 @@ class KStream(Handle):
     def group_by_key(
         self, key_serde: SerdeLike = None, value_serde: SerdeLike = None
     ) -> KGroupedStream:
+        """Group by the current key, for `count`, `reduce`, `aggregate` or `windowed_by`.
+
+        Nothing is added to the topology yet: the aggregation repartitions first only if the key
+        may have changed upstream (`map`, `select_key`, `flat_map`, `process`). `key_serde`/
+        `value_serde` are used for that repartition topic and the store.
+
+        Example:
+            totals = orders.group_by_key().reduce(lambda a, b: a + b)
+        """
         from kstream.dsl.grouped import KGroupedStream
 
         return KGroupedStream(
@@ -245,6 +360,14 @@ class KStream(Handle):
         value_serde: SerdeLike = None,
         name: str | None = None,
     ) -> KGroupedStream:
+        """Group by a new key `fn(key, value)`: `select_key(fn)` then `group_by_key()`.
+
+        The aggregation reads through a repartition topic keyed by the new key; records whose new
+        key is None are dropped there (counted as `null_key`).
+
+        Example:
+            per_page = clicks.group_by(lambda k, v: v["page"]).count()
+        """
         return self.select_key(fn, name).group_by_key(key_serde, value_serde or self._value_serde)
 
     # --- implemented in other modules ----------------------------------------------------
@@ -255,6 +378,17 @@ class KStream(Handle):
         within: DurationLike | None = None,
         store: StoreLike = None,
     ) -> KStream:
+        """Drop a record whose id was already seen within `within` (a duration, e.g. "10m").
+
+        The id is `id_fn(key, value)` (default: the key); a None id is kept and not remembered.
+        Seen ids live in a changelogged dedup store, so the filter survives restarts and
+        rebalances. Equal ids must reach the same task: with the key as id and a changed key,
+        the stream is repartitioned first; an id taken from the value is the caller's to
+        co-partition.
+
+        Example:
+            payments.deduplicate(lambda k, v: v["payment_id"], within="1h").to("payments-once")
+        """
         return _deduplicate(self, id_fn, within, store)
 
     def join(
@@ -265,6 +399,23 @@ class KStream(Handle):
         name: str | None = None,
         **kwargs: Callable[..., Any] | None,
     ) -> KStream:
+        """Inner join with a stream (windowed), a table or a global table: matches only.
+
+        - `join(other_stream, joiner(v, ov), window=JoinWindows.of(...))`: a record joins every
+          record of the other stream with the same key within the window; the result carries the
+          larger of the two timestamps. Out-of-order records still join what the other side keeps.
+        - `join(table, joiner(v, tv))`: a stream record looks up the table's current value; the
+          result keeps the stream record's timestamp; table updates alone emit nothing.
+        - `join(global_table, key_selector(k, v), joiner(v, gv))`: looked up by the selected key,
+          without repartitioning (every instance holds the whole table).
+
+        None keys and values are dropped (counted). A stream whose key changed is repartitioned
+        first; the two sides of a stream or table join must be co-partitioned.
+
+        Example:
+            enriched = orders.join(customers, lambda order, customer: {**order, "c": customer})
+            pairs = clicks.join(views, lambda c, v: (c, v), window=JoinWindows.of("5s"))
+        """
         return self._join("inner", other, args, window, name, kwargs)
 
     def left_join(
@@ -275,6 +426,17 @@ class KStream(Handle):
         name: str | None = None,
         **kwargs: Callable[..., Any] | None,
     ) -> KStream:
+        """Left join (see `join`): every record of this stream produces a result.
+
+        Without a match the joiner gets None for the other side: `joiner(v, None)`. For a
+        stream-stream join that result is held until the window has closed in stream time
+        (after + grace), so no spurious unmatched result precedes a late match (Kafka 3.1+). A
+        None key is not dropped: it produces `joiner(v, None)` at its own timestamp (Kafka
+        3.7+, KIP-962), and repartition topics above keep None keys.
+
+        Example:
+            orders.left_join(customers, lambda o, c: {**o, "customer": c}).to("orders-enriched")
+        """
         return self._join("left", other, args, window, name, kwargs)
 
     def outer_join(
@@ -285,6 +447,13 @@ class KStream(Handle):
         name: str | None = None,
         **kwargs: Callable[..., Any] | None,
     ) -> KStream:
+        """Outer join of two streams (windowed): records of either side without a match are emitted
+        with None for the other side once their window has closed, `joiner(v, None)` or
+        `joiner(None, ov)`; see `join` and `left_join` for timestamps and None keys.
+
+        Example:
+            both = a.outer_join(b, lambda x, y: (x, y), window=JoinWindows.of("1m", grace="10s"))
+        """
         return self._join("outer", other, args, window, name, kwargs)
 
     def _join(
