@@ -12,7 +12,8 @@ bench/run_all.py does, with py-spy sampling the process from its first record to
   functions, the task's dispatch), store (state stores and their write caches, their flush at
   commit and changelog records included), serialize/produce (the sink node's serdes, the
   collector, the producer's calls), commit (the commit protocol: transactions, offsets, the
-  high marks), other (the stream thread's loop, metrics, anything unrecognised).
+  high marks), metrics (the stores' timing wrappers and the operation counters, apart from
+  the store operations they wrap), other (the stream thread's loop, anything unrecognised).
 
 Start-up (imports, group join, restore) is left out: `startup_cpu_s` in the row. Prints a table
 of CPU microseconds per record per stage and writes bench/results/cpu_stages.json.
@@ -47,7 +48,15 @@ from run_all import INPUT_CONFIG, PARTITIONS, produce_input, run_one  # noqa: E4
 from kstream.kafka.admin import Admin  # noqa: E402
 from kstream.kafka.broker import EmbeddedBroker  # noqa: E402
 
-STAGES = ("consume/deserialize", "node execution", "store", "serialize/produce", "commit", "other")
+STAGES = (
+    "consume/deserialize",
+    "node execution",
+    "store",
+    "serialize/produce",
+    "commit",
+    "metrics",
+    "other",
+)
 
 # (path part, qualified-name prefix or "" for any, stage): a frame takes the first rule that
 # matches it, a stack the stage of its deepest matching frame
@@ -69,7 +78,7 @@ RULES: tuple[tuple[str, str, str], ...] = (
     ("kstream/dsl/", "", "node execution"),
     ("kstream_pipe.py", "build.", "node execution"),
     ("kstream/topology/task.py", "SourceNode.", "consume/deserialize"),
-    ("kstream/state/metrics.py", "", "other"),
+    ("kstream/state/metrics.py", "", "metrics"),
     ("kstream/state/provenance.py", "", "serialize/produce"),
     ("kstream/state/", "", "store"),
     ("kstream/stores.py", "", "store"),
@@ -86,7 +95,7 @@ RULES: tuple[tuple[str, str, str], ...] = (
     ("kstream/runtime/tasks.py", "RuntimeTask.begin", "commit"),
     ("kstream/runtime/tasks.py", "RuntimeTask.offsets", "commit"),
     ("kstream/runtime/tasks.py", "RuntimeTask._save_marks", "commit"),
-    ("kstream/metrics.py", "", "other"),
+    ("kstream/metrics.py", "", "metrics"),
 )
 # a thread waiting (the main thread's wait for SIGTERM wakes every 50 ms): not CPU
 IDLE_LEAVES = ("Condition.wait", "Event.wait")
