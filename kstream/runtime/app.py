@@ -195,6 +195,7 @@ class App:
             shared_transactions=self.processing_guarantee == "exactly_once_v2",
             renew_shared_producer=lambda: stream.renew_shared_producer(),
             client_supplier=self.client_supplier,
+            store_metrics=self.metrics,
         )
         txn_id = f"{self.app_id}-{process_id(self.config.state_dir, self.app_id)}-1"
         stream = StreamThread(ctx, self._stop, self._set_state, self.metrics, txn_id)

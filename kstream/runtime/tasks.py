@@ -33,9 +33,11 @@ from kstream.config import Config
 from kstream.errors import ProduceError
 from kstream.kafka.producer import Producer
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
+from kstream.metrics import STORE_TIMING_SAMPLE_EVERY
 from kstream.records import Headers, Record
 from kstream.runtime.policies import ErrorCounts, make_handler
 from kstream.state.changelog import CHANGELOG_OFFSET, changelog_records
+from kstream.state.metrics import StoreMetrics, instrument
 from kstream.state.provenance import HEADER, HighMarks, Mark, encode, header_value
 from kstream.state.restore import open_and_restore
 from kstream.state.spec import StoreSpec
@@ -88,6 +90,8 @@ class RuntimeContext:
     duplicates_dropped: int = 0
     # where the app's Kafka clients come from (a mock cluster's in broker-free tests)
     client_supplier: ClientSupplier = field(default_factory=KafkaClientSupplier)
+    # where user stores report their operations (the app's metrics); None: not timed
+    store_metrics: StoreMetrics | None = None
 
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -225,6 +229,10 @@ class RuntimeTask:
                 res.start_offset,
                 res.end_offset,
             )
+            if ctx.store_metrics is not None and not spec.name.startswith("kstream-"):
+                # Before the processors' init: aggregations take the store's fused accessors
+                # there, and those must already be the timed ones.
+                instrument(res.store, ctx.store_metrics, sample_every=STORE_TIMING_SAMPLE_EVERY)
             return res.store
 
         handler = make_handler(cfg, ctx.counts, self._raw, self.collector.send_raw)

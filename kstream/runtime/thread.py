@@ -35,11 +35,10 @@ from kstream.kafka.consumer import Consumer
 from kstream.kafka.errors import FatalTransactionError
 from kstream.kafka.producer import Producer
 from kstream.kafka.supplier import ClientConfig
-from kstream.metrics import LATENCY_SAMPLE_EVERY, STORE_TIMING_SAMPLE_EVERY, Metrics
+from kstream.metrics import LATENCY_SAMPLE_EVERY, Metrics
 from kstream.runtime.commit import CommitProtocol, commit_protocol
 from kstream.runtime.globals import GlobalStores
 from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask
-from kstream.state.metrics import instrument
 
 log = logging.getLogger("kstream.runtime")
 
@@ -47,9 +46,6 @@ _FATAL = (RecordError, TopologyError, StoreError, TypeError, AttributeError, Nam
 _MAX_RETRIES = 50
 _REPORT_S = 10.0
 _GAUGES_S = 0.5
-# Store operations are counted exactly but timed one in this many, to keep timing off the
-# per-record path.
-_STORE_TIMING_SAMPLE = STORE_TIMING_SAMPLE_EVERY  # the store histogram's help text names it
 
 
 def consumer_settings(cfg: Config) -> dict[str, Any]:
@@ -231,10 +227,6 @@ class StreamThread:
         m = self.metrics
         m.rebalance()
         m.set_assigned(list(self.task_of))
-        for rt in self.tasks.values():
-            for name, store in rt.task.stores.items():
-                if not name.startswith("kstream-"):  # internal stores are not the user's
-                    instrument(store, m, sample_every=_STORE_TIMING_SAMPLE)
         if self.ctx.exactly_once:
             self._restore_again_if_committed_moved(tps)
         self.on_state("RUNNING")
@@ -497,9 +489,6 @@ class StreamThread:
         self.tasks[key] = fresh
         for tp in fresh.tps:
             self.task_of[tp] = fresh
-        for name, store in fresh.task.stores.items():
-            if not name.startswith("kstream-"):
-                instrument(store, self.metrics, sample_every=_STORE_TIMING_SAMPLE)
         log.info("task %s: stores rebuilt from their changelogs", rt.id)
 
     def apply(self, rt: RuntimeTask, delivered: dict[TP, int]) -> None:

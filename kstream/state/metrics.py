@@ -60,14 +60,26 @@ def instrument(store: StateStore, metrics: StoreMetrics, *, sample_every: int = 
     """
     name, part = store.name, store.partition
     record = metrics.record_operation
+
+    def wrap(fn: Callable[..., Any], op: str) -> Callable[..., Any]:
+        if sample_every > 1:
+            return _sampled(fn, name, part, op, record, sample_every)
+        return _timed(fn, name, part, op, record)
+
     for op in TIMED_OPERATIONS:
         fn = getattr(store, op, None)
         if fn is None or not callable(fn):
             continue
-        if sample_every > 1:
-            setattr(store, op, _sampled(fn, name, part, op, record, sample_every))
-        else:
-            setattr(store, op, _timed(fn, name, part, op, record))
+        setattr(store, op, wrap(fn, op))
+    fused = getattr(store, "timestamped_access", None)
+    if fused is not None and callable(fused):
+        # Aggregations take a fused (get, put) pair once and call it per record: time those
+        # two as the store's get and put, or aggregation stores would vanish from the metrics.
+        def timestamped_access() -> tuple[Callable[..., Any], Callable[..., Any]]:
+            get, put = fused()
+            return wrap(get, "get"), wrap(put, "put")
+
+        store.timestamped_access = timestamped_access  # type: ignore[attr-defined]
     return store
 
 
