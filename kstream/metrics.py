@@ -1,4 +1,4 @@
-"""The Prometheus metric catalogue of one App (DESIGN.md section 6).
+"""The Prometheus metric catalogue of one App (docs/architecture.md, "Service and metrics").
 
 Every name starts with `kstream_`, uses base units (`_seconds`), and counters end in `_total`.
 Label values come from small fixed sets (reason, state, operation) or from the topology itself
@@ -272,7 +272,7 @@ class Metrics:
         self.txn_aborted += n
 
     def set_lag(self, topic: str, partition: int, lag: int) -> None:
-        """Records behind the fetch high watermark (never from ListOffsets; DESIGN.md 8)."""
+        """Records behind the fetch high watermark (not ListOffsets: wrong on the test broker)."""
         self.lag[(topic, partition)] = max(0, lag)
 
     def lag_seconds(self, now: float | None = None) -> dict[tuple[str, int], float]:

@@ -1,4 +1,4 @@
-"""`App`: runs a topology against Kafka (API.md "Running").
+"""`App`: runs a topology against Kafka (docs/api.md, "Running").
 
 States: CREATED -> REBALANCING -> RUNNING (<-> REBALANCING) -> PENDING_SHUTDOWN -> NOT_RUNNING,
 or ERROR when the stream thread stops on an error. Internal topics (repartition, changelogs,

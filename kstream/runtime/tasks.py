@@ -4,10 +4,11 @@ Under `exactly_once` every task has its own transactional producer (transactiona
 `<app_id>-<task id>`), so a new owner of the task fences the old one on any broker, whatever the
 broker does with consumer-group generations. A batch of a task is one transaction: outputs,
 changelog records and the task's input offsets commit together, and only then are the write
-caches applied to the stores (DESIGN.md section 4). Under `exactly_once_v2` the tasks of a
-stream thread share the thread's transactional producer and commit in one transaction, as in
-Kafka Streams: one commit instead of one per task, but a zombie is fenced only by a broker that
-checks consumer-group generations in transactional offset commits (KIP-447).
+caches applied to the stores (docs/architecture.md, "Exactly-once"). Under
+`exactly_once_v2` the tasks of a stream thread share the thread's transactional producer and
+commit in one transaction, as in Kafka Streams: one commit instead of one per task, but a zombie
+is fenced only by a broker that checks consumer-group generations in transactional offset
+commits (KIP-447).
 
 Inputs that kstream wrote carry a provenance id; a task drops an id at or below the highest
 one it has seen from the same source partition on that input topic (`HighMarks`). The marks live

@@ -53,9 +53,9 @@ def consumer_settings(cfg: Config) -> dict[str, Any]:
 
     A fetch may wait up to `fetch.wait.max.ms` for data. librdkafka's 500 ms default is far
     above the engine's `batch_max_wait`, and a broker that answers fetches late (the test
-    broker, under a steady flow, see DESIGN.md 8) then adds that wait to every record's
-    latency; capping it at `batch_max_wait` keeps the batch wait the one latency knob. An
-    explicit `fetch.wait.max.ms` in `kafka` wins.
+    broker, under a steady flow) then adds that wait to every record's latency; capping it at
+    `batch_max_wait` keeps the batch wait the one latency knob. An explicit
+    `fetch.wait.max.ms` in `kafka` wins.
     """
     kafka = dict(cfg.kafka)
     kafka.setdefault("fetch.wait.max.ms", max(1, min(500, cfg.batch_max_wait)))
@@ -316,10 +316,10 @@ class StreamThread:
     def _update_gauges(self) -> None:
         """Lag, restoring tasks and the error tallies, twice a second, on this thread.
 
-        Lag is the fetch high watermark minus the next offset to read (never ListOffsets, see
-        DESIGN.md 8); a partition-EOF moves "next" past transaction markers, which take offsets
-        but are never delivered. The client is only called from this thread: calling it from
-        another while it polls blocks.
+        Lag is the fetch high watermark minus the next offset to read (never ListOffsets,
+        which the test broker gets wrong); a partition-EOF moves "next" past transaction
+        markers, which take offsets but are never delivered. The client is only called from
+        this thread: calling it from another while it polls blocks.
         """
         self._next_gauges = time.monotonic() + _GAUGES_S
         m, ctx, consumer = self.metrics, self.ctx, self.consumer

@@ -1,4 +1,6 @@
-"""Which instance of an app holds which partitions: the `<app_id>-instances` topic (DESIGN.md 5).
+"""Which instance of an app holds which partitions: the `<app_id>-instances` topic.
+
+See docs/architecture.md, "State".
 
 Every instance publishes `{instance_id, endpoint, partitions}` keyed by its instance id to a
 compacted one-partition topic whenever its assignment changes, and a tombstone when it stops.

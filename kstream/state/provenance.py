@@ -1,4 +1,6 @@
-"""The provenance header every record kstream produces carries (DESIGN.md section 4).
+"""The provenance header every record kstream produces carries.
+
+See docs/architecture.md, "Exactly-once".
 
 `kstream.src` = the source topic, partition and offset of the input record that caused the
 output, plus the output's index among that input's outputs. It is deterministic, so a retry of

@@ -1,4 +1,4 @@
-"""Restore a store from its changelog (DESIGN.md sections 4 and 5).
+"""Restore a store from its changelog (docs/architecture.md, "Exactly-once" and "State").
 
 Reads from the backend's checkpoint (`changelog_offset`, the next offset to read) to the end of
 the changelog partition, where "the end" is what the consumer's fetches reach (partition EOF),

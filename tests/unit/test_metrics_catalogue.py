@@ -1,4 +1,4 @@
-"""The metric catalogue follows Prometheus conventions (DESIGN.md section 6)."""
+"""The metric catalogue follows Prometheus conventions (docs/architecture.md)."""
 
 from __future__ import annotations
 
