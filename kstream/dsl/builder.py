@@ -26,6 +26,7 @@ class StreamBuilder:
 
     @property
     def topology(self) -> Topology:
+        """The topology built so far (the same object `build()` returns)."""
         return self._builder.topology
 
     def stream(
@@ -35,7 +36,16 @@ class StreamBuilder:
         value_serde: SerdeLike = None,
         name: str | None = None,
     ) -> KStream:
-        """A stream of the records of `topics` (serdes default to bytes)."""
+        """A stream of the records of `topics` (one topic or several).
+
+        Serdes default to bytes. Each record keeps its Kafka timestamp, which drives windows and
+        joins downstream. Records may have None keys or values: stateful operators drop them as
+        Kafka Streams does (see each operator).
+
+        Example:
+            b = StreamBuilder()
+            orders = b.stream("orders", key_serde="str", value_serde="json")
+        """
         ks, vs = serde(key_serde), serde(value_serde)
         node = self._builder.source(topics, ks, vs, name)
         return KStream(self._builder, node, ks, vs)
@@ -49,7 +59,15 @@ class StreamBuilder:
         backend: str | Backend | None = None,
         name: str | None = None,
     ) -> KTable:
-        """The latest value per key of `topic`, materialized in `store` (None value: delete)."""
+        """A table of `topic`: the latest value per key, materialized in `store` (queryable).
+
+        A None value (tombstone) deletes the key; a record with a None key is dropped. The topic is
+        read as the table's changelog, so it should be compacted. `backend` picks the store backend
+        (see `kstream.stores`) when `store` is only a name.
+
+        Example:
+            users = b.table("users", key_serde="str", value_serde="json", store="users")
+        """
         b = self._builder
         ks, vs = serde(key_serde), serde(value_serde)
         src = b.source(topic, ks, vs, None if name is None else f"{name}-source")
@@ -68,7 +86,14 @@ class StreamBuilder:
         backend: str | Backend | None = None,
         name: str | None = None,
     ) -> GlobalKTable:
-        """A table of `topic` held in full by every instance (for joins by any key)."""
+        """A table of `topic` held in full by every instance, for stream joins by any key.
+
+        Each instance reads every partition of `topic` (no co-partitioning needed): join it
+        with `stream.join(global_table, key_selector, joiner)`. A None value deletes the key.
+
+        Example:
+            countries = b.global_table("countries", key_serde="str", value_serde="json")
+        """
         b = self._builder
         ks, vs = serde(key_serde), serde(value_serde)
         src = b.name("SOURCE", None if name is None else f"{name}-source")
@@ -87,6 +112,12 @@ class StreamBuilder:
         return GlobalKTable(spec.name, topic, ks, vs)
 
     def build(self) -> Topology:
+        """The `Topology` to run, or to test with `kstream.testing.driver.TopologyTestDriver`.
+
+        Example:
+            topology = b.build()
+            print(topology.describe())
+        """
         return self._builder.topology
 
 

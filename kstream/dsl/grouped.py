@@ -60,13 +60,30 @@ class KGroupedStream(Handle):
         return KTable(b, node, self._key_serde, value_serde, ValueGetter(spec.name))
 
     def count(self, store: StoreLike = None, name: str | None = None) -> KTable:
-        """Records per key (a table of ints; its value serde is "long")."""
+        """Count the records per key: a table of ints (value serde "long"), updated on every record.
+
+        Records with a None key or value are dropped (counted as `null_key`/`null_value`), as Kafka
+        Streams skips them. A result carries the largest timestamp of the records counted so far.
+        Repartitions first if the key changed upstream; the store is named after `store` (or
+        generated) and can be queried.
+
+        Example:
+            counts = clicks.group_by(lambda k, v: v["page"]).count(store="clicks-per-page")
+            counts.to_stream().to("page-counts", value_serde="long")
+        """
         return self._aggregate("AGGREGATE", p.count_step, store, LONG, name)
 
     def reduce(
         self, reducer: Callable[[Any, Any], Any], store: StoreLike = None, name: str | None = None
     ) -> KTable:
-        """`reducer(agg, value)`; the first value of a key is its initial aggregate."""
+        """Combine the values of each key with `reducer(agg, value) -> agg`.
+
+        The first value of a key is its initial aggregate (the reducer is not called for it). None
+        keys and values are dropped, as in `count`; the result's value serde is the stream's.
+
+        Example:
+            totals = amounts.group_by_key().reduce(lambda total, v: total + v)
+        """
         return self._aggregate("REDUCE", p.reduce_step(reducer), store, self._value_serde, name)
 
     def aggregate(
@@ -77,7 +94,14 @@ class KGroupedStream(Handle):
         value_serde: SerdeLike = None,
         name: str | None = None,
     ) -> KTable:
-        """`aggregator(key, value, agg)` starting from `initializer()` per key."""
+        """Fold the values of each key: `aggregator(key, value, agg) -> agg`, from `initializer()`.
+
+        `initializer()` is called for the first value of a key; None keys and values are dropped,
+        as in `count`. Pass `value_serde` when the aggregate's type differs from the values'.
+
+        Example:
+            seen = clicks.group_by_key().aggregate(set, lambda k, v, pages: pages | {v["page"]})
+        """
         vs = None if value_serde is None else serde(value_serde)
         step = p.aggregate_step(initializer, aggregator)
         return self._aggregate("AGGREGATE", step, store, vs, name)
@@ -91,5 +115,15 @@ class KGroupedStream(Handle):
     def windowed_by(
         self, windows: TimeWindows | SlidingWindows | SessionWindows
     ) -> TimeWindowedKStream | SessionWindowedKStream:
-        """A windowed view (time, sliding or session windows) with the same aggregations."""
+        """A windowed view with the same aggregations, each key aggregated per window.
+
+        `TimeWindows` (tumbling or hopping) and `SlidingWindows` give a `TimeWindowedKStream`,
+        `SessionWindows` a `SessionWindowedKStream`. Results are tables keyed by
+        `Windowed(key, start, end)`; records later than their window's end + grace (in stream time)
+        are dropped and counted.
+
+        Example:
+            minutes = TimeWindows.of("1m", grace="10s")
+            per_minute = clicks.group_by_key().windowed_by(minutes).count()
+        """
         return windowed_by(self, windows)

@@ -95,7 +95,14 @@ class KGroupedTable:
         return KTable(b, node, self._key_serde, value_serde, ValueGetter(spec.name))
 
     def count(self, store: Any = None, name: str | None = None) -> KTable:
-        """Rows per group (a table of ints; its value serde is "long")."""
+        """Rows per group: a table of ints (value serde "long").
+
+        A row moving to another group is subtracted from the old one and added to the new one; a
+        count that drops to 0 stays 0 (it is not deleted), as in Kafka Streams.
+
+        Example:
+            users.group_by(lambda k, v: (v["city"], v)).count()
+        """
         return self._aggregate("AGGREGATE", _count_add, _count_subtract, store, LONG, name)
 
     def reduce(
@@ -107,7 +114,13 @@ class KGroupedTable:
     ) -> KTable:
         """`adder(agg, v)` for a row joining the group, `subtractor(agg, v)` for one leaving.
 
-        The first value of a group is its initial aggregate.
+        The first value of a group is its initial aggregate. An update that stays in its group
+        subtracts the old value then adds the new one, and emits one result (Kafka 3.5+, KIP-904). A
+        group whose value disappears entirely is deleted.
+
+        Example:
+            totals = balances.group_by(lambda k, v: (v["branch"], v["amount"]))
+            per_branch = totals.reduce(lambda a, v: a + v, lambda a, v: a - v)
         """
         _check_fn(adder, "reduce", "adder(agg, value)")
         _check_fn(subtractor, "reduce", "subtractor(agg, value)")
@@ -129,7 +142,16 @@ class KGroupedTable:
         value_serde: SerdeLike = None,
         name: str | None = None,
     ) -> KTable:
-        """`adder(k, v, agg)` / `subtractor(k, v, agg)`, starting from `initializer()`."""
+        """Fold each group from `initializer()`: `adder(key, value, agg)` for a row joining the
+        group, `subtractor(key, value, agg)` for one leaving.
+
+        Subtraction never deletes the aggregate (as Kafka's KTableAggregate). The result's timestamp
+        is the larger of the update's and the stored aggregate's.
+
+        Example:
+            g = users.group_by(lambda k, v: (v["city"], k))
+            names = g.aggregate(set, lambda c, u, s: s | {u}, lambda c, u, s: s - {u})
+        """
         _check_fn(initializer, "aggregate", "initializer()")
         _check_fn(adder, "aggregate", "adder(key, value, agg)")
         _check_fn(subtractor, "aggregate", "subtractor(key, value, agg)")

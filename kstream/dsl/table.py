@@ -51,12 +51,26 @@ class KTable(Handle):
         return KTable(b, node, self._key_serde, value_serde, getter)
 
     def filter(self, predicate: Callable[[Any, Any], Any], name: str | None = None) -> KTable:
-        """Keep keys whose value matches; a key that stops matching is deleted downstream."""
+        """Keep the keys whose value matches `predicate(key, value)`.
+
+        A key that stops matching is deleted downstream: its update reaches `to_stream()` as a
+        tombstone. As Kafka's KTableFilter, an update not visible before or after is also forwarded
+        as a tombstone, unless a consumer needs old values (a `group_by`, a table-table join), in
+        which case it is not forwarded at all. No store of its own: joins read the parent's store
+        through the filter.
+
+        Example:
+            active = users.filter(lambda k, v: v["active"])
+        """
         getter = self._getter.then(lambda k, v: v if predicate(k, v) else None)
         return self._filter(predicate, False, name, getter)
 
     def filter_not(self, predicate: Callable[[Any, Any], Any], name: str | None = None) -> KTable:
-        """Keep keys whose value does not match (see `filter`)."""
+        """Keep the keys whose value does not match `predicate(key, value)` (see `filter`).
+
+        Example:
+            inactive = users.filter_not(lambda k, v: v["active"])
+        """
         getter = self._getter.then(lambda k, v: None if predicate(k, v) else v)
         return self._filter(predicate, True, name, getter)
 
@@ -77,6 +91,13 @@ class KTable(Handle):
         return table
 
     def map_values(self, fn: Callable[[Any], Any], name: str | None = None) -> KTable:
+        """A table of `fn(value)` per key; deletes stay deletes (`fn` never sees None).
+
+        Keys and timestamps are kept, so no repartition; no store of its own.
+
+        Example:
+            emails = users.map_values(lambda v: v["email"])
+        """
         getter = self._getter.then(lambda _k, v: fn(v))
         factory = processor_factory(p.TableMapValuesProcessor, fn)
         table = self._then("MAPVALUES", factory, name, getter, None)
@@ -84,7 +105,14 @@ class KTable(Handle):
         return table
 
     def to_stream(self, name: str | None = None) -> KStream:
-        """Every update as a record; deletes become tombstones (None values)."""
+        """The table's changelog as a stream: every update as a record, deletes as tombstones.
+
+        Each record keeps the update's timestamp. Records with a None value are deletes: written to
+        a compacted topic, they remove the key.
+
+        Example:
+            counts.to_stream().to("counts", value_serde="long")
+        """
         from kstream.dsl.stream import KStream
 
         b = self._builder
@@ -99,6 +127,16 @@ class KTable(Handle):
     def join(
         self, other: KTable, joiner: Callable[[Any, Any], Any], name: str | None = None
     ) -> KTable:
+        """Inner join with another table on the key: a table of `joiner(v, ov)`.
+
+        An update on either side emits the new result (and the old one, as `Change`) computed
+        against the other side's current value, stamped with the larger of the two sides'
+        timestamps; a key present on one side only has no result, and deletes propagate as deletes.
+        Both tables must be co-partitioned (same key, same partition count).
+
+        Example:
+            profile = users.join(addresses, lambda u, a: {**u, "address": a})
+        """
         from kstream.dsl.joins import join_tables
 
         return join_tables(self, other, joiner, kind="inner", name=name)
@@ -106,6 +144,12 @@ class KTable(Handle):
     def left_join(
         self, other: KTable, joiner: Callable[[Any, Any], Any], name: str | None = None
     ) -> KTable:
+        """Left join with another table: every key of this table has a result, `joiner(v, None)`
+        without a match (see `join` for timestamps and deletes).
+
+        Example:
+            profile = users.left_join(addresses, lambda u, a: {**u, "address": a})
+        """
         from kstream.dsl.joins import join_tables
 
         return join_tables(self, other, joiner, kind="left", name=name)
@@ -113,6 +157,12 @@ class KTable(Handle):
     def outer_join(
         self, other: KTable, joiner: Callable[[Any, Any], Any], name: str | None = None
     ) -> KTable:
+        """Outer join with another table: a key of either table has a result, with None for the
+        missing side, `joiner(v, None)` or `joiner(None, ov)` (see `join`).
+
+        Example:
+            merged = old_prices.outer_join(new_prices, lambda a, b: b if b is not None else a)
+        """
         from kstream.dsl.joins import join_tables
 
         return join_tables(self, other, joiner, kind="outer", name=name)
@@ -123,6 +173,16 @@ class KTable(Handle):
         key_serde: SerdeLike = None,
         value_serde: SerdeLike = None,
     ) -> KGroupedTable:
+        """Regroup the rows by `selector(key, value) -> (new_key, new_value)`, for `count`, `reduce`
+        or `aggregate` with an adder and a subtractor.
+
+        Every update goes through a repartition topic: the old value leaves its group (subtractor),
+        the new value joins its group (adder). A selected pair that is None or has a None key or
+        value is dropped and counted.
+
+        Example:
+            users_per_city = users.group_by(lambda k, v: (v["city"], v)).count()
+        """
         from kstream.dsl.grouped_table import group_table
 
         return group_table(self, selector, key_serde, value_serde)

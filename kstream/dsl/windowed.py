@@ -233,7 +233,18 @@ class TimeWindowedKStream(_Windowed):
         name: str | None = None,
         idle_close: DurationLike | None = "1s",
     ) -> KTable:
-        """Records per key and window (values are ints, serde "long")."""
+        """Count the records per key and window: a table keyed by `Windowed(key, start, end)`.
+
+        `emit="update"` forwards every change of a window's aggregate; `emit="final"` forwards each
+        window once, when stream time passes its end + grace; it also closes windows on the wall
+        clock, one to two `idle_close` after the input goes quiet (None: stream time only).
+
+        A result carries the largest record timestamp of its window. Records with a None key or
+        value, and records too late for every window, are dropped and counted.
+
+        Example:
+            clicks.group_by_key().windowed_by(TimeWindows.of("1m")).count(emit="final")
+        """
         return self._build("COUNT", p.count_step, store, LONG, emit, name, idle_close)
 
     def reduce(
@@ -244,7 +255,17 @@ class TimeWindowedKStream(_Windowed):
         name: str | None = None,
         idle_close: DurationLike | None = "1s",
     ) -> KTable:
-        """`reducer(agg, value)` per window; a window's first value is its initial aggregate."""
+        """Combine each key's values per window with `reducer(agg, value)`.
+
+        A window's first value is its initial aggregate.
+
+        `emit="update"` forwards every change of a window's aggregate; `emit="final"` forwards each
+        window once, when stream time passes its end + grace; it also closes windows on the wall
+        clock, one to two `idle_close` after the input goes quiet (None: stream time only).
+
+        Example:
+            amounts.group_by_key().windowed_by(TimeWindows.of("1h")).reduce(lambda a, b: a + b)
+        """
         vs = self._grouped._value_serde
         return self._build("REDUCE", p.reduce_step(reducer), store, vs, emit, name, idle_close)
 
@@ -258,7 +279,16 @@ class TimeWindowedKStream(_Windowed):
         name: str | None = None,
         idle_close: DurationLike | None = "1s",
     ) -> KTable:
-        """`aggregator(key, value, agg)` per window, starting from `initializer()`."""
+        """Fold each key's values per window: `aggregator(key, value, agg)` from `initializer()`.
+
+        `emit="update"` forwards every change of a window's aggregate; `emit="final"` forwards each
+        window once, when stream time passes its end + grace; it also closes windows on the wall
+        clock, one to two `idle_close` after the input goes quiet (None: stream time only).
+
+        Example:
+            w = s.group_by_key().windowed_by(SlidingWindows.of("5m"))
+            maxima = w.aggregate(lambda: 0, lambda k, v, m: max(m, v))
+        """
         step = p.aggregate_step(initializer, aggregator)
         vs = _opt_serde(value_serde)
         return self._build("AGGREGATE", step, store, vs, emit, name, idle_close)
@@ -328,7 +358,18 @@ class SessionWindowedKStream(_Windowed):
         name: str | None = None,
         idle_close: DurationLike | None = "1s",
     ) -> KTable:
-        """Records per session (values are ints, serde "long")."""
+        """Count the records per key and session (records at most `gap` apart share a session).
+
+        `emit="update"` forwards every change of a window's aggregate; `emit="final"` forwards each
+        window once, when stream time passes its end + grace; it also closes windows on the wall
+        clock, one to two `idle_close` after the input goes quiet (None: stream time only).
+
+        When a record merges sessions, a delete is forwarded for every merged session, then the new
+        session's count, as in Kafka Streams. A session's result timestamp is its end.
+
+        Example:
+            visits = clicks.group_by_key().windowed_by(SessionWindows.with_gap("30m")).count()
+        """
         return self._build(
             "COUNT", _zero, _plus_one, _sum_merger, store, LONG, emit, name, idle_close
         )
@@ -341,7 +382,18 @@ class SessionWindowedKStream(_Windowed):
         name: str | None = None,
         idle_close: DurationLike | None = "1s",
     ) -> KTable:
-        """`reducer(agg, value)` per session; merged sessions combine as `reducer(a1, a2)`."""
+        """Combine each key's values per session with `reducer(agg, value)`.
+
+        When a record brings sessions together their aggregates combine as
+        `reducer(older, newer)`.
+
+        `emit="update"` forwards every change of a window's aggregate; `emit="final"` forwards each
+        window once, when stream time passes its end + grace; it also closes windows on the wall
+        clock, one to two `idle_close` after the input goes quiet (None: stream time only).
+
+        Example:
+            s.group_by_key().windowed_by(SessionWindows.with_gap("5m")).reduce(lambda a, b: a + b)
+        """
 
         def merger(_k: Any, a: Any, b: Any) -> Any:
             return b if a is None else reducer(a, b)
