@@ -20,6 +20,7 @@ from kstream.duration import duration
 from kstream.errors import ConfigError, KStreamError
 from kstream.service import dashboards
 from kstream.service.logs import add_logging_flags, configured_logging
+from kstream.spark import cli as spark_cli
 
 __all__ = ["build_parser", "main"]
 
@@ -113,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="worker processes under one supervisor and one HTTP address: a number, or "
         "'auto' for every usable core (default 1: this process runs the app)",
     )
+    spark_cli.add_flags(run)
     run.set_defaults(func=_cmd_run)
 
     describe = sub.add_parser("describe", help="print an app's topology")
@@ -261,6 +263,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             "advertised_url": args.advertised_url,
         },
     )
+    spark_cli.check_flags(args, settings.engine)
     target = load_target(args.target)
     if args.processes > 1:
         from kstream.service.supervisor import supervise
@@ -274,31 +277,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             log_format=args.log_format,
         )
     if settings.engine == "spark":
-        return _run_spark(target, settings)
+        return spark_cli.run(target, settings, args)
     return run_service(target, settings)
-
-
-def _run_spark(target: object, settings: object) -> int:
-    import importlib
-
-    try:
-        spark = importlib.import_module("kstream.spark")
-    except ImportError as e:
-        raise ConfigError(f"--engine spark: the Spark runner is not available: {e}") from None
-    run = getattr(spark, "run", None)
-    if run is None:
-        raise ConfigError("--engine spark: kstream.spark has no run()")
-    topology = getattr(target, "topology", target)
-    app_id = getattr(target, "app_id", None) or settings.app_id  # type: ignore[attr-defined]
-    if not app_id:
-        raise ConfigError("app_id is required: pass --app-id or set KSTREAM_APP_ID")
-    run(
-        topology,
-        app_id,
-        settings.bootstrap_servers,  # type: ignore[attr-defined]
-        config=settings.config,  # type: ignore[attr-defined]
-    )
-    return 0
 
 
 def _cmd_describe(args: argparse.Namespace) -> int:

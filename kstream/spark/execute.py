@@ -253,6 +253,10 @@ class _Ctx:
     def get_store(self, name: str) -> _DictStore:
         return _DictStore(self._stores.setdefault(name, {}))
 
+    def record_dropped(self, reason: str, record: Record | None = None) -> None:
+        """A record dropped on purpose (e.g. a null key): Spark keeps no kstream metrics."""
+        return None
+
 
 class _DictStore:
     """A key-value store over the slice of state Spark keeps for one grouping key."""

@@ -24,6 +24,7 @@ from kstream.config import Config, validate_app_id
 from kstream.duration import duration
 from kstream.errors import ConfigError, TopologyError
 from kstream.spark.plan import ENTRY, Plan, build_plan
+from kstream.spark.progress import ProgressLog
 from kstream.topology.topology import Topology
 
 if TYPE_CHECKING:
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
 
 _PROCESSING_TIME = re.compile(r"^processingTime=(.+)$")
 TASK_LABEL_MODULUS = 1024
+# records read per micro-batch, all partitions together: bounds what an executor holds
+DEFAULT_MAX_RECORDS_PER_BATCH = 100_000
+_POLL_S = 1.0
 
 
 @dataclass
@@ -42,8 +46,11 @@ class SparkQuery:
     plan: Plan
 
     def wait(self) -> None:
-        """Block until the query stops; re-raise its failure."""
-        self.query.awaitTermination()
+        """Block until the query stops, logging its batches; re-raise its failure."""
+        log = ProgressLog()
+        while not self.query.awaitTermination(_POLL_S):
+            log.poll(self.query)
+        log.poll(self.query)
         exc = self.query.exception()
         if exc is not None:
             raise exc
@@ -85,16 +92,18 @@ class TaskQueries:
             return True
 
     def wait(self) -> None:
-        """Block until every query has stopped; re-raise the first failure."""
+        """Block until every query has stopped, logging their batches; re-raise a failure."""
+        log = ProgressLog()
         while True:
             for q in list(self.queries):
+                log.poll(q)
                 exc = q.exception()
                 if exc is not None:
                     self.stop()
                     raise exc
             active = [q for q in self.queries if q.isActive]
             if active:
-                active[0].awaitTermination(0.5)
+                active[0].awaitTermination(_POLL_S)
                 continue
             if not (self._sequential and self._start_next()):
                 return
@@ -134,12 +143,14 @@ def start(
     spark: Any = None,
     config: Mapping[str, Any] | Config | None = None,
     *,
-    max_records_per_batch: int | None = None,
+    max_records_per_batch: int | None = DEFAULT_MAX_RECORDS_PER_BATCH,
+    guarantee: str = "exactly_once",
 ) -> SparkQuery | TaskQueries:
     """Start the query (queries, on the task path) and return it (see `run`)."""
     validate_app_id(app_id)
     cfg = config if isinstance(config, Config) else Config.from_mapping(config)
     trig = parse_trigger(trigger)
+    guarantee = sink_guarantee(guarantee)
     try:
         plan = build_plan(topology)
     except TopologyError:
@@ -154,11 +165,12 @@ def start(
             spark,
             cfg,
             max_records_per_batch,
+            guarantee,
         )
     from kstream.spark import execute, source
     from kstream.spark.sink import TransactionalSink
 
-    counts = _prepare_topics(plan, app_id, bootstrap_servers, cfg)
+    counts, slots = _prepare_topics(plan, app_id, bootstrap_servers, cfg)
     if spark is None:
         from kstream.spark.session import spark_session
 
@@ -206,7 +218,14 @@ def start(
     out = finals[0]
     for extra in finals[1:]:
         out = out.unionByName(extra)
-    sink = TransactionalSink(app_id, bootstrap_servers, cfg.kafka)
+    sink = TransactionalSink(
+        app_id,
+        bootstrap_servers,
+        cfg.kafka,
+        slots=slots,
+        partitions=plan.sink_partitions,
+        guarantee=guarantee,
+    )
     query = (
         out.writeStream.queryName(app_id.replace("-", "_").replace(".", "_"))
         .option("checkpointLocation", checkpoint_dir)
@@ -227,14 +246,18 @@ def run(
     spark: Any = None,
     config: Mapping[str, Any] | Config | None = None,
     *,
-    max_records_per_batch: int | None = None,
+    max_records_per_batch: int | None = DEFAULT_MAX_RECORDS_PER_BATCH,
+    guarantee: str = "exactly_once",
 ) -> None:
     """Run `topology` on Spark until done (`availableNow`) or stopped (SIGTERM/SIGINT).
 
     With `trigger="availableNow"` it returns once every record present at the start has been
     processed and written; with `"processingTime=1s"` it runs a batch every second until the
     process is asked to stop. `config` takes the kstream config keys (`kafka`, `state_dir`
-    for the default checkpoint directory `<state_dir>/<app_id>/spark-checkpoint`).
+    for the default checkpoint directory `<state_dir>/<app_id>/spark-checkpoint`; on a cluster
+    give `checkpoint_dir` on storage every node shares, e.g. `hdfs://` or `s3a://`).
+    `max_records_per_batch` caps a micro-batch (None: everything available, one batch);
+    `guarantee` is `exactly_once` (transactional writes, replays skipped) or `at_least_once`.
     """
     q = start(
         topology,
@@ -245,6 +268,7 @@ def run(
         spark,
         config,
         max_records_per_batch=max_records_per_batch,
+        guarantee=guarantee,
     )
     restore: dict[signal.Signals, Any] = {}
     if threading.current_thread() is threading.main_thread():
@@ -258,10 +282,27 @@ def run(
         q.close()
 
 
-def _prepare_topics(plan: Plan, app_id: str, bootstrap_servers: str, cfg: Config) -> dict[str, int]:
-    """Check the source topics, learn the sinks' partition counts, create the marker topic."""
+def sink_guarantee(guarantee: str) -> str:
+    """The sink's mode for a kstream processing guarantee (`exactly_once_v2` is exactly once)."""
+    if guarantee in ("exactly_once", "exactly_once_v2"):
+        return "exactly_once"
+    if guarantee == "at_least_once":
+        return guarantee
+    raise ConfigError(
+        f"guarantee: expected exactly_once, exactly_once_v2 or at_least_once, got {guarantee!r}"
+    )
+
+
+def _prepare_topics(
+    plan: Plan, app_id: str, bootstrap_servers: str, cfg: Config
+) -> tuple[dict[str, int], int]:
+    """Check the source topics, learn the sinks' partition counts, create the marker topic.
+
+    Returns the source partition counts and the sink's slot count (the marker topic's: one
+    per partition of the widest sink topic when created).
+    """
     from kstream.kafka.admin import Admin
-    from kstream.spark.sink import marker_topic
+    from kstream.spark.sink import ensure_marker_topic
 
     with Admin(bootstrap_servers, kafka=cfg.kafka) as admin:
         counts = admin.partition_counts(plan.external_topics)
@@ -269,8 +310,8 @@ def _prepare_topics(plan: Plan, app_id: str, bootstrap_servers: str, cfg: Config
         if missing:
             raise TopologyError(f"source topic(s) {missing} do not exist")
         plan.sink_partitions = admin.partition_counts(plan.sink_topics)
-        admin.create_topic(marker_topic(app_id), 1, {"retention.ms": "-1"})
-    return counts
+        slots = ensure_marker_topic(admin, app_id, max(plan.sink_partitions.values(), default=1))
+    return counts, slots
 
 
 def _start_tasks(
@@ -281,13 +322,14 @@ def _start_tasks(
     spark: Any,
     cfg: Config,
     max_records_per_batch: int | None,
+    guarantee: str,
 ) -> TaskQueries:
     """Create the internal topics; start one query per sub-topology (`kstream.spark.tasks`)."""
     from pyspark.sql import functions as F
 
     from kstream.kafka.admin import Admin
     from kstream.spark import execute, source, tasks
-    from kstream.spark.sink import TransactionalSink, marker_topic
+    from kstream.spark.sink import TransactionalSink, ensure_marker_topic
 
     app_id = plan.app_id
     with Admin(bootstrap_servers, kafka=cfg.kafka) as admin:
@@ -299,9 +341,12 @@ def _start_tasks(
         for t in plan.repartition_topics:
             admin.create_topic(t, resolved[t], {"retention.ms": "-1"})
         sinks = admin.partition_counts(plan.user_sink_topics)
-        for sid in plan.order:
-            admin.create_topic(marker_topic(_query_app(app_id, sid)), 1, {"retention.ms": "-1"})
-    plan.partitions = {**counts, **resolved, **sinks}
+        plan.partitions = {**counts, **resolved, **sinks}
+        # as many write slots as the widest topic the query may write to
+        widest = max(plan.partitions.values(), default=1)
+        slots = {
+            sid: ensure_marker_topic(admin, _query_app(app_id, sid), widest) for sid in plan.order
+        }
     plan.bootstrap_servers = bootstrap_servers
     plan.kafka = dict(cfg.kafka)
     blob = plan.blob()
@@ -355,7 +400,14 @@ def _start_tasks(
             else:
                 out = raw
             query_app = _query_app(app_id, sid)
-            sink = TransactionalSink(query_app, bootstrap_servers, cfg.kafka)
+            sink = TransactionalSink(
+                query_app,
+                bootstrap_servers,
+                cfg.kafka,
+                slots=slots[sid],
+                partitions=plan.partitions,
+                guarantee=guarantee,
+            )
             query = (
                 out.writeStream.queryName(query_app.replace("-", "_").replace(".", "_"))
                 .option("checkpointLocation", os.path.join(checkpoint_dir, f"subtopology-{sid}"))

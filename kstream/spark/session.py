@@ -1,18 +1,27 @@
-"""A SparkSession sized for a small machine, with the Kafka source registered.
+"""A SparkSession with the Kafka source registered, on whatever cluster the job was given.
+
+The master comes from the launcher, as for any PySpark job: `spark-submit --master`,
+`spark-defaults.conf`, `PYSPARK_SUBMIT_ARGS`, the `SPARK_MASTER` variable or an explicit
+`master=`; only when none is set does the session run in-process (`local[2]`). Likewise
+`DEFAULTS` fill in only keys the launcher left unset, so `--conf` on the command line wins.
 
 The Python workers Spark starts must run this interpreter and import the user's modules:
 functions in a topology are pickled by reference, so the workers need the same `sys.path`.
-Both go through the environment, which only takes effect for a JVM started after it is set.
+Both go through the environment, which only takes effect for a JVM started after it is set (on
+a cluster, the workers' own environment or a shipped virtualenv provides them).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
+import shlex
 import sys
 from collections.abc import Mapping
 from typing import Any
 
 STATE_STORE_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+LOCAL_MASTER = "local[2]"
 
 DEFAULTS: dict[str, str] = {
     "spark.ui.enabled": "false",
@@ -28,21 +37,74 @@ DEFAULTS: dict[str, str] = {
 
 
 def spark_session(
-    master: str = "local[2]",
+    master: str | None = None,
     app_name: str = "kstream",
     conf: Mapping[str, Any] | None = None,
 ) -> Any:
-    """Get or create a SparkSession with `DEFAULTS` overridden by `conf`."""
+    """Get or create a SparkSession: `DEFAULTS` under the launcher's settings under `conf`.
+
+    An active session is returned as it is (with the source registered), since a running
+    SparkContext cannot change its master.
+    """
     from pyspark.sql import SparkSession
 
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None:
+        register(active)
+        return active
     prepare_environment()
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for k, v in {**DEFAULTS, **{k: str(v) for k, v in (conf or {}).items()}}.items():
-        builder = builder.config(k, v)
+    launched = launcher_settings()
+    builder = SparkSession.builder.appName(app_name)
+    chosen = master or os.environ.get("SPARK_MASTER") or None
+    if chosen:
+        builder = builder.master(chosen)
+    elif "spark.master" not in launched:
+        builder = builder.master(LOCAL_MASTER)
+    for k, v in DEFAULTS.items():
+        if k not in launched:
+            builder = builder.config(k, v)
+    for k, v in (conf or {}).items():
+        builder = builder.config(k, str(v))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
+
+
+def launcher_settings() -> dict[str, str]:
+    """The settings the launcher gives the driver, read without starting a JVM.
+
+    Under `spark-submit` the JVM is already there and holds them; otherwise they are what
+    `pyspark` will pass on: `spark-defaults.conf` and `PYSPARK_SUBMIT_ARGS`.
+    """
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        from pyspark import SparkConf
+
+        return dict(SparkConf().getAll())
+    out: dict[str, str] = {}
+    conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(
+        os.environ.get("SPARK_HOME", ""), "conf"
+    )
+    defaults = os.path.join(conf_dir, "spark-defaults.conf")
+    if os.path.isfile(defaults):
+        with open(defaults, encoding="utf-8") as f:
+            for line in f:
+                parts = line.strip().split(None, 1)
+                if len(parts) == 2 and not parts[0].startswith("#"):
+                    out[parts[0]] = parts[1].strip()
+    args = shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    for flag, value in itertools.pairwise(args):
+        if flag == "--master":
+            out["spark.master"] = value
+        elif flag == "--conf" and "=" in value:
+            k, _, v = value.partition("=")
+            out[k] = v
+    return out
+
+
+def is_local(spark: Any) -> bool:
+    """Whether `spark` runs its executors in this process's JVM."""
+    return str(spark.sparkContext.master).startswith("local")
 
 
 def prepare_environment() -> None:

@@ -1,28 +1,42 @@
-"""The Kafka sink of the Spark runner: `foreachBatch`, idempotent per batch id.
+"""The Kafka sink of the Spark runner: written from the executors, idempotent per (batch, slot).
 
 Spark replays a failed micro-batch with the same offsets and may call the sink again for a
-batch whose output already reached Kafka (a crash between the sink and Spark's commit log). So
-each batch is written in one Kafka transaction that also commits the batch id as the offset of
-a marker partition for the sink's own consumer group: the broker applies that offset only when
-the transaction commits, so "is batch N written?" has an exact answer, and a batch at or below
-the committed marker is skipped.
+batch whose output already reached Kafka (a crash between the sink and Spark's commit log), or
+retry one write task whose executor died. So a batch's rows are split into a fixed number of
+write slots by the partition they go to (all rows for one topic partition in one slot, so a
+partition gets its rows in the batch's write order, as from one writer), and each slot is
+written by one executor task in a Kafka transaction of its own, with its own transactional id.
+Inside that transaction the task commits the batch id as the sink group's offset of marker
+partition `slot`: the broker applies that offset only when the transaction commits, so "is slot
+i of batch N written?" has an exact answer, and a replayed slot at or below its committed
+marker is skipped. The slot count is the marker topic's partition count, fixed when the topic
+is created, so a replay maps rows to the same slots. The driver only sees one small row per
+slot: records never pass through it.
 
 Every record carries the `kstream.src` provenance header, derived from the input record that
 caused it and its rank among that record's outputs in the batch; a replayed batch yields the
 same ids, so a kstream reader drops anything a broker shows twice (e.g. records of an aborted
-transaction that a faulty broker still hands to read_committed readers).
+transaction that a faulty broker still hands to read_committed readers). Within a partition,
+what one input partition caused is in input order, as kstream writers keep it.
+
+With the `at_least_once` guarantee the slots write without transactions or markers: a replayed
+batch is written again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import zlib
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from kstream.kafka.partitioner import default_partition
 from kstream.spark.order import merge_by_head, tp_order
 from kstream.spark.source import decode_headers
 from kstream.state import provenance
 
 COLUMNS = ("ptopic", "ppart", "poff", "seq", "k", "topic", "v", "ts", "part", "h")
+RESULT_SCHEMA = "slot int, written long, skipped boolean"
+GUARANTEES = ("exactly_once", "at_least_once")
 
 
 def marker_topic(app_id: str) -> str:
@@ -33,14 +47,68 @@ def sink_group(app_id: str) -> str:
     return f"{app_id}-spark-sink"
 
 
+def ensure_marker_topic(admin: Any, app_id: str, slots: int) -> int:
+    """Create the marker topic with `slots` partitions unless it exists; its partition count."""
+    topic = marker_topic(app_id)
+    existing = admin.partition_counts([topic]).get(topic)
+    if existing:
+        return int(existing)
+    admin.create_topic(topic, max(int(slots), 1), {"retention.ms": "-1"})
+    return max(int(slots), 1)
+
+
+def destination(
+    topic: str, key: bytes | None, part: int | None, partitions: Mapping[str, int]
+) -> int:
+    """The partition a row goes to: its own, else its key's (murmur2, as kstream's producers
+    place keys), else -1 (no key: the producer picks)."""
+    if part is not None:
+        return int(part)
+    n = partitions.get(topic)
+    if key is None or not n:
+        return -1
+    return default_partition(key, n)
+
+
+def slot_of(topic: str, partition: int, slots: int) -> int:
+    """The write slot of rows going to (`topic`, `partition`).
+
+    A topic's partitions take consecutive slots from an offset given by the topic name's CRC-32
+    (the same in every process), so they never share a slot while there are as many slots as
+    partitions. Rows with no known partition go to the topic's first slot.
+    """
+    return (zlib.crc32(topic.encode()) + max(int(partition), 0)) % slots
+
+
+def slot_assigner(partitions: Mapping[str, int], slots: int) -> Any:
+    """The `mapInArrow` function that adds each row's write slot (column `slot`)."""
+    partitions = dict(partitions)
+
+    def assign(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        for b in batches:
+            topics = b.column("topic").to_pylist()
+            keys = b.column("k").to_pylist()
+            parts = b.column("part").to_pylist()
+            slot = [
+                slot_of(t, destination(t, k, p, partitions), slots)
+                for t, k, p in zip(topics, keys, parts, strict=True)
+            ]
+            yield pa.RecordBatch.from_arrays(
+                [*b.columns, pa.array(slot, pa.int32())], names=[*b.schema.names, "slot"]
+            )
+
+    return assign
+
+
 def write_order(rows: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """The batch's rows in the order they are written: deterministic, so a replay is the same.
+    """A slot's rows in the order they are written: deterministic, so a replay is the same.
 
     Rows are `(ptopic, ppart, poff, seq, k, topic, v, ts, part, headers)`. What one input
     partition caused stays in its order (input offset, then rank); input partitions are
     interleaved by timestamp, each next row taken from the partition whose head is oldest, as a
-    Kafka Streams task picks its next record. So a repartition topic written from several
-    partitions is in time order where its inputs were.
+    Kafka Streams task picks its next record.
     """
     groups: dict[tuple[Any, Any], list[tuple[Any, ...]]] = {}
     for r in rows:
@@ -58,59 +126,105 @@ def _input_order(r: tuple[Any, ...]) -> tuple[Any, ...]:
     return (r[2], r[3], r[4] or b"")
 
 
-class TransactionalSink:
-    """`foreachBatch` callable; runs on the driver, one transaction per non-empty batch."""
+RANK_ORDER = ("seq", "k", "topic", "v")
+
+
+def ranked(df: Any) -> Any:
+    """`df`'s rows (`COLUMNS`) with `seq` replaced by the row's rank among the outputs of its
+    input record, in (seq, key, topic, value) order: the index of its provenance id.
+
+    Computed over the whole batch before the rows are split into slots, since one input
+    record's outputs may go to several partitions (and the steps that made them number their
+    outputs each on their own).
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = Window.partitionBy("ptopic", "ppart", "poff").orderBy(*RANK_ORDER)
+    return df.select(*COLUMNS).withColumn("seq", (F.row_number().over(w) - 1).cast("long"))
+
+
+def ranks(cols: Mapping[str, list[Any]]) -> list[int]:
+    """`ranked` for rows given as columns, in this process."""
+    n = len(cols["seq"])
+    order = sorted(
+        range(n),
+        key=lambda i: (
+            cols["ptopic"][i],
+            cols["ppart"][i],
+            cols["poff"][i],
+            cols["seq"][i],
+            cols["k"][i] or b"",
+            cols["topic"][i],
+            cols["v"][i] or b"",
+        ),
+    )
+    out = [0] * n
+    prev: tuple[Any, Any, Any] | None = None
+    rank = 0
+    for i in order:
+        here = (cols["ptopic"][i], cols["ppart"][i], cols["poff"][i])
+        rank = rank + 1 if here == prev else 0
+        prev = here
+        out[i] = rank
+    return out
+
+
+class SlotWriter:
+    """Writes the rows of one slot of a batch, in an executor's Python worker.
+
+    Its transactional id is the slot's, so a writer started for the slot fences any earlier
+    one (a zombie of a lost executor cannot commit afterwards). A failed attempt is retried
+    once with new clients, after re-reading the marker.
+    """
 
     def __init__(
-        self, app_id: str, bootstrap_servers: str, kafka: Mapping[str, Any] | None = None
+        self,
+        app_id: str,
+        bootstrap_servers: str,
+        kafka: Mapping[str, Any],
+        slot: int,
+        guarantee: str = "exactly_once",
     ) -> None:
         self.app_id = app_id
         self.bootstrap_servers = bootstrap_servers
-        self.kafka = dict(kafka or {})
+        self.kafka = dict(kafka)
+        self.slot = slot
+        self.transactional = guarantee == "exactly_once"
         self._producer: Any = None
         self._consumer: Any = None
-        self.batches_written = 0
-        self.batches_skipped = 0
-        self.records_written = 0
 
     def _clients(self) -> tuple[Any, Any]:
         from kstream.kafka.consumer import Consumer
         from kstream.kafka.producer import Producer
 
-        if self._consumer is None:
-            self._consumer = Consumer(
-                self.bootstrap_servers, group_id=sink_group(self.app_id), kafka=self.kafka
-            )
         if self._producer is None:
             self._producer = Producer(
                 self.bootstrap_servers,
                 kafka=self.kafka,
-                transactional_id=f"{self.app_id}-spark-sink",
+                transactional_id=(
+                    f"{self.app_id}-spark-sink-{self.slot}" if self.transactional else None
+                ),
+            )
+        if self._consumer is None and self.transactional:
+            self._consumer = Consumer(
+                self.bootstrap_servers, group_id=sink_group(self.app_id), kafka=self.kafka
             )
         return self._producer, self._consumer
 
-    def committed_batches(self) -> int:
-        """How many batches (0..N-1) are known to be written."""
+    def committed(self) -> int:
+        """The slot's marker: batches up to it (exclusive) are written or had no rows here."""
         from confluent_kafka import TopicPartition
 
         _, consumer = self._clients()
-        tp = consumer.committed([TopicPartition(marker_topic(self.app_id), 0)])[0]
+        tp = consumer.committed([TopicPartition(marker_topic(self.app_id), self.slot)])[0]
         return max(int(tp.offset), 0)
 
-    def __call__(self, df: Any, batch_id: int) -> None:
-        self.write(df.select(*COLUMNS).toArrow().to_pydict(), batch_id)
-
-    def write(self, cols: Mapping[str, list[Any]], batch_id: int) -> None:
-        from confluent_kafka import TopicPartition
-
-        producer, consumer = self._clients()
+    def write(self, cols: Mapping[str, list[Any]], batch_id: int) -> int:
+        """Write the rows once; the number written, or -1 if the slot had written this batch."""
         n = len(cols["seq"])
         if not n:
-            return
-        if batch_id < self.committed_batches():
-            self.batches_skipped += 1
-            return
-        headers = cols.get("h") or [None] * n
+            return 0
         rows = write_order(
             zip(
                 cols["ptopic"],
@@ -122,16 +236,32 @@ class TransactionalSink:
                 cols["v"],
                 cols["ts"],
                 cols["part"],
-                headers,
+                cols.get("h") or [None] * n,
                 strict=True,
             )
         )
+        try:
+            return self._attempt(rows, batch_id)
+        except Exception:
+            self.close(abort=True)
+            return self._attempt(rows, batch_id)
+
+    def _attempt(self, rows: list[tuple[Any, ...]], batch_id: int) -> int:
+        from confluent_kafka import TopicPartition
+
+        producer, consumer = self._clients()
+        if not self.transactional:
+            _produce_all(producer, rows)
+            producer.flush()
+            return len(rows)
+        if batch_id < self.committed():
+            return -1
         producer.begin()
         try:
-            self._produce_all(producer, rows)
-            meta = consumer.consumer_group_metadata()
+            _produce_all(producer, rows)
             producer.send_offsets(
-                [TopicPartition(marker_topic(self.app_id), 0, batch_id + 1)], meta
+                [TopicPartition(marker_topic(self.app_id), self.slot, batch_id + 1)],
+                consumer.consumer_group_metadata(),
             )
             producer.commit()
         except BaseException:
@@ -141,35 +271,170 @@ class TransactionalSink:
                 except Exception:
                     pass
             raise
-        self.batches_written += 1
-        self.records_written += len(rows)
+        return len(rows)
 
-    @staticmethod
-    def _produce_all(producer: Any, rows: list[tuple[Any, ...]]) -> None:
-        """Every row with its provenance id (+ the record's own headers), in order."""
-        raw = producer.raw.produce
-        encode, header = provenance.encode, provenance.HEADER
-        prev: tuple[Any, Any, Any] | None = None
-        index = 0
-        for pt, pp, po, _seq, k, topic, v, ts, part, hs in rows:
-            here = (pt, pp, po)
-            index = index + 1 if here == prev else 0
-            prev = here
-            hdrs = [(header, encode(pt, pp, po, index))]
-            if hs is not None:
-                hdrs = [h for h in decode_headers(hs) if h[0] != header] + hdrs
-            try:
-                if part is None:
-                    raw(topic, v, k, timestamp=ts or 0, headers=hdrs)
-                else:
-                    raw(topic, v, k, partition=part, timestamp=ts or 0, headers=hdrs)
-            except Exception:  # a full queue: drained and retried; or raised as kstream's error
-                producer.produce(topic, v, k, partition=part, timestamp=ts, headers=hdrs)
+    def close(self, abort: bool = False) -> None:
+        producer, self._producer = self._producer, None
+        consumer, self._consumer = self._consumer, None
+        for client in (producer, consumer):
+            if client is not None:
+                try:
+                    client.close(**({"timeout": 1.0} if abort and client is producer else {}))
+                except Exception:
+                    if not abort:
+                        raise
+
+
+def _produce_all(producer: Any, rows: list[tuple[Any, ...]]) -> None:
+    """Every row with its provenance id (+ the record's own headers), in order.
+
+    Rows carry their rank among their input record's outputs in place of `seq` (`ranked`).
+    """
+    raw = producer.raw.produce
+    encode, header = provenance.encode, provenance.HEADER
+    for pt, pp, po, rank, k, topic, v, ts, part, hs in rows:
+        hdrs = [(header, encode(pt, pp, po, rank))]
+        if hs is not None:
+            hdrs = [h for h in decode_headers(hs) if h[0] != header] + hdrs
+        try:
+            if part is None:
+                raw(topic, v, k, timestamp=ts or 0, headers=hdrs)
+            else:
+                raw(topic, v, k, partition=part, timestamp=ts or 0, headers=hdrs)
+        except Exception:  # a full queue: drained and retried; or raised as kstream's error
+            producer.produce(topic, v, k, partition=part, timestamp=ts, headers=hdrs)
+
+
+def write_function(
+    app_id: str, bootstrap_servers: str, kafka: Mapping[str, Any], guarantee: str, batch_id: int
+) -> Any:
+    """The `applyInArrow` function that writes one slot's rows on an executor."""
+    kafka = dict(kafka)
+
+    def write(key: tuple[Any, ...], table: Any) -> Any:
+        import pyarrow as pa
+
+        slot = int(key[0].as_py())
+        # clients per write: a cached producer would be fenced by whichever worker wrote the
+        # slot last, and a fenced producer's retries cost more than a new one
+        writer = SlotWriter(app_id, bootstrap_servers, kafka, slot, guarantee)
+        try:
+            n = writer.write(table.select(list(COLUMNS)).to_pydict(), batch_id)
+        finally:
+            writer.close(abort=True)
+        return pa.table(
+            {
+                "slot": pa.array([slot], pa.int32()),
+                "written": pa.array([max(n, 0)], pa.int64()),
+                "skipped": pa.array([n < 0], pa.bool_()),
+            }
+        )
+
+    return write
+
+
+class TransactionalSink:
+    """`foreachBatch` callable: the driver plans the write, executor tasks do it per slot.
+
+    `write` (rows given as columns) writes in this process instead, slot by slot, as the
+    executors would: for tools and tests without a query.
+    """
+
+    def __init__(
+        self,
+        app_id: str,
+        bootstrap_servers: str,
+        kafka: Mapping[str, Any] | None = None,
+        *,
+        slots: int = 1,
+        partitions: Mapping[str, int] | None = None,
+        guarantee: str = "exactly_once",
+    ) -> None:
+        if guarantee not in GUARANTEES:
+            raise ValueError(f"guarantee must be one of {GUARANTEES}, got {guarantee!r}")
+        self.app_id = app_id
+        self.bootstrap_servers = bootstrap_servers
+        self.kafka = dict(kafka or {})
+        self.slots = max(int(slots), 1)
+        self.partitions = dict(partitions or {})
+        self.guarantee = guarantee
+        self._local: dict[int, SlotWriter] = {}
+        self.batches_written = 0
+        self.batches_skipped = 0
+        self.records_written = 0
+        self.last_batch_records = 0
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        fn = write_function(
+            self.app_id, self.bootstrap_servers, self.kafka, self.guarantee, batch_id
+        )
+        from pyspark.sql.types import IntegerType, StructField, StructType
+
+        rows = ranked(df)
+        with_slot = StructType([*rows.schema.fields, StructField("slot", IntegerType())])
+        results = (
+            rows.mapInArrow(slot_assigner(self.partitions, self.slots), with_slot)
+            .groupBy("slot")
+            .applyInArrow(fn, RESULT_SCHEMA)
+            .collect()
+        )
+        self._count([(int(r["written"]), bool(r["skipped"])) for r in results])
+
+    def _count(self, results: list[tuple[int, bool]]) -> None:
+        if not results:
+            self.last_batch_records = 0
+            return
+        written = sum(n for n, _ in results)
+        self.last_batch_records = written
+        self.records_written += written
+        if all(skipped for _, skipped in results):
+            self.batches_skipped += 1
+        else:
+            self.batches_written += 1
+
+    def write(self, cols: Mapping[str, list[Any]], batch_id: int) -> None:
+        """Write one batch from this process (the slots one after the other)."""
+        n = len(cols["seq"])
+        cols = {**cols, "seq": ranks(cols)}
+        split: dict[int, list[int]] = {}
+        for i, (t, k, p) in enumerate(zip(cols["topic"], cols["k"], cols["part"], strict=True)):
+            split.setdefault(
+                slot_of(t, destination(t, k, p, self.partitions), self.slots), []
+            ).append(i)
+        results = []
+        for slot, idx in sorted(split.items()):
+            part = {c: [cols[c][i] for i in idx] for c in COLUMNS if c in cols}
+            if "h" not in part:
+                part["h"] = [None] * len(idx)
+            w = self._local.get(slot)
+            if w is None:
+                w = self._local[slot] = SlotWriter(
+                    self.app_id, self.bootstrap_servers, self.kafka, slot, self.guarantee
+                )
+            got = w.write(part, batch_id)
+            results.append((max(got, 0), got < 0))
+        if n:
+            self._count(results)
+
+    def committed_batches(self) -> int:
+        """How many batches (0..N-1) are known to be written: the furthest slot's marker."""
+        return committed_batches(self.bootstrap_servers, self.app_id, self.kafka)
 
     def close(self) -> None:
-        if self._producer is not None:
-            self._producer.close()
-            self._producer = None
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+        for w in self._local.values():
+            w.close()
+        self._local.clear()
+
+
+def committed_batches(
+    bootstrap_servers: str, app_id: str, kafka: Mapping[str, Any] | None = None
+) -> int:
+    """The highest batch count any slot of `app_id`'s sink has committed."""
+    from confluent_kafka import TopicPartition
+
+    from kstream.kafka.consumer import Consumer
+
+    with Consumer(bootstrap_servers, group_id=sink_group(app_id), kafka=kafka) as c:
+        parts = c.partitions_for(marker_topic(app_id))
+        tps = c.committed([TopicPartition(marker_topic(app_id), p) for p in parts])
+    return max((max(int(tp.offset), 0) for tp in tps), default=0)

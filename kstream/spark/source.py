@@ -130,6 +130,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.transform = opts.get("transform") or None
         self._target: Offsets | None = None
         self._planner: Any = None
+        self._available: Offsets | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -161,6 +162,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         lows, ends = self._ends()
+        self._available = ends
         if self._target is not None:
             ends = _cap(ends, self._target)
         begin = _merge_start(start, lows)
@@ -168,6 +170,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if isinstance(limit, ReadMaxRows):
             ends = _limit(begin, ends, int(limit.max_rows))
         return ends
+
+    def reportLatestOffset(self) -> dict | None:
+        """What Kafka holds (not capped by the batch limit): the query's progress shows lag."""
+        return self._available
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         out: list[InputPartition] = []

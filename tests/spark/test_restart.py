@@ -18,11 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import TopicPartition
 from spark_helpers import create_topics, produce, read_all
 
 from examples.word_count import words
-from kstream.kafka.consumer import Consumer
 
 pytest.importorskip("pyspark")
 
@@ -31,11 +29,9 @@ ROOT = HERE.parents[1]
 
 
 def committed_batches(bootstrap: str, app_id: str) -> int:
-    from kstream.spark.sink import marker_topic, sink_group
+    from kstream.spark.sink import committed_batches
 
-    with Consumer(bootstrap, group_id=sink_group(app_id)) as c:
-        tp = c.committed([TopicPartition(marker_topic(app_id), 0)])[0]
-    return max(int(tp.offset), 0)
+    return committed_batches(bootstrap, app_id)
 
 
 def test_kill_and_restart(
