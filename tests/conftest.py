@@ -34,14 +34,21 @@ class ExternalBroker:
 
 
 LONG = os.environ.get("KSTREAM_LONG") == "1"
-# Directories whose tests run on one pytest-xdist worker: the Spark tests share one session (one
-# JVM), the cluster tests one standalone cluster, instead of one per worker.
-XDIST_GROUPS = ("spark", "spark_cluster")
+# Tests that run together on one pytest-xdist worker (path prefix -> group, first match): the
+# Spark tests share a session per worker, so a JVM per group rather than per worker; they are
+# the longest part of the suite, so they form two groups of about equal time (two JVMs in
+# parallel). The cluster tests share one standalone cluster.
+XDIST_GROUPS = (
+    ("tests/spark/test_tasks.py", "spark-tasks"),
+    ("tests/spark/test_restart.py", "spark-tasks"),
+    ("tests/spark/", "spark"),
+    ("tests/spark_cluster/", "spark_cluster"),
+)
 
 
 def _xdist_group(nodeid: str) -> str | None:
-    path = "/" + nodeid.split("::", 1)[0].replace("\\", "/")
-    return next((g for g in XDIST_GROUPS if f"/{g}/" in path), None)
+    path = nodeid.split("::", 1)[0].replace("\\", "/")
+    return next((group for prefix, group in XDIST_GROUPS if path.startswith(prefix)), None)
 
 
 @pytest.hookimpl(optionalhook=True)
