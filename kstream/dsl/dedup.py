@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kstream.dsl.graph import processor_factory
+from kstream.dsl.graph import StoreLike, processor_factory
 from kstream.dsl.processors import BuiltinProcessor
-from kstream.duration import duration
+from kstream.duration import DurationLike, duration
 from kstream.errors import TopologyError
 from kstream.records import Record
 from kstream.topology.processor import ProcessorContext
@@ -74,11 +74,12 @@ class DeduplicateProcessor(BuiltinProcessor):
 def deduplicate(
     stream: KStream,
     id_fn: Callable[[Any, Any], Any] | None,
-    within: Any,
-    store: Any,
+    within: DurationLike | None,
+    store: StoreLike,
     name: str | None = None,
 ) -> KStream:
-    """The hook behind `KStream.deduplicate(id_fn=None, within=..., store=None)`."""
+    """What `KStream.deduplicate(id_fn=None, within=..., store=None)` builds (see the module
+    docstring); `within` may be left out when `store` is a dedup spec with a retention."""
     from kstream.dsl.stream import KStream
 
     if id_fn is not None and not callable(id_fn):
@@ -94,8 +95,8 @@ def deduplicate(
         raise TopologyError(f"deduplicate: within must be > 0, got {within!r}")
     if given is not None and given != ms:
         raise TopologyError(
-            f"deduplicate: store {store.name!r} has retention {given} ms but within is {ms} ms; "
-            "give one of them (or make them equal)"
+            f"deduplicate: store {getattr(store, 'name', store)!r} has retention {given} ms "
+            f"but within is {ms} ms; give one of them (or make them equal)"
         )
     b = stream._builder
     node = b.name(OP, name)

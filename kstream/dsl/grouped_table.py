@@ -37,7 +37,9 @@ def group_table(
     key_serde: SerdeLike = None,
     value_serde: SerdeLike = None,
 ) -> KGroupedTable:
-    """The hook behind `KTable.group_by(selector)`."""
+    """What `KTable.group_by(selector)` builds: a regroup processor below `table` that turns
+    each `Change` into the records for the groups it leaves and joins (no topic yet: the
+    repartition topic is added by the aggregation, named after its store)."""
     if not callable(selector):
         raise TopologyError(
             f"KTable.group_by: selector must be a function (k, v) -> (k2, v2), got {selector!r}"

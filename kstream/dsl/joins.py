@@ -1,7 +1,7 @@
 """Joins: stream-stream (windowed), stream-table, stream-global-table and table-table.
 
-`KStream.join/left_join/outer_join` and the `KTable` join methods delegate here
-(`join_stream`, `join_tables`). The rules are Kafka Streams 3.9's, checked record by record
+`KStream.join/left_join/outer_join` and the `KTable` join methods call `join_stream` and
+`join_tables` here. The rules are Kafka Streams 3.9's, checked record by record
 against ports of Kafka's own join tests (`tests/conformance`):
 
 - Stream-stream (`kstream.dsl.stream_stream_join` has the step-by-step rules): each side is
@@ -86,17 +86,22 @@ def _partitioned(stream: KStream, base: str, keep_null_keys: bool) -> str:
 
 def join_stream(
     left: KStream,
-    other: Any,
-    joiner: Any,
+    other: KStream | KTable | GlobalKTable,
+    joiner: Callable[[Any, Any], Any] | None,
     *,
     kind: str,
-    window: Any,
-    key_selector: Any,
+    window: JoinWindows | None,
+    key_selector: Callable[[Any, Any], Any] | None,
     name: str | None,
 ) -> KStream:
-    """Join a stream with a stream (windowed), a table or a global table."""
+    """Join a stream with a stream (windowed), a table or a global table: what
+    `KStream.join/left_join/outer_join` (`kind` "inner", "left", "outer") build.
+
+    Checks the combination (an outer join needs a stream, `key_selector` a global table, a
+    stream-stream join a `JoinWindows`) and raises `TopologyError` naming the operator."""
     what = f"KStream.{'join' if kind == 'inner' else kind + '_join'}"
     _check_common(kind, joiner, what)
+    assert joiner is not None  # _check_common raised otherwise
     if isinstance(other, GlobalKTable):
         return _stream_global(left, other, joiner, kind, window, key_selector, name, what)
     if key_selector is not None:
@@ -110,8 +115,18 @@ def join_stream(
     )
 
 
-def join_tables(left: KTable, other: KTable, joiner: Any, *, kind: str, name: str | None) -> KTable:
-    """Join two tables on their keys; the result is a table of `Change`s like any other."""
+def join_tables(
+    left: KTable,
+    other: KTable,
+    joiner: Callable[[Any, Any], Any],
+    *,
+    kind: str,
+    name: str | None,
+) -> KTable:
+    """Join two tables on their keys: what `KTable.join/left_join/outer_join` build.
+
+    The result is a table of `Change`s like any other, readable by later joins through a
+    getter that applies `joiner` to both sides' current values (no store of its own)."""
     what = f"KTable.{'join' if kind == 'inner' else kind + '_join'}"
     _check_common(kind, joiner, what)
     if not isinstance(other, KTable):

@@ -189,7 +189,16 @@ class KTable(Handle):
 
 
 class GlobalKTable:
-    """A table replicated in full on every instance: joined by a key derived from the record."""
+    """A table replicated in full on every instance: joined by a key derived from the record.
+
+    It has no operators of its own: streams join it with
+    `stream.join(global_table, key_selector(k, v), joiner(v, gv))` (or `left_join`), with no
+    repartition and no co-partitioning; `store_name` names its store for queries.
+
+    Example:
+        countries = b.global_table("countries", value_serde="json")
+        orders.join(countries, lambda k, o: o["country"], lambda o, c: {**o, "c": c})
+    """
 
     def __init__(
         self, store: str, topic: str, key_serde: Serde | None, value_serde: Serde | None

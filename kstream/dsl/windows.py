@@ -29,6 +29,15 @@ class TimeWindows:
     def of(
         cls, size: DurationLike, advance: DurationLike | None = None, grace: DurationLike = 0
     ) -> TimeWindows:
+        """Windows of `size`, tumbling, or hopping by `advance`; durations are ms or strings ("1m").
+
+        `grace` is how long after a window's end (in stream time) late records are still added;
+        later ones are dropped and counted as late. Windows are aligned to the epoch.
+
+        Example:
+            TimeWindows.of("1m")                              # tumbling minutes
+            TimeWindows.of("5m", advance="1m", grace="10s")   # hopping, 5 windows per record
+        """
         size_ms = duration(size, name="TimeWindows size")
         if size_ms <= 0:
             raise ConfigError(f"TimeWindows size must be > 0 ms, got {size!r}")
@@ -70,6 +79,12 @@ class SlidingWindows:
 
     @classmethod
     def of(cls, max_difference: DurationLike, grace: DurationLike = 0) -> SlidingWindows:
+        """Sliding windows: records at most `max_difference` apart share a window; `grace` as for
+        `TimeWindows` (Kafka's `SlidingWindows.ofTimeDifferenceAndGrace`).
+
+        Example:
+            SlidingWindows.of("5m", grace="30s")
+        """
         diff = duration(max_difference, name="SlidingWindows max_difference")
         if diff <= 0:
             raise ConfigError(
@@ -91,6 +106,11 @@ class SessionWindows:
 
     @classmethod
     def with_gap(cls, gap: DurationLike, grace: DurationLike = 0) -> SessionWindows:
+        """Sessions that close after `gap` without records of the key; `grace` as for `TimeWindows`.
+
+        Example:
+            SessionWindows.with_gap("30m")
+        """
         gap_ms = duration(gap, name="SessionWindows gap")
         if gap_ms <= 0:
             raise ConfigError(f"SessionWindows gap must be > 0 ms, got {gap!r}")
@@ -113,6 +133,13 @@ class JoinWindows:
     def of(
         cls, before: DurationLike, after: DurationLike | None = None, grace: DurationLike = 0
     ) -> JoinWindows:
+        """Records join when the other's timestamp lies in `[t - before, t + after]` (`after`
+        defaults to `before`); `grace` keeps accepting out-of-order records that long after the
+        window has passed in stream time, and delays unmatched left/outer results as long.
+
+        Example:
+            orders.join(payments, lambda o, p: (o, p), window=JoinWindows.of("10m", grace="1m"))
+        """
         before_ms = duration(before, name="JoinWindows before")
         after_ms = before_ms if after is None else duration(after, name="JoinWindows after")
         return cls(before_ms, after_ms, duration(grace, name="JoinWindows grace"))
