@@ -113,6 +113,7 @@ class InternalBuilder:
         return n
 
     def store_name(self, op: str, given: str | None = None, prefix: str = "KSTREAM") -> str:
+        """A store name: `given`, or `<prefix>-<op>-STATE-STORE-<index>` (Kafka's pattern)."""
         return self.name(f"{op}-STATE-STORE", given, prefix)
 
     def store_spec(
@@ -164,6 +165,7 @@ class InternalBuilder:
         op: str = "SOURCE",
         prefix: str = "KSTREAM",
     ) -> str:
+        """Add a source node reading `topics` (step 2 of the module docstring); returns its name."""
         n = self.name(op, name, prefix)
         self.topology.add_source(n, topics, key_serde, value_serde)
         return n
@@ -175,6 +177,11 @@ class InternalBuilder:
         parents: str | Sequence[str],
         stores: Iterable[str] = (),
     ) -> str:
+        """Add processor `name` below `parents`, connected to `stores`; returns `name`.
+
+        Also switches on old values in table filters above it when it is a consumer that needs
+        them (see `table_operator`).
+        """
         self.topology.add_processor(name, factory, parents, stores)
         if self._old_value_flags:
             self._maybe_send_old_values(factory, parents)
@@ -207,14 +214,19 @@ class InternalBuilder:
         partitioner: Partitioner | None = None,
         name: str | None = None,
     ) -> str:
+        """Add a sink writing `parents`' records to `topic`; returns the sink's name."""
         n = self.name("SINK", name)
         self.topology.add_sink(n, topic, parents, key_serde, value_serde, partitioner)
         return n
 
     def add_store(self, spec: StoreSpec, processors: Iterable[str] = ()) -> None:
+        """Add the store `spec` to the topology, owned by `processors` (changelogged unless the
+        spec says otherwise).
+        """
         self.topology.add_state_store(spec, list(processors))
 
     def connect(self, processor: str, store: str) -> None:
+        """Let `processor` read `store`, owned by another processor (both join one sub-topology)."""
         self.topology.connect_processor_and_store(processor, store)
 
     def repartition(
@@ -291,6 +303,7 @@ class ValueGetter:
 
     @property
     def stores(self) -> tuple[str, ...]:
+        """The stores a processor using this getter must be connected to."""
         return (self.store,)
 
     def then(self, fn: Callable[[Any, Any], Any]) -> ValueGetter:
@@ -298,6 +311,7 @@ class ValueGetter:
         return ValueGetter(self.store, (*self.transforms, fn))
 
     def bind(self, ctx: ProcessorContext) -> Callable[[Any], Any]:
+        """`get(key) -> value | None` for use inside a processor initialised with `ctx`."""
         get: Callable[[Any], Any] = ctx.get_store(self.store).get
         fns = self.transforms
         if not fns:

@@ -18,7 +18,13 @@ LONG = serde("long")
 
 
 class KGroupedStream(Handle):
-    """Records grouped by their key; aggregations repartition first if the key changed."""
+    """Records grouped by their key, from `KStream.group_by_key` or `KStream.group_by`.
+
+    Each aggregation returns a `KTable` and repartitions first if the key changed upstream.
+
+    Example:
+        b.stream("clicks").group_by(lambda k, v: v["page"]).count()
+    """
 
     def __init__(
         self,

@@ -26,7 +26,13 @@ def _opt_serde(s: SerdeLike) -> Serde | None:
 
 
 class KStream(Handle):
-    """A handle on one node of the graph; every operator returns a new handle.
+    """An unbounded stream of independent records (facts, not updates), from
+    `StreamBuilder.stream` or an operator; every operator returns a new handle and adds its
+    nodes to the builder's topology at once.
+
+    Example:
+        words = b.stream("lines", value_serde="str").flat_map_values(str.split)
+        words.group_by(lambda k, w: w).count().to_stream().to("word-counts")
 
     `_key_serde`/`_value_serde` are the serdes known to fit the records here (None: unknown,
     e.g. after `map`); `_repartition_required` is True once the key may have changed, so the

@@ -20,7 +20,15 @@ if TYPE_CHECKING:
 
 
 class KTable(Handle):
-    """A handle on a table node; `_getter` reads its current value for a key (for joins)."""
+    """A changelog stream read as a table: the latest value per key, where a None value
+    deletes the key. From `StreamBuilder.table`, `KStream.to_table` or an aggregation.
+
+    Example:
+        users = b.table("users", value_serde="json")
+        users.filter(lambda k, u: u["active"]).to_stream().to("active-users")
+
+    `_getter` reads its current value for a key (for joins).
+    """
 
     def __init__(
         self,
