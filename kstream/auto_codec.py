@@ -74,9 +74,9 @@ def _encoder(fallback: Callable[[Any], bytes] | None) -> Callable[[Any], bytes]:
             bits = bits ^ 0xFFFFFFFFFFFFFFFF if bits & _SIGN else bits | _SIGN
             return b"\x11" + _Q.pack(bits)
         if t is str:
-            return b"\x20" + x.encode("utf-8")
+            return b"\x20" + bytes(x.encode("utf-8"))
         if t is bytes:
-            return b"\x30" + x
+            return b"\x30" + bytes(x)
         if t is tuple:
             return _seq(TUPLE, x, enc)
         if t is list:
@@ -90,11 +90,11 @@ def _encoder(fallback: Callable[[Any], bytes] | None) -> Callable[[Any], bytes]:
         if t is decimal.Decimal:
             return b"\x60" + str(x).encode("ascii")
         if t is datetime.datetime:
-            return b"\x61" + x.isoformat().encode("ascii")
+            return b"\x61" + str(x.isoformat()).encode("ascii")
         if t is datetime.date:
-            return b"\x62" + x.isoformat().encode("ascii")
+            return b"\x62" + str(x.isoformat()).encode("ascii")
         if t is uuid.UUID:
-            return b"\x63" + x.bytes
+            return b"\x63" + bytes(x.bytes)
         if t is Windowed:
             return _seq(WINDOWED, x, enc)
         if fallback is not None:

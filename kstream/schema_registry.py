@@ -164,6 +164,7 @@ def registry_serde(
     def write(value: Any, ctx: Any) -> bytes | None:
         if ser is None:
             raise SerdeError("avro serde: no schema given, so it can only read")
-        return ser(value, ctx)
+        out: bytes | None = ser(value, ctx)
+        return out
 
     return RegistrySerde(format, write, de)

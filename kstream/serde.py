@@ -141,7 +141,9 @@ def _json_de(b: bytes | None) -> Any:
         raise SerdeError(f"json serde: invalid JSON ({e}): {bytes(b)[:80]!r}") from e
 
 
-def _fixed(fmt: str, label: str, kind: type | tuple[type, ...]) -> tuple[Callable, Callable]:
+def _fixed(
+    fmt: str, label: str, kind: type | tuple[type, ...]
+) -> tuple[Callable[[Any], bytes | None], Callable[[bytes | None], Any]]:
     s = struct.Struct(fmt)
     pack, unpack, size = s.pack, s.unpack, s.size
 

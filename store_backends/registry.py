@@ -13,7 +13,7 @@ import importlib
 import os
 from collections.abc import Callable
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from kstream.errors import ConfigError
@@ -49,7 +49,7 @@ def _load(ref: str) -> Factory:
     obj: Any = importlib.import_module(module)
     for part in attr.split("."):
         obj = getattr(obj, part)
-    return obj
+    return cast("Callable[..., Backend]", obj)
 
 
 def _factory(scheme: str) -> Factory:

@@ -12,7 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import (  # type: ignore[attr-defined,unused-ignore]
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+)
 
 from kstream.duration import DurationLike
 from kstream.errors import ConfigError, TopicError

@@ -142,7 +142,7 @@ def configured_logging(
             root.setLevel(previous_level)
 
 
-class _CurrentStderrHandler(logging.StreamHandler):
+class _CurrentStderrHandler(logging.StreamHandler):  # type: ignore[type-arg,unused-ignore]
     """Writes to whatever `sys.stderr` is when a record is emitted (as logging's own last-resort
     handler does), not the stream of the moment the handler was made."""
 

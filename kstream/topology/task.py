@@ -683,7 +683,9 @@ class Task:
 
     # --- state -----------------------------------------------------------------------------
 
-    def flush_stores(self, checkpoints: Mapping[str, dict[str, Any]] | None = None) -> dict:
+    def flush_stores(
+        self, checkpoints: Mapping[str, dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
         """Apply every store's write cache; returns `{store: [ChangelogEntry, ...]}`."""
         out = {}
         for name, store in self.stores.items():

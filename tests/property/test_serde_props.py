@@ -156,6 +156,7 @@ def test_auto_roundtrips_nested_data_with_types(v: Any) -> None:
     assert _types(out) == _types(v)  # tuples stay tuples, int keys stay ints
 
 
+@settings(deadline=None)
 @given(st.lists(st.text(max_size=4) | st.binary(max_size=4), max_size=3), st.data())
 def test_auto_orders_tuples_of_one_type_as_python_does(a: list[Any], data: Any) -> None:
     # Tuples of strings (or of bytes) sort bytewise exactly as Python sorts them: range scans
