@@ -427,7 +427,8 @@ def hop_latency_run(
 def latency_runs(rate: int, seconds: float, full: bool = True) -> dict[str, Any]:
     """The broker's floor, the raw loop and kstream, each on a broker of its own.
 
-    The test broker's fetches slow down as it fills (DESIGN.md 8), and the throughput runs
+    The test broker's fetches slow down as it fills (see the README's known limits of the
+    test broker), and the throughput runs
     leave millions of records behind; a fresh broker per run gives every path the same start.
     """
     out: dict[str, Any] = {}

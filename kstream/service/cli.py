@@ -1,4 +1,4 @@
-"""The `kstreamd` command line: run, describe, reset, demo, broker (API.md "Service binary").
+"""The `kstreamd` command line: run, describe, reset, demo, broker, dashboards (docs/api.md).
 
 Each subcommand is a function taking the parsed arguments and returning the exit code. Bad
 arguments, a bad MODULE:ATTR and bad configuration exit with status 2 and a one-line message;
