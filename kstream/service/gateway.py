@@ -14,7 +14,6 @@ the same token to scrape its workers.
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import threading
@@ -28,6 +27,7 @@ from typing import Any, Protocol
 
 from prometheus_client.core import Metric
 
+from kstream.service.background import BackgroundServer
 from kstream.service.http import BACKLOG, READ_TIMEOUT_S
 from kstream.service.merge import Scrape, merge_expositions
 
@@ -78,44 +78,17 @@ class Fleet(Protocol):
     def own_metrics(self) -> list[Metric]: ...
 
 
-class Gateway:
+class Gateway(BackgroundServer):
     """Serves `fleet` on `host:port` in a background thread (port 0: any free port)."""
+
+    thread_name = "kstream-gateway"
 
     def __init__(self, fleet: Fleet, host: str, port: int, token: str | None = None) -> None:
         self.fleet = fleet
-        self.token = token
         handler = type("GatewayHandler", (_Handler,), {"gateway": self})
-        self._httpd = _Server((host, port), handler)
-        self.host = host
-        self.port = int(self._httpd.server_address[1])
-        self._thread: threading.Thread | None = None
+        super().__init__(_Server((host, port), handler), host, token)
         self._rotation = 0
         self._lock = threading.Lock()
-
-    @property
-    def url(self) -> str:
-        host = self.host if self.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
-        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
-
-    def start(self) -> Gateway:
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, name="kstream-gateway", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(5)
-
-    def authorized(self, header: str | None) -> bool:
-        if self.token is None:
-            return True
-        if not header or not header.startswith("Bearer "):
-            return False
-        return hmac.compare_digest(header[len("Bearer ") :].strip().encode(), self.token.encode())
 
     def metrics(self) -> bytes:
         """Every live worker's metrics, merged, then the supervisor's own series."""

@@ -18,7 +18,6 @@ not have is asked of every instance (`local=true&anywhere=true`) before the answ
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import threading
@@ -29,6 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from socket import socket
 from typing import Any, Protocol
+
+from kstream.service.background import BackgroundServer
 
 log = logging.getLogger("kstream.service")
 
@@ -140,47 +141,15 @@ class _PooledHTTPServer(HTTPServer):
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-class HttpServer:
+class HttpServer(BackgroundServer):
     """Serves `served` on `host:port` (port 0: any free port) in a background thread."""
 
     def __init__(
         self, served: Served, host: str = "127.0.0.1", port: int = 0, token: str | None = None
     ) -> None:
         self.served = served
-        self.token = token
         handler = type("Handler", (_Handler,), {"server_ref": self})
-        self._httpd = _PooledHTTPServer((host, port), handler)
-        self.host = host
-        self.port = int(self._httpd.server_address[1])
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        host = self.host if self.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
-        if ":" in host:
-            host = f"[{host}]"
-        return f"http://{host}:{self.port}"
-
-    def start(self) -> HttpServer:
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, name="kstream-http", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(5)
-
-    def authorized(self, header: str | None) -> bool:
-        if self.token is None:
-            return True
-        if not header or not header.startswith("Bearer "):
-            return False
-        given = header[len("Bearer ") :].strip().encode()
-        return hmac.compare_digest(given, self.token.encode())
+        super().__init__(_PooledHTTPServer((host, port), handler), host, token)
 
 
 class _Handler(BaseHTTPRequestHandler):
