@@ -1,9 +1,12 @@
 """The Spark runner next to the native runtime, on local[2] against the embedded broker.
 
-Two workloads over the same input (100-byte JSON values, 2 partitions): a stateless
-filter + map_values to a topic, and a grouped count (one stateful step). Each workload runs on
-both engines, one after the other in the same run, from the same input topic to an output topic
-of its own, under exactly-once:
+Three workloads over the same input (100-byte JSON values, 2 partitions): a stateless
+filter + map_values to a topic, a grouped count (one stateful step: the fast path), and a
+windowed count per user (1-minute windows: the task path, kstream's own tasks). The stateful
+ones run once per key count (`--keys`, the number of distinct users, i.e. the state's size).
+Each workload runs on both engines from the same input topic to an output topic of its own,
+under exactly-once; every Spark run first, then every native run, so the driver's peak memory
+is Spark's alone:
 
 - Spark: `kstream.spark.start` with `availableNow` and a per-batch record limit. The SparkSession
   is started beforehand; the query's first batch pays for starting Python workers.
@@ -14,11 +17,14 @@ Columns: `seconds` from start to the last output committed (Spark: the query's w
 native: `App.start()` until done, consumer-group join included), `records_per_s` = input records
 over `seconds`; `steady_records_per_s` leaves out the start-up (Spark: batches after the first,
 over their trigger time; native: from RUNNING, i.e. partitions assigned, until done); batch
-latency is Spark's trigger execution time per micro-batch (first batch apart; p50 and max of
-the rest). Both engines must write the same final results; the run fails otherwise. Prints a
-table, writes bench/results/spark.json.
+latency is Spark's trigger execution time per micro-batch (first batch apart; p50, p99 and max
+of the rest); `us_per_record` = 1e6 / steady records/s. `driver_rss_mb`: the peak RSS of this
+Python process so far (`ru_maxrss`; Spark runs only, the sink no longer collects batches here)
+and `jvm_rss_mb`, the peak RSS of the Spark JVM (`VmHWM`; on local[2] it holds the executors too).
+Both engines must write the same final results; the run fails otherwise. Prints a table, writes
+bench/results/spark.json.
 
-    python bench/spark.py [--records 400000] [--batch 50000]
+    python bench/spark.py [--records 400000] [--batch 50000] [--keys 1000 --keys 100000]
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import sys
 import tempfile
@@ -62,6 +69,21 @@ def stateless(src: str, out: str) -> Topology:
     return b.build()
 
 
+def windowed_count(src: str, out: str) -> Topology:
+    from kstream.dsl.windows import TimeWindows
+
+    b = StreamBuilder()
+    (
+        b.stream(src, key_serde="string", value_serde="json")
+        .group_by(lambda _k, v: v["user"], key_serde="string")
+        .windowed_by(TimeWindows.of("1m", grace="1h"))  # no drops: repartitioned input interleaves
+        .count()
+        .to_stream()
+        .to(out, value_serde="long")
+    )
+    return b.build()
+
+
 def grouped_count(src: str, out: str) -> Topology:
     b = StreamBuilder()
     (
@@ -74,24 +96,32 @@ def grouped_count(src: str, out: str) -> Topology:
     return b.build()
 
 
-WORKLOADS = {"stateless": stateless, "group-by count": grouped_count}
-VALUE_SERDES = {"stateless": "json", "group-by count": "long"}
+WORKLOADS = {
+    "stateless": stateless,
+    "group-by count": grouped_count,
+    "windowed count": windowed_count,
+}
+VALUE_SERDES = {"stateless": "json", "group-by count": "long", "windowed count": "long"}
+KEY_SERDES = {"stateless": "string", "group-by count": "string", "windowed count": "bytes"}
+STATEFUL = ("group-by count", "windowed count")
 
 
-def produce(bootstrap: str, topic: str, n: int) -> None:
+def produce(bootstrap: str, topic: str, n: int, users: int = USERS) -> None:
+    """`n` records over `users` users, timestamps 1 ms apart (so a few 1-minute windows)."""
     pad = "x" * 60
     with Producer(bootstrap) as p:
         for i in range(n):
-            value = json.dumps({"user": f"user-{i % USERS}", "n": i, "pad": pad}).encode()
-            p.produce(topic, value, f"k{i}".encode())
+            value = json.dumps({"user": f"user-{i % users}", "n": i, "pad": pad}).encode()
+            p.produce(topic, value, f"k{i}".encode(), timestamp=1_000_000 + i)
             if i % 10_000 == 0:
                 p.poll(0)
         p.flush()
 
 
-def final_results(bootstrap: str, topic: str, value_serde: str) -> tuple[int, Any]:
+def final_results(bootstrap: str, topic: str, name: str) -> tuple[int, Any]:
     """(records, a digest of the final result): every record for a stream, last per key else."""
-    recs = read_unique(bootstrap, topic, "string", value_serde)
+    value_serde = VALUE_SERDES[name]
+    recs = read_unique(bootstrap, topic, KEY_SERDES[name], value_serde)
     if value_serde == "long":
         table = {r.key: r.value for r in recs}
         return len(recs), sorted(table.items())
@@ -101,10 +131,11 @@ def final_results(bootstrap: str, topic: str, value_serde: str) -> tuple[int, An
 # --- Spark -----------------------------------------------------------------------------------
 
 
-def run_spark(spark: Any, bootstrap: str, name: str, src: str, batch: int, tmp: str) -> dict:
+def run_spark(
+    spark: Any, bootstrap: str, name: str, src: str, batch: int, tmp: str, slug: str
+) -> dict:
     from kstream.spark import start
 
-    slug = name.replace(" ", "-")
     out = f"bench-{slug}-out-spark"
     with Admin(bootstrap) as admin:
         admin.create_topic(out, PARTITIONS)
@@ -119,17 +150,22 @@ def run_spark(spark: Any, bootstrap: str, name: str, src: str, batch: int, tmp: 
     )
     q.wait()
     elapsed = time.perf_counter() - t0
-    progress = q.query.recentProgress
+    # the task path runs one query per sub-topology, upstream (the input topic's) first:
+    # records count what was read from the input; batch times are those of every query
+    queries = [q.query] if hasattr(q, "query") else list(q.queries)
+    progress = [p for query in queries for p in query.recentProgress]
     q.close()
     latencies = [p.durationMs.get("triggerExecution", 0) / 1000 for p in progress]
-    per_batch = [records_read(p) for p in progress]
+    per_batch = [records_read(p) for p in queries[0].recentProgress]
     rows = sum(per_batch)
     steady = latencies[1:] or latencies
-    steady_rows = sum(per_batch[1:]) if len(per_batch) > 1 else rows
-    written, digest = final_results(bootstrap, out, VALUE_SERDES[name])
+    steady_rows = rows - per_batch[0] if len(latencies) > 1 else rows
+    written, digest = final_results(bootstrap, out, name)
+    steady_rate = steady_rows / sum(steady) if sum(steady) else None
     return {
         "workload": name,
         "engine": "spark",
+        "path": "fast" if hasattr(q, "query") else "task",
         "records": rows,
         "batches": len(latencies),
         "seconds": round(elapsed, 2),
@@ -137,10 +173,35 @@ def run_spark(spark: Any, bootstrap: str, name: str, src: str, batch: int, tmp: 
         "steady_records_per_s": round(steady_rows / sum(steady)) if sum(steady) else None,
         "first_batch_s": round(latencies[0], 2) if latencies else None,
         "batch_p50_s": round(statistics.median(steady), 3) if steady else None,
+        "batch_p99_s": round(percentile(steady, 0.99), 3) if steady else None,
         "batch_max_s": round(max(steady), 3) if steady else None,
+        "us_per_record": round(1e6 / steady_rate, 1) if steady_rate else None,
         "records_written": written,
+        "driver_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "jvm_rss_mb": jvm_peak_rss_mb(),
         "_digest": digest,
     }
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
+
+
+def jvm_peak_rss_mb() -> int | None:
+    """Peak RSS of the Spark JVM this process started (its child `java`), from /proc."""
+    me = str(os.getpid())
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/status", encoding="utf-8") as f:
+                status = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue
+        if status.get("PPid", "").strip() == me and status.get("Name", "").strip() == "java":
+            return round(int(status["VmHWM"].split()[0]) / 1024)
+    return None
 
 
 def records_read(progress: Any) -> int:
@@ -158,10 +219,9 @@ def records_read(progress: Any) -> int:
 # --- native ----------------------------------------------------------------------------------
 
 
-def run_native(bootstrap: str, name: str, src: str, records: int, tmp: str) -> dict:
+def run_native(bootstrap: str, name: str, src: str, records: int, tmp: str, slug: str) -> dict:
     from kstream.spark.tasks import build_task_plan
 
-    slug = name.replace(" ", "-")
     out, app_id = f"bench-{slug}-out-native", f"bench-{slug}-native"
     with Admin(bootstrap) as admin:
         admin.create_topic(out, PARTITIONS)
@@ -183,10 +243,11 @@ def run_native(bootstrap: str, name: str, src: str, records: int, tmp: str) -> d
         done = time.perf_counter()
     finally:
         app.close()
-    written, digest = final_results(bootstrap, out, VALUE_SERDES[name])
+    written, digest = final_results(bootstrap, out, name)
     return {
         "workload": name,
         "engine": "native",
+        "path": None,
         "records": records,
         "batches": None,
         "seconds": round(done - t0, 2),
@@ -194,8 +255,12 @@ def run_native(bootstrap: str, name: str, src: str, records: int, tmp: str) -> d
         "steady_records_per_s": round(records / (done - running)),
         "first_batch_s": None,
         "batch_p50_s": None,
+        "batch_p99_s": None,
         "batch_max_s": None,
+        "us_per_record": round(1e6 * (done - running) / records, 1),
         "records_written": written,
+        "driver_rss_mb": None,
+        "jvm_rss_mb": None,
         "_digest": digest,
     }
 
@@ -237,31 +302,50 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=400_000)
     ap.add_argument("--batch", type=int, default=50_000)
+    ap.add_argument("--keys", type=int, action="append", help="distinct users (repeatable)")
     args = ap.parse_args()
+    keys = args.keys or [USERS]
     from kstream.spark import spark_session
 
     spark = spark_session(conf={"spark.sql.shuffle.partitions": str(PARTITIONS)})
-    results = []
+    runs = [(name, k) for name in WORKLOADS for k in (keys if name in STATEFUL else keys[:1])]
+    rows: dict[tuple[str, int], tuple[dict, dict]] = {}
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
         bs = broker.bootstrap_servers
-        for name in WORKLOADS:
-            src = f"bench-{name.replace(' ', '-')}-in"
+        sources = {}
+        for name, k in runs:
+            slug = f"{name.replace(' ', '-')}-{k}"
+            src = sources[(name, k)] = f"bench-{slug}-in"
             with Admin(bs) as admin:
                 admin.create_topic(src, PARTITIONS)
-            produce(bs, src, args.records)
-            spark_row = run_spark(spark, bs, name, src, args.batch, os.path.join(tmp, "spark"))
-            native_row = run_native(bs, name, src, args.records, os.path.join(tmp, "native"))
-            if spark_row.pop("_digest") != native_row.pop("_digest"):
-                raise SystemExit(f"{name}: Spark and the native runtime wrote different results")
-            native_row["spark_vs_native"] = None
-            spark_row["spark_vs_native"] = round(
-                spark_row["records_per_s"] / native_row["records_per_s"], 3
+            produce(bs, src, args.records, k)
+            spark_row = run_spark(
+                spark, bs, name, src, args.batch, os.path.join(tmp, "spark"), slug
             )
-            results += [spark_row, native_row]
-    spark.stop()
+            spark_row["keys"] = k
+            rows[(name, k)] = (spark_row, {})
+        spark.stop()
+        for name, k in runs:
+            slug = f"{name.replace(' ', '-')}-{k}"
+            native_row = run_native(
+                bs, name, sources[(name, k)], args.records, os.path.join(tmp, "native"), slug
+            )
+            native_row["keys"] = k
+            rows[(name, k)] = (rows[(name, k)][0], native_row)
+    results = []
+    for name, k in runs:
+        spark_row, native_row = rows[(name, k)]
+        if spark_row.pop("_digest") != native_row.pop("_digest"):
+            raise SystemExit(f"{name}: Spark and the native runtime wrote different results")
+        native_row["spark_vs_native"] = None
+        spark_row["spark_vs_native"] = round(
+            spark_row["records_per_s"] / native_row["records_per_s"], 3
+        )
+        results += [spark_row, native_row]
     cols = [
         "workload",
         "engine",
+        "keys",
         "records",
         "batches",
         "seconds",
@@ -269,7 +353,10 @@ def main() -> None:
         "steady_records_per_s",
         "first_batch_s",
         "batch_p50_s",
-        "batch_max_s",
+        "batch_p99_s",
+        "us_per_record",
+        "driver_rss_mb",
+        "jvm_rss_mb",
         "spark_vs_native",
     ]
     width = {c: max(len(c), 9) for c in cols}
@@ -282,6 +369,7 @@ def main() -> None:
         "partitions": PARTITIONS,
         "records": args.records,
         "max_records_per_batch": args.batch,
+        "keys": keys,
         "processing_guarantee": "exactly_once",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
     }
