@@ -26,7 +26,7 @@ from confluent_kafka import Producer as _RawProducer
 from kstream.duration import DurationLike
 from kstream.errors import ConfigError, KafkaClientError, ProduceError, TopicError
 from kstream.kafka.client import ErrorLog, build_config, check_connected, connect_timeout_s
-from kstream.kafka.errors import map_error
+from kstream.kafka.errors import FatalTransactionError, map_error
 from kstream.kafka.roles import client_config
 
 __all__ = ["DeliveryFailure", "Producer"]
@@ -86,7 +86,9 @@ class Producer:
         self._errors = ErrorLog()
         self._failures: list[DeliveryFailure] = []
         self._failed_total = 0
-        self._lock = threading.Lock()
+        # Re-entrant: delivery callbacks take it, and librdkafka may serve them from inside a
+        # call made while it is held (a signal handler closing the producer mid-callback).
+        self._lock = threading.RLock()
         self._timeout = connect_timeout_s(connect_timeout)
         self._txn_timeout = connect_timeout_s(transaction_timeout)
         forced: dict[str, Any] = {
@@ -221,6 +223,17 @@ class Producer:
         if partition is not None:
             where += f" partition {partition}"
         fatal = self._errors.fatal()
+        raised = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+        if fatal is None and raised is not None and raised.code() == KafkaError._FATAL:
+            # produce() says only "fatal error"; the error callback that names it (fenced, ...)
+            # is served by the next poll: serve it now, so the caller sees the real cause.
+            self._p.poll(0)
+            fatal = self._errors.fatal()
+            if fatal is None:
+                return FatalTransactionError(
+                    self._ctx(f"producing to {where}: the producer hit a fatal error"),
+                    code=raised.name(),
+                )
         if fatal is not None:  # fenced or unusable: the transaction error says why
             return map_error(fatal, self._ctx(f"producing to {where}"), transactional=True)
         exc = map_error(e, f"producing to {where}")
