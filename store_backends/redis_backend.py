@@ -89,7 +89,11 @@ class RedisBackend(BatchedPoints):
             attempt += 1
             try:
                 return fn()
-            except (redis.ConnectionError, redis.TimeoutError) as e:
+            except (redis.ConnectionError, redis.TimeoutError, redis.WatchError) as e:
+                if isinstance(e, redis.WatchError) and "ConnectionError" not in str(e):
+                    raise StoreError(f"{self._where()}: {what} failed: {e}") from e
+                # redis-py reports a connection lost under WATCH as a WatchError that says so:
+                # the server went away, nothing changed under us, so it is retried like one.
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise StoreError(
@@ -103,6 +107,12 @@ class RedisBackend(BatchedPoints):
                 delay = min(delay * 2, 2.0)
             except redis.RedisError as e:
                 raise StoreError(f"{self._where()}: {what} failed: {e}") from e
+            except ValueError as e:
+                # redis-py's socket buffer closed under a reader: this backend was closed by
+                # another thread (a query racing the task's rebuild). Say so, not a bare I/O error.
+                if "closed file" not in str(e):
+                    raise
+                raise StoreError(f"{self._where()}: {what} failed: the store was closed") from e
 
     # --- loss detection ------------------------------------------------------------------------
 
@@ -199,7 +209,9 @@ class RedisBackend(BatchedPoints):
                     p.set(self._cp, cp)
                 try:
                     p.execute()
-                except redis.WatchError:
+                except redis.WatchError as e:
+                    if "ConnectionError" in str(e):
+                        raise  # the connection dropped: retried, and the retry re-checks
                     raise StoreLostError(
                         f"{self._where()}: its epoch or checkpoint changed during a write "
                         "(another instance writes to it, or the server lost its data)"

@@ -19,6 +19,7 @@ import redis
 from support.redis_server import RedisServer, available
 
 from kstream.dsl import StreamBuilder
+from kstream.errors import StoreError
 from kstream.kafka.admin import Admin
 from kstream.kafka.producer import Producer
 from kstream.runtime import App, AppState
@@ -67,7 +68,12 @@ def _await(what: str, check: Callable[[], bool], app: App, timeout: float = 60.0
 
 
 def _counts(app: App) -> dict[str, Any]:
-    return {k: app.query("counts", k) for k in KEYS}
+    """The counts as queries see them; none while the store is down or being rebuilt (a query
+    then fails with a StoreError, and the caller polls again)."""
+    try:
+        return {k: app.query("counts", k) for k in KEYS}
+    except StoreError:
+        return dict.fromkeys(KEYS)
 
 
 def _app(
