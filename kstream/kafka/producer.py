@@ -227,7 +227,11 @@ class Producer:
         if fatal is None and raised is not None and raised.code() == KafkaError._FATAL:
             # produce() says only "fatal error"; the error callback that names it (fenced, ...)
             # is served by the next poll: serve it now, so the caller sees the real cause.
-            self._p.poll(0)
+            try:
+                self._p.poll(0)
+            except KafkaException as served:  # the poll itself may raise the fatal error
+                if served.args and isinstance(served.args[0], KafkaError):
+                    self._errors(served.args[0])
             fatal = self._errors.fatal()
             if fatal is None:
                 return FatalTransactionError(
