@@ -58,6 +58,7 @@ from kstream.topology.processor import (
     as_processor,
     overrides_batch,
 )
+from kstream.topology.schedule import Schedule
 from kstream.topology.topology import NodeDef, ProcessorDef, SinkDef, SourceDef
 
 log = logging.getLogger(__name__)
@@ -86,35 +87,6 @@ StoreOpener = Callable[[Any, int], Any]
 def fail_on_error(error: RecordError, record: Record) -> None:
     """The default error handler: stop processing."""
     raise error
-
-
-class Schedule:
-    """A punctuation: `callback(time)` when the chosen clock reaches `due`."""
-
-    __slots__ = ("callback", "cancelled", "ctx", "due", "interval", "type")
-
-    def __init__(
-        self,
-        ctx: NodeContext,
-        interval: int,
-        type: PunctuationType,
-        callback: Callable[[int], None],
-        due: int,
-    ) -> None:
-        self.ctx = ctx
-        self.interval = interval
-        self.type = type
-        self.callback = callback
-        self.due = due
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-    def advance(self, now: int) -> None:
-        """Next due time on this schedule's grid after `now` (missed ones fire once, not many)."""
-        missed = (now - self.due) // self.interval
-        self.due += (missed + 1) * self.interval
 
 
 class Node:
