@@ -131,10 +131,13 @@ def worker(
 class Results:
     """Follows the two output topics, each provenance id once."""
 
-    def __init__(self, bootstrap: str, counts: str, sums: str) -> None:
+    def __init__(
+        self, bootstrap: str, counts: str, sums: str, isolation: str = "read_committed"
+    ) -> None:
         self.bootstrap, self.counts_topic = bootstrap, counts
-        self.counts_reader = TopicReader(bootstrap, counts, "string", "long")
-        self.sums_reader = TopicReader(bootstrap, sums, "string", "long")
+        kafka = {"isolation.level": isolation}
+        self.counts_reader = TopicReader(bootstrap, counts, "string", "long", kafka=kafka)
+        self.sums_reader = TopicReader(bootstrap, sums, "string", "long", kafka=kafka)
         self.sequences: dict[str, list[int]] = {}
         self.sums: dict[str, int] = {}
         self.total = 0

@@ -188,7 +188,12 @@ def test_workers_killed_mid_stream_keep_counts_exact(
     kills = CHUNKS - 1
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
-    res = Results(bs, topics[1], topics[2])
+    # Two worker processes end their transactions side by side, and the test broker then now
+    # and then hides a committed transaction from read_committed readers (README, "Known limits
+    # of the test broker"). It also shows aborted records to read_committed readers, so on this
+    # broker exactness rests on the provenance ids either way: read everything and let the
+    # reader keep each provenance id once.
+    res = Results(bs, topics[1], topics[2], isolation="read_uncommitted")
     # 1 ms per record holds each worker under 1,000 records/s, so every kill lands with most
     # of a chunk still to process however fast the engine gets; it does not change results
     sup = start_supervisor(tmp_path, bs, unique_name("sup"), topics, 0.001)
