@@ -192,7 +192,8 @@ class Producer:
         The runtime calls this once per output record: the common case runs first, without
         the retry loop around it.
         """
-        hdrs: Any = list(headers) if headers else None
+        # the runtime passes a fresh list per record: hand it over as it is
+        hdrs: Any = (headers if type(headers) is list else list(headers)) if headers else None
         ts = timestamp or 0
         try:
             if partition is None:

@@ -39,7 +39,7 @@ from kstream.records import Headers, Record
 from kstream.runtime.policies import ErrorCounts, make_handler
 from kstream.state.changelog import CHANGELOG_OFFSET, changelog_records
 from kstream.state.metrics import StoreMetrics, instrument
-from kstream.state.provenance import HEADER, HighMarks, Mark, encode, header_value
+from kstream.state.provenance import HEADER, HighMarks, Mark, encoder, header_value
 from kstream.state.restore import open_and_restore
 from kstream.state.spec import StoreSpec
 from kstream.topology.compiled import CompiledTopology
@@ -118,15 +118,31 @@ class RuntimeContext:
 
 
 class Collector:
-    """Sends a task's sink records through its producer, stamped with their provenance id."""
+    """Sends a task's sink records through its producer, stamped with their provenance id.
+
+    This runs once per output record. Per source partition it keeps the header's encoder
+    (`provenance.encoder`: the topic encoded once, one pack per record) and the count of
+    outputs per source offset (the id's output index), so a record costs a lookup by
+    (topic, partition), a counter and one pack.
+    """
 
     __slots__ = ("counters", "produced", "rt")
 
     def __init__(self, rt: RuntimeTask) -> None:
         self.rt = rt
-        self.counters: dict[tuple[str, int, int], int] = {}
+        # (source topic, source partition) -> (header encoder, topic bytes, source offset ->
+        # outputs so far); cleared with each commit period (apply, rollback)
+        self.counters: dict[tuple[str, int], tuple[Any, bytes, dict[int, int]]] = {}
         # records sent per topic since the stream thread last read them (for metrics)
         self.produced: dict[str, int] = {}
+
+    def _source(self, topic: str, partition: int) -> tuple[Any, bytes, dict[int, int]]:
+        entry = self.counters[(topic, partition)] = (
+            encoder(topic, partition),
+            topic.encode("utf-8"),
+            {},
+        )
+        return entry
 
     def send(
         self,
@@ -138,20 +154,21 @@ class Collector:
         partition: int | None,
     ) -> None:
         rt = self.rt
-        # task.source(), inlined: this runs once per output record
+        # task.source(), inlined
         cur = rt.task.current
         hdrs = [h for h in headers if h[0] != HEADER] if headers else []
-        if (
-            cur is not None
-            and cur.topic is not None
-            and cur.partition is not None
-            and cur.offset is not None
-        ):
-            src = (cur.topic, cur.partition, cur.offset)
-            counters = self.counters
-            idx = counters.get(src, 0)
-            counters[src] = idx + 1
-            hdrs.append((HEADER, encode(src[0], src[1], src[2], idx)))
+        if cur is not None:
+            offset = cur.offset
+            src_topic = cur.topic
+            src_part = cur.partition
+            if src_topic is not None and src_part is not None and offset is not None:
+                entry = self.counters.get((src_topic, src_part))
+                if entry is None:
+                    entry = self._source(src_topic, src_part)
+                enc, tb, seen = entry
+                idx = seen.get(offset, 0)
+                seen[offset] = idx + 1
+                hdrs.append((HEADER, enc(offset, idx, tb)))
         try:
             rt.producer.produce(topic, value, key, partition, timestamp, hdrs)
             produced = self.produced
