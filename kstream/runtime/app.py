@@ -25,12 +25,13 @@ from kstream.config import (
     validate_guarantee,
     validate_topic_names,
 )
-from kstream.errors import KStreamError, TopologyError
+from kstream.errors import ConfigError, KStreamError, TopologyError
 from kstream.kafka.admin import TopicSpec
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.metrics import Metrics
 from kstream.runtime.tasks import RuntimeContext, marks_spec
 from kstream.runtime.thread import StreamThread
+from kstream.runtime.workers import WorkerProcesses, split_processes, topology_reference
 from kstream.topology.topology import Topology
 
 log = logging.getLogger("kstream.runtime")
@@ -63,7 +64,14 @@ _ALLOWED: dict[AppState, set[AppState]] = {
 
 
 class App:
-    """A running instance of a topology; instances with one `app_id` share the partitions."""
+    """A running instance of a topology; instances with one `app_id` share the partitions.
+
+    `config={"processes": N}` (a positive integer or "auto") runs the app as N worker
+    processes, one core each, as `kstreamd run --processes N` does (kstream/runtime/workers.py):
+    the topology is then also accepted as a `"module:attr"` reference, which the workers
+    import. In that mode queries go to the supervisor's HTTP address (`config["http"]`), not
+    to `store()`.
+    """
 
     def __init__(
         self,
@@ -74,6 +82,14 @@ class App:
         config: Mapping[str, Any] | Config | None = None,
         client_supplier: ClientSupplier | None = None,
     ) -> None:
+        config, self.processes = split_processes(config)
+        given = topology
+        if isinstance(topology, str):
+            from kstream.service.target import load_target
+
+            topology = load_target(topology)
+            if hasattr(topology, "app_id") and hasattr(topology, "start"):
+                topology = topology.topology  # the arguments here say how to run it
         if not isinstance(topology, Topology) and hasattr(topology, "build"):
             topology = topology.build()
         if not isinstance(topology, Topology):
@@ -102,6 +118,15 @@ class App:
         self._stream: StreamThread | None = None
         self._ctx: RuntimeContext | None = None
         self._listeners: list[Callable[[AppState, AppState], None]] = []
+        self._workers: WorkerProcesses | None = None
+        self._reference: str | None = None
+        if self.processes > 1:
+            if client_supplier is not None:
+                raise ConfigError(
+                    f"config['processes']: worker processes use Kafka clients of their own; "
+                    f"a client_supplier cannot run in {self.processes} processes"
+                )
+            self._reference = topology_reference(given, self.processes)
 
     # --- state -----------------------------------------------------------------------------
 
@@ -143,7 +168,9 @@ class App:
 
     @property
     def error(self) -> BaseException | None:
-        """The error that stopped the stream thread, if any."""
+        """The error that stopped the stream thread (or a worker process), if any."""
+        if self._workers is not None:
+            return self._workers.error
         return self._stream.error if self._stream is not None else None
 
     def assigned_partitions(self) -> list[tuple[str, int]]:
@@ -164,6 +191,11 @@ class App:
         """Create internal topics, then start the stream thread (returns at once)."""
         if self._state != AppState.CREATED:
             raise KStreamError(f"app {self.app_id!r}: start() in state {self._state.value}")
+        if self._reference is not None:
+            self._workers = self._new_workers()
+            self._set_state(AppState.REBALANCING)
+            self._workers.start()
+            return
         try:
             counts = self._create_topics()
         except BaseException:
@@ -176,6 +208,17 @@ class App:
             target=self._run_thread, name=f"kstream-{self.app_id}", daemon=True
         )
         self._thread.start()
+
+    def _new_workers(self) -> WorkerProcesses:
+        """The supervisor of this app's worker processes (config["processes"] > 1)."""
+        assert self._reference is not None
+        try:
+            # the workers' own start would fail the same way, once per restart: fail here
+            self._create_topics()
+            return WorkerProcesses(self, self._reference, self.processes)
+        except BaseException:
+            self._set_state(AppState.ERROR)
+            raise
 
     def _new_stream_thread(self, partition_counts: dict[str, int]) -> StreamThread:
         """The stream thread of this app, not started (`partition_counts`: every topic's)."""
@@ -251,8 +294,22 @@ class App:
 
         Raises the error that stopped the app, if any.
         """
+        if self._reference is not None and self._state == AppState.CREATED:
+            self._workers = self._new_workers()
+            self._set_state(AppState.REBALANCING)
+            self._workers.run()  # the supervisor takes SIGTERM/SIGINT in the main thread
+            if self._workers.error is not None:
+                raise self._workers.error
+            return
         if self._state == AppState.CREATED:
             self.start()
+        if self._workers is not None:
+            with graceful_signals(self._workers.stop.set, f"app {self.app_id!r}"):
+                while self._workers.is_alive():
+                    self._workers.join(0.2)
+            if self._workers.error is not None:
+                raise self._workers.error
+            return
         with graceful_signals(self._stop.set, f"app {self.app_id!r}"):
             assert self._thread is not None
             while self._thread.is_alive():
@@ -270,6 +327,11 @@ class App:
         if self._state not in (AppState.ERROR, AppState.NOT_RUNNING):
             self._set_state(AppState.PENDING_SHUTDOWN)
         self._stop.set()
+        if self._workers is not None:
+            # each worker may take shutdown_timeout to commit and close
+            return self._workers.close(
+                self.config.shutdown_timeout / 1000 + 30 if timeout is None else timeout
+            )
         if self._thread is not None:
             self._thread.join(self.config.shutdown_timeout / 1000 if timeout is None else timeout)
             return not self._thread.is_alive()
@@ -285,6 +347,11 @@ class App:
 
     def store(self, name: str) -> LocalStore:
         """A read-only view of store `name` over the partitions this instance holds."""
+        if self._reference is not None:
+            raise KStreamError(
+                f"app {self.app_id!r} runs in {self.processes} worker processes: query its "
+                "stores through the supervisor's HTTP address (config['http'])"
+            )
         return LocalStore(self, name)
 
     def query(self, store: str, key: Any) -> Any:

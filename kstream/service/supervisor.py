@@ -62,7 +62,7 @@ from kstream.service.worker import BOOTSTRAP, WorkerSpec
 
 log = logging.getLogger("kstream.service")
 
-__all__ = ["CRASH_LOOP", "Supervisor", "parse_processes", "supervise"]
+__all__ = ["CRASH_LOOP", "Supervisor", "config_mapping", "parse_processes", "supervise"]
 
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 30.0
@@ -376,7 +376,7 @@ def supervise(
             app_id=target.app_id,
             bootstrap_servers=target.bootstrap_servers,
             processing_guarantee=target.processing_guarantee,
-            config=_config_mapping(target.config),
+            config=config_mapping(target.config),
         )
     sup = Supervisor(target_ref, settings, processes, log_level=log_level, log_format=log_format)
     if stop is not None:
@@ -389,7 +389,8 @@ def supervise(
     return sup.run(out)
 
 
-def _config_mapping(config: Config) -> dict[str, Any]:
+def config_mapping(config: Config) -> dict[str, Any]:
+    """`config` as the plain mapping the workers' settings carry (every key, JSON values)."""
     out = {f.name: getattr(config, f.name) for f in fields(config)}
     out["kafka"] = dict(config.kafka)
     return out
