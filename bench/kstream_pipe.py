@@ -131,6 +131,8 @@ def run_kstream(args: argparse.Namespace, stop: threading.Event) -> float:
             "kafka": {**GROUP_TIMEOUTS, **json.loads(args.kafka)},
         },
     )
+    if args.barrier:
+        wait_for_peers(args.barrier, args.barrier_count)
     app.start()
     try:
         if not app.wait_for(AppState.RUNNING, AppState.ERROR, timeout=120):
@@ -211,6 +213,21 @@ def run_raw(args: argparse.Namespace, stop: threading.Event) -> float:
     return first
 
 
+def wait_for_peers(directory: str, count: int, timeout_s: float = 120.0) -> None:
+    """Worker processes of one app (`run_all.py --processes N`): each arrives here with its
+    App built and starts it only when all N have arrived, so they join the group together and
+    share the partitions from the first generation on, as the supervisor's workers do once
+    started; without this one process could take every partition alone for its first second
+    or two while the other is still importing."""
+    with open(os.path.join(directory, str(os.getpid())), "w") as f:
+        f.write("here")
+    deadline = time.monotonic() + timeout_s
+    while len(os.listdir(directory)) < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {len(os.listdir(directory))} of {count} peers arrived")
+        time.sleep(0.01)
+
+
 def ready(args: argparse.Namespace) -> None:
     if args.ready_file:
         with open(args.ready_file, "w") as f:
@@ -253,6 +270,8 @@ def main() -> None:
     ap.add_argument("--group", default=None)
     ap.add_argument("--state-dir", default="")
     ap.add_argument("--ready-file", default="")
+    ap.add_argument("--barrier", default="", help="a directory the app's processes meet in")
+    ap.add_argument("--barrier-count", type=int, default=1)
     ap.add_argument("--batch-max-records", type=int, default=10_000)
     ap.add_argument("--batch-max-wait", type=int, default=100)
     ap.add_argument("--commit-interval", type=int, default=100)

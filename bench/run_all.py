@@ -28,9 +28,14 @@ at_least_once and exactly_once on lmdb, twice each; Quix Streams under exactly_o
 5 s latency runs (the transactional hop, the raw loop, kstream exactly_once). `--full` (`make
 bench-full`, the README's table): every configuration 3 times, 10 s latency runs.
 
+`--processes 1,2` runs each kstream row once per worker-process count (the row's `processes`):
+N processes of one app as `kstreamd run --processes N` starts them, timed from the first one's
+first record, CPU and RSS summed over them.
+
 Prints a table and the total wall time, and writes bench/results/latest.json.
 
     python bench/run_all.py [--quick | --full] [--records 200000] [--repeats N] [--no-quix]
+                            [--processes 1,2]
 """
 
 from __future__ import annotations
@@ -159,14 +164,33 @@ def run_one(
     stall_s: float = 60.0,
 ) -> dict[str, Any]:
     """Run one benchmark subprocess against an output topic; returns its measurements."""
+    return run_many([cmd], bs, out, expected, timeout_s, stall_s)
+
+
+def run_many(
+    cmds: list[list[str]],
+    bs: str,
+    out: str,
+    expected: int,
+    timeout_s: float = 300.0,
+    stall_s: float = 60.0,
+) -> dict[str, Any]:
+    """Run the processes of one benchmark side by side (the worker processes of one app, or
+    a single process) against an output topic; returns their measurements together: timed
+    from the first process's first record, CPU and peak RSS summed over the processes."""
     Admin(bs).create_topic(out, PARTITIONS)
     w = Watcher(bs, out, expected)
     w.start()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for cmd in cmds
+    ]
+    what = " ".join(cmds[0][1:4]) + (f" x{len(cmds)}" if len(cmds) > 1 else "")
     started = time.monotonic()
     deadline = started + timeout_s
+    done: list[tuple[str, str]] = []
     try:
-        while w.is_alive() and time.monotonic() < deadline and proc.poll() is None:
+        while w.is_alive() and time.monotonic() < deadline and all(p.poll() is None for p in procs):
             w.join(0.1)
             if time.monotonic() - max(w.last, started) > stall_s:
                 break  # no output for stall_s: stuck, not slow
@@ -174,30 +198,48 @@ def run_one(
         w.halt.set()
         w.join()
         stacks = ""
-        if proc.poll() is None:
-            if w.seen < expected:
-                stacks = dump_stacks(proc.pid)
-            proc.send_signal(signal.SIGTERM)
-        try:
-            stdout, stderr = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            stacks = dump_stacks(proc.pid)
-            proc.kill()
-            stdout, stderr = proc.communicate()
-            raise RuntimeError(
-                f"{' '.join(cmd[1:4])}: did not stop within 60 s of SIGTERM\n"
-                f"{stderr[-3000:]}\n{stacks}"
-            ) from None
+        for proc in procs:
+            if proc.poll() is None:
+                if w.seen < expected:
+                    stacks += dump_stacks(proc.pid)
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                done.append(proc.communicate(timeout=60))
+            except subprocess.TimeoutExpired:
+                stacks += dump_stacks(proc.pid)
+                proc.kill()
+                _, stderr = proc.communicate()
+                raise RuntimeError(
+                    f"{what}: did not stop within 60 s of SIGTERM\n{stderr[-3000:]}\n{stacks}"
+                ) from None
+    stderr = "\n".join(err[-3000:] for _, err in done)
     if w.seen < expected:
+        codes = [p.returncode for p in procs]
         raise RuntimeError(
-            f"{' '.join(cmd[1:4])}: {w.seen} of {expected} outputs (rc={proc.returncode}, "
+            f"{what}: {w.seen} of {expected} outputs (rc={codes}, "
             f"last output {time.monotonic() - max(w.last, started):.0f}s before the end)\n"
-            f"{visible_counts(bs, out)}\n{stderr[-3000:]}\n{stacks}"
+            f"{visible_counts(bs, out)}\n{stderr}\n{stacks}"
         )
-    lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
-    if not lines:
-        raise RuntimeError(f"no result from {cmd}: rc={proc.returncode}\n{stderr[-3000:]}")
-    res: dict[str, Any] = json.loads(lines[-1])
+    results: list[dict[str, Any]] = []
+    for (stdout, err), proc in zip(done, procs, strict=True):
+        lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
+        if not lines:
+            raise RuntimeError(f"no result from {what}: rc={proc.returncode}\n{err[-3000:]}")
+        results.append(json.loads(lines[-1]))
+    res: dict[str, Any] = dict(results[0])
+    if len(results) > 1:
+        res["first"] = min(r["first"] for r in results)
+        for key in ("cpu_s", "peak_rss_bytes"):
+            res[key] = sum(r[key] for r in results)
+        startups = [r.get("startup_cpu_s") for r in results]
+        res["startup_cpu_s"] = None if None in startups else sum(x or 0.0 for x in startups)
+        threads: dict[str, float] = {}
+        for r in results:
+            for k, v in (r.get("thread_cpu_s") or {}).items():
+                threads[k] = threads.get(k, 0.0) + v
+        res["thread_cpu_s"] = threads
+    res["processes"] = len(results)
     res["seconds"] = w.last - res["first"]
     return res
 
@@ -476,8 +518,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--match", default="", help="regex over 'engine pipeline guarantee backend'")
     ap.add_argument("--latency-rate", type=int, default=5000)
     ap.add_argument("--latency-seconds", type=float, default=None, help="10 (full), 5 (quick)")
+    ap.add_argument(
+        "--processes",
+        default="1",
+        help="comma list of worker-process counts for the kstream rows, e.g. 1,2",
+    )
     ap.add_argument("--out", default=os.path.join(HERE, "results", "latest.json"))
     args = ap.parse_args(argv)
+    process_counts = [int(x) for x in args.processes.split(",") if x.strip()]
+    if not process_counts or min(process_counts) < 1:
+        ap.error("--processes: positive integers, e.g. 1,2")
     if args.repeats is None:
         args.repeats = 3 if args.full else 2
     if args.quix_repeats is None:
@@ -491,22 +541,26 @@ def main(argv: list[str] | None = None) -> int:
     n = args.records
     t_start = time.monotonic()
 
-    # (engine, pipeline, guarantee, backend)
-    configs: list[tuple[str, str, str, str]] = []
+    # (engine, pipeline, guarantee, backend, worker processes)
+    configs: list[tuple[str, str, str, str, int]] = []
     if "raw" in only:
-        configs += [("raw", "raw", g, "-") for g in GUARANTEES]
+        configs += [("raw", "raw", g, "-", 1) for g in GUARANTEES]
     kstream_guarantees = (*GUARANTEES, V2) if args.full else GUARANTEES
     backends = BACKENDS if args.full else ("lmdb",)
     quix_guarantees = GUARANTEES if args.full else ("exactly_once",)
     if "kstream" in only:
         configs += [
-            ("kstream", p, g, b) for p in PIPELINES for g in kstream_guarantees for b in backends
+            ("kstream", p, g, b, k)
+            for p in PIPELINES
+            for g in kstream_guarantees
+            for b in backends
+            for k in process_counts
         ]
     if "quix" in only:
-        configs += [("quix", p, g, "rocksdb") for p in PIPELINES for g in quix_guarantees]
+        configs += [("quix", p, g, "rocksdb", 1) for p in PIPELINES for g in quix_guarantees]
     if args.match:
-        configs = [c for c in configs if re.search(args.match, " ".join(c))]
-    runs: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {c: [] for c in configs}
+        configs = [c for c in configs if re.search(args.match, " ".join(map(str, c[:4])))]
+    runs: dict[tuple[str, str, str, str, int], list[dict[str, Any]]] = {c: [] for c in configs}
 
     latency: dict[str, Any] = {}
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
@@ -521,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         for rep in range(max(args.repeats, args.quix_repeats)):
             for cfg in configs:
-                engine, pipeline, guarantee, backend = cfg
+                engine, pipeline, guarantee, backend, procs = cfg
                 if rep >= (args.quix_repeats if engine == "quix" else args.repeats):
                     continue
                 out = f"out-{uuid.uuid4().hex[:8]}"
@@ -538,14 +592,18 @@ def main(argv: list[str] | None = None) -> int:
                     cmd += [*common, f"--backend={backend}", f"--state-dir={state}"]
                     cmd += [f"--ready-file={ready}"]
                 expected = kept if pipeline == "P1" else n
-                res = run_one(cmd, bs, out, expected, ready)
+                if procs == 1:
+                    res = run_one(cmd, bs, out, expected, ready)
+                else:
+                    res = run_many(worker_cmds(cmd, procs, state), bs, out, expected)
                 res["records_per_s"] = n / res["seconds"]
                 res["cpu_us_per_record"] = res["cpu_s"] * 1e6 / n
                 runs[cfg].append(res)
                 shutil.rmtree(state, ignore_errors=True)
                 print(
                     f"[{rep + 1}] {engine:<8} {pipeline:<4} {guarantee:<14} "
-                    f"{backend:<8} {res['records_per_s']:>10,.0f} rec/s  cpu {res['cpu_s']:.1f}s"
+                    f"{backend:<8} x{procs} {res['records_per_s']:>10,.0f} rec/s  "
+                    f"cpu {res['cpu_s']:.1f}s"
                     f" = {res['cpu_us_per_record']:.1f} us/record"
                     f"  ({time.monotonic() - t_start:.0f}s)",
                     flush=True,
@@ -555,7 +613,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list[dict[str, Any]] = []
     for cfg, results in runs.items():
-        engine, pipeline, guarantee, backend = cfg
+        engine, pipeline, guarantee, backend, procs = cfg
         rows.append(
             {
                 "pipeline": pipeline,
@@ -568,7 +626,7 @@ def main(argv: list[str] | None = None) -> int:
                     statistics.median(r["cpu_us_per_record"] for r in results), 2
                 ),
                 "startup_cpu_s": median_or_none([r.get("startup_cpu_s") for r in results]),
-                "processes": 1,
+                "processes": procs,
                 "peak_rss_bytes": int(statistics.median(r["peak_rss_bytes"] for r in results)),
                 "runs_records_per_s": [round(r["records_per_s"]) for r in results],
             }
@@ -616,6 +674,25 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def worker_cmds(cmd: list[str], processes: int, state: str) -> list[list[str]]:
+    """`processes` worker processes of one app, as `kstreamd run --processes N` starts them:
+    one app id (one consumer group sharing the partitions), a state directory each, started
+    together (`--barrier`). Run directly rather than under the supervisor so that each one's
+    CPU and RSS are measured; the supervisor itself only starts and watches them."""
+    group = f"bench-{uuid.uuid4().hex[:8]}"
+    barrier = os.path.join(state, "barrier")
+    os.makedirs(barrier)
+    out = []
+    for i in range(processes):
+        own = os.path.join(state, str(i))
+        os.makedirs(own)
+        c = [a for a in cmd if not a.startswith(("--state-dir=", "--ready-file="))]
+        c += [f"--state-dir={own}", f"--group={group}"]
+        c += [f"--barrier={barrier}", f"--barrier-count={processes}"]
+        out.append(c)
+    return out
+
+
 def median_or_none(values: list[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return round(statistics.median(known), 2) if known else None
@@ -623,7 +700,7 @@ def median_or_none(values: list[float | None]) -> float | None:
 
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
-        f"| {'engine':<8} | {'pipeline':<8} | {'guarantee':<14} | {'backend':<8} | "
+        f"| {'engine':<8} | {'pipeline':<8} | {'guarantee':<14} | {'backend':<8} | {'procs':>5} | "
         f"{'records/s':>9} | {'CPU us/rec':>10} | {'vs ceiling':>10} | {'vs Quix':>7} | "
         f"{'CPU s':>6} | {'peak RSS':>8} |"
     )
@@ -634,6 +711,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         vq = f"{r['vs_quix']:.2f}x" if r["vs_quix"] is not None else "-"
         lines.append(
             f"| {r['engine']:<8} | {r['pipeline']:<8} | {r['guarantee']:<14} | {r['backend']:<8} | "
+            f"{r['processes']:>5} | "
             f"{r['records_per_s']:>9,} | {r['cpu_us_per_record']:>10.1f} | {vc:>10} | {vq:>7} | "
             f"{r['cpu_s']:>6.1f} | "
             f"{r['peak_rss_bytes'] / 2**20:>6.0f}MB |"
