@@ -102,16 +102,24 @@ class WindowStore(SegmentedStore):
             self._write(pk, self.value_serde.to_bytes(value))
 
     def put_timestamped(self, key: Any, value: Any, timestamp: int, start: int) -> None:
-        """Store `value` with the largest record `timestamp` of the window (timestamped stores)."""
-        self._observe(start)
-        if start < self.live_from():
+        """Store `value` with the largest record `timestamp` of the window (timestamped stores).
+
+        A windowed aggregation calls this and `get_timestamped` once per record and window:
+        `_observe` and `live_from` are written out here rather than called.
+        """
+        observed = self.observed
+        if start > observed:
+            self.observed = observed = start
+        live = observed - self.retention
+        if start < (live if live > TS_MIN else TS_MIN):
             return
         data = self.value_serde.to_bytes(value)
         self._write(self._pkey(key, start), None if data is None else _TS.pack(timestamp) + data)
 
     def get_timestamped(self, key: Any, start: int) -> tuple[Any, int] | None:
         """`(value, timestamp)` of `key`'s window starting at `start`, or None."""
-        if start < self.live_from():
+        live = self.observed - self.retention  # live_from(), written out (see put_timestamped)
+        if start < (live if live > TS_MIN else TS_MIN):
             return None
         data = self._read(self._pkey(key, start))
         if data is None:
