@@ -22,7 +22,7 @@ from typing import Any
 from kstream.records import Windowed
 from kstream.serde import Serde
 from kstream.state.base import Writes
-from kstream.state.keys import TS_MAX, TS_MIN, esc, seq4, ts8, unesc, unseq4, unts8
+from kstream.state.keys import TERM, TS_MAX, TS_MIN, esc, seq4, ts8, unesc, unseq4, unts8
 from kstream.state.segments import SegmentedStore
 from store_backends.base import Cursor, prefix_upper_bound
 
@@ -61,6 +61,7 @@ class WindowStore(SegmentedStore):
     }
 
     _memo: tuple[Any, int, bytes] | None = None
+    _ends: tuple[int, bytes, bytes] | None = None  # (start, segment prefix, start suffix)
     _plain: Callable[[bytes], Any]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -155,7 +156,11 @@ class WindowStore(SegmentedStore):
         kb = self.key_serde.to_bytes(key)
         if kb is None:
             raise TypeError(f"store {self.name!r}: key must not be None")
-        pk = self.seg(start) + esc(kb) + ts8(start)
+        # the records of a batch fall into few windows: keep the last start's two encodings
+        ends = self._ends
+        if ends is None or ends[0] != start:
+            ends = self._ends = (start, self.seg(start), ts8(start))
+        pk = ends[1] + kb.replace(b"\x00", b"\x00\xff") + TERM + ends[2]  # esc(kb), inlined
         if type(key) in _IMMUTABLE_KEYS:
             self._memo = (key, start, pk)
         return pk
