@@ -17,10 +17,8 @@ from kstream.dsl.windows import TimeWindows
 from kstream.topology import Topology
 
 
-def build_topology(
-    input_topic: str = "clicks", output_topic: str = "clicks-per-minute"
-) -> Topology:
-    builder = StreamBuilder()
+def count_clicks(builder: StreamBuilder, input_topic: str, output_topic: str) -> None:
+    """Add the clicks-per-minute count to `builder` (beside whatever else it builds)."""
     (
         builder.stream(input_topic, key_serde="string", value_serde="json")
         .group_by_key()
@@ -29,6 +27,13 @@ def build_topology(
         .to_stream()
         .to(output_topic)  # the table's serdes: time-windowed string keys, long counts
     )
+
+
+def build_topology(
+    input_topic: str = "clicks", output_topic: str = "clicks-per-minute"
+) -> Topology:
+    builder = StreamBuilder()
+    count_clicks(builder, input_topic, output_topic)
     return builder.build()
 
 

@@ -23,8 +23,8 @@ def words(line: str) -> list[str]:
     return _WORD.findall(line.lower())
 
 
-def build_topology(input_topic: str = "lines", output_topic: str = "word-counts") -> Topology:
-    builder = StreamBuilder()
+def count_words(builder: StreamBuilder, input_topic: str, output_topic: str) -> None:
+    """Add the word count to `builder` (beside whatever else it builds)."""
     (
         builder.stream(input_topic, key_serde="string", value_serde="string")
         .flat_map_values(words)
@@ -33,6 +33,11 @@ def build_topology(input_topic: str = "lines", output_topic: str = "word-counts"
         .to_stream()
         .to(output_topic, key_serde="string", value_serde="long")
     )
+
+
+def build_topology(input_topic: str = "lines", output_topic: str = "word-counts") -> Topology:
+    builder = StreamBuilder()
+    count_words(builder, input_topic, output_topic)
     return builder.build()
 
 

@@ -6,6 +6,7 @@ import os
 
 from examples import clicks_per_minute as _clicks
 from examples import word_count as _word_count
+from kstream.dsl import StreamBuilder
 from kstream.topology.topology import Topology
 
 
@@ -13,5 +14,12 @@ def word_count() -> Topology:
     return _word_count.build_topology(os.environ["TEST_SRC_TOPIC"], os.environ["TEST_OUT_TOPIC"])
 
 
-def clicks_per_minute() -> Topology:
-    return _clicks.build_topology(os.environ["TEST_SRC_TOPIC"], os.environ["TEST_OUT_TOPIC"])
+def every_example() -> Topology:
+    """Both examples in one topology (so one job, one driver, runs them side by side): the
+    word count on `TEST_LINES_TOPIC` -> `TEST_COUNTS_TOPIC`, the clicks per minute on
+    `TEST_CLICKS_TOPIC` -> `TEST_CPM_TOPIC`."""
+    env = os.environ
+    builder = StreamBuilder()
+    _word_count.count_words(builder, env["TEST_LINES_TOPIC"], env["TEST_COUNTS_TOPIC"])
+    _clicks.count_clicks(builder, env["TEST_CLICKS_TOPIC"], env["TEST_CPM_TOPIC"])
+    return builder.build()

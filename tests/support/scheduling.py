@@ -1,0 +1,121 @@
+"""Which pytest-xdist worker runs what, so `make test`'s wall time is its longest unit's.
+
+A unit is a group of `XDIST_GROUPS` (tests sharing one Spark session), a test of
+`PER_TEST_UNITS`, or else a module (its module-scoped fixtures, e.g. kstreamd processes or
+Prometheus, start once). Units start longest
+first, by `UNIT_SECONDS`: pytest-xdist's own order (most tests first) started the one-test Spark
+cluster modules last, and the run waited minutes for them alone.
+
+A worker runs the last test it was sent only once it has another one (or is told to shut
+down), so a long unit always has a follower queued behind it. That follower is the shortest
+unit left, never the next long one, which another worker starts as soon as it is free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+# Tests that run together on one pytest-xdist worker (path prefix -> group, first match): the
+# Spark tests share a session per worker, so a JVM per group rather than per worker; they are
+# the longest part of the suite, so they form two groups (two JVMs in parallel). The two
+# standalone-cluster modules are units of their own: each worker that runs one starts its own
+# cluster, so they run side by side.
+XDIST_GROUPS = (
+    ("tests/spark/test_tasks.py", "spark-tasks"),
+    ("tests/spark/test_restart.py", "spark-tasks"),
+    ("tests/spark/", "spark"),
+)
+# Wall seconds of the longest units on 2 cores under `make test` (all workers busy); only the
+# order matters. Any other unit counts `SECONDS_PER_TEST` per test.
+UNIT_SECONDS = {
+    "spark": 300.0,
+    "spark-tasks": 280.0,
+    "tests/spark_cluster/test_executor_kill.py": 230.0,
+    "tests/spark_cluster/test_examples_on_cluster.py": 200.0,
+    "tests/e2e/test_supervisor.py": 80.0,
+    "tests/integration/test_redis_loss.py": 55.0,
+    "tests/property/test_backends_statemachine.py": 50.0,
+    "tests/integration/test_packaging.py": 50.0,
+    "tests/integration/test_service_reset.py": 30.0,
+    "tests/property/test_join_window_reference.py": 25.0,
+    "tests/e2e/test_examples.py": 25.0,
+    "tests/integration/test_kstreamd_processes.py": 25.0,
+    "tests/unit/service/test_service_process.py": 25.0,
+    "tests/e2e/test_dashboards_prometheus.py": 20.0,
+}
+SECONDS_PER_TEST = 0.3
+# Modules of long, independent tests (no module-scoped fixture): each test is a unit of its own,
+# so they run side by side; seconds per test.
+PER_TEST_UNITS = {
+    "tests/e2e/test_processes.py": 50.0,
+    "tests/e2e/test_crash.py": 70.0,
+}
+# a worker with more than this still to run gets the shortest unit left as its follower
+LONG_UNIT_S = 30.0
+
+
+def unit_of(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0].replace("\\", "/")
+    if path in PER_TEST_UNITS:
+        return nodeid
+    return group_of(nodeid) or path
+
+
+def group_of(nodeid: str) -> str | None:
+    """The `XDIST_GROUPS` group of a test, if it is in one."""
+    path = nodeid.split("::", 1)[0].replace("\\", "/")
+    return next((g for prefix, g in XDIST_GROUPS if path.startswith(prefix)), None)
+
+
+def unit_seconds(unit: str, tests: int) -> float:
+    path = unit.split("::", 1)[0]
+    if path in PER_TEST_UNITS:
+        return PER_TEST_UNITS[path]
+    return UNIT_SECONDS.get(unit, SECONDS_PER_TEST * tests)
+
+
+def longest_units_first(items: list[pytest.Item]) -> None:
+    """Reorder `items` (in place) unit by unit, longest unit first; a unit's own tests keep
+    their order."""
+    first: dict[str, int] = {}
+    sizes: dict[str, int] = {}
+    for i, item in enumerate(items):
+        unit = unit_of(item.nodeid)
+        first.setdefault(unit, i)
+        sizes[unit] = sizes.get(unit, 0) + 1
+
+    def key(item: pytest.Item) -> tuple[float, int]:
+        unit = unit_of(item.nodeid)
+        return (-unit_seconds(unit, sizes[unit]), first[unit])
+
+    items.sort(key=key)
+
+
+def make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """A `LoadScopeScheduling` over our units, in collection order (`longest_units_first`)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False
+
+    class UnitScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+        def _seconds_left(self, node: Any) -> float:
+            left = 0.0
+            for unit, tests in self.assigned_work.get(node, {}).items():
+                pending = sum(1 for done in tests.values() if not done)
+                if pending:
+                    left += unit_seconds(unit, len(tests)) * pending / len(tests)
+            return left
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if self._seconds_left(node) > LONG_UNIT_S and len(self.workqueue) > 1:
+                shortest: Sequence[str] = list(self.workqueue)[-1:]
+                self.workqueue.move_to_end(shortest[0], last=False)
+            super()._assign_work_unit(node)
+
+    return UnitScheduling(config, log)
