@@ -361,7 +361,7 @@ def _start_tasks(
         register(spark)
     if checkpoint_dir is None:
         checkpoint_dir = os.path.join(cfg.state_dir, app_id, "spark-checkpoint")
-    from pyspark.sql.streaming.state import GroupStateTimeout
+    from kstream.spark.task_processor import TaskProcessor
 
     def starter(sid: int) -> Callable[[], tuple[Any, Any]]:
         def start_one() -> tuple[Any, Any]:
@@ -389,12 +389,8 @@ def _start_tasks(
                 out = (
                     raw.withColumn("task", task)
                     .groupBy("task")
-                    .applyInPandasWithState(
-                        tasks.stateful_function(blob, sid, labels),
-                        tasks.ROW_SCHEMA,
-                        tasks.TASK_STATE_SCHEMA,
-                        "append",
-                        GroupStateTimeout.NoTimeout,
+                    .transformWithStateInPandas(
+                        TaskProcessor(blob, sid, labels), tasks.ROW_SCHEMA, "append", "none"
                     )
                 )
             else:

@@ -10,16 +10,17 @@ chained stateful operators, user processors) runs here, with the real kstream pr
   ones and repartition topics) and writes through the transactional sink; repartition topics are
   real Kafka topics (`<app_id>-<name>`, created with the partition count the native runtime
   gives them), so the hop between sub-topologies is the same as in Kafka Streams;
-- a stateful sub-topology groups its input by Kafka partition (`applyInPandasWithState`, the
-  partition mapped to a label that Spark spreads evenly over its cores): each group is one task
-  (sub-topology, partition). The group function builds a `Task` whose stores
-  are typed stores over in-memory backends loaded from Spark's state, processes the batch's
-  records, flushes the stores and puts their contents back into Spark's state (with the task's
-  stream time and its punctuation schedules). So a task sees the same records in the
-  same order as in the native runtime: the same stream time, the same windows closing, the same
-  late records dropped. Records of several topics in one batch are merged as Kafka Streams
-  merges partitions: the record with the smallest timestamp at the head of its partition goes
-  first, each partition in offset order;
+- a stateful sub-topology groups its input by Kafka partition (`transformWithStateInPandas`,
+  the partition mapped to a label that Spark spreads evenly over its cores): each group is one
+  task (sub-topology, partition). `kstream.spark.task_processor` builds a `Task` whose stores
+  are typed stores over Spark state kept per key (`kstream.spark.task_state`: a `MapState` per
+  store, read and written only for the keys the batch touches), processes the batch's records,
+  flushes the stores, writes the changed keys back, and keeps the task's stream time,
+  punctuation schedules and provenance marks in a small `ValueState`. So a task sees the same
+  records in the same order as in the native runtime: the same stream time, the same windows
+  closing, the same late records dropped. Records of several topics in one batch are merged as
+  Kafka Streams merges partitions: the record with the smallest timestamp at the head of its
+  partition goes first, each partition in offset order;
 - a stateless sub-topology (only built-in stateless operators, no store) runs batch-wise inside
   the source's read tasks, one `Task` per Kafka partition, without any shuffle;
 - global tables: a task of a sub-topology that may read them keeps its own copy of every global
@@ -39,9 +40,9 @@ partition on that input topic (kstream writers keep each source partition's outp
 order, so a repeat is never above the mark). A sub-topology that reads a repartition topic is
 therefore always run as a stateful task, since a batch this runner's sink aborted before a crash
 is shown there. The stateless paths (the fast path, and stateless sub-topologies over external
-topics) keep no state and rely on the broker to hide aborted records, as Kafka does. A task's
-whole state travels through Spark's state store once per batch, which suits state of moderate
-size.
+topics) keep no state and rely on the broker to hide aborted records, as Kafka does. A
+task's copy of the global tables travels whole in its metadata each batch: global tables
+should stay small.
 """
 
 from __future__ import annotations
@@ -68,15 +69,13 @@ from kstream.topology.compiled import CompiledTopology, compile_topology
 from kstream.topology.processor import PunctuationType
 from kstream.topology.topology import ProcessorDef, Topology
 
-TASK_STATE_SCHEMA = "blob binary"
 __all__ = [
     "ROW_SCHEMA",
-    "TASK_STATE_SCHEMA",
     "TaskPlan",
     "TaskRun",
     "build_task_plan",
     "merge_by_time",
-    "stateful_function",
+    "records_of_frame",
     "stateless_function",
 ]
 
@@ -390,15 +389,27 @@ def _read_globals(
 
 
 class TaskRun:
-    """One batch of one task: restore from `saved`, process, and `snapshot` the new state."""
+    """One batch of one task: restore from `saved` (the task's metadata), process, `snapshot`.
 
-    def __init__(self, plan: TaskPlan, sub: int, partition: int, saved: Mapping[str, Any]) -> None:
+    `backend(spec)` gives the backend of each of the task's stores (for a stateful task, one
+    over its Spark `MapState`: see `kstream.spark.task_state`); without it the stores are
+    empty in-memory ones (stateless sub-topologies have none to speak of).
+    """
+
+    def __init__(
+        self,
+        plan: TaskPlan,
+        sub: int,
+        partition: int,
+        saved: Mapping[str, Any],
+        backend: Callable[[Any], Any] | None = None,
+    ) -> None:
+        from kstream.state import open_store
         from kstream.topology.task import Task
 
         self.plan = plan
         self.collector = _Collector(plan.partitions)
         compiled = plan.compiled
-        stores = saved.get("stores", {})
         globals_saved = saved.get("globals", {})
         self.global_offsets: dict[str, dict[int, int]] = {
             t: dict(v) for t, v in saved.get("global_offsets", {}).items()
@@ -417,12 +428,18 @@ class TaskRun:
             )
             glob = {n: s.read_only() for n, s in self.global_task.stores.items()}
         self.now = int(time.time() * 1000)
+
+        def open_task_store(spec: Any, part: int) -> Any:
+            if backend is None:
+                return _memory_store(spec, part, None)
+            return open_store(spec, app_id="", partition=part, state_dir="", backend=backend(spec))
+
         self.task = Task(
             compiled,
             sub,
             partition,
             collector=self.collector,
-            open_store=lambda spec, part: _memory_store(spec, part, stores.get(spec.name)),
+            open_store=open_task_store,
             global_stores=glob,
             wall_clock_ms=self.now,
         )
@@ -467,8 +484,8 @@ class TaskRun:
         return out
 
     def snapshot(self) -> dict[str, Any]:
+        """The task's metadata (its stores' contents are in their own Spark state)."""
         out: dict[str, Any] = {
-            "stores": {n: _contents(s) for n, s in self.task.stores.items()},
             "marks": self.marks.marks,
             "stream_time": self.task.stream_time,
             "dues": [s.due for s in self._schedules(PunctuationType.STREAM_TIME)],
@@ -492,7 +509,7 @@ def _outgoing_headers(headers: Headers) -> bytes | None:
     return encode_headers([h for h in headers if h[0] != HEADER])
 
 
-def _records(pdf: Any) -> list[Record]:
+def records_of_frame(pdf: Any) -> list[Record]:
     """A pandas frame of the source's rows as records (key and value still bytes)."""
     return records_from_columns(
         pdf["topic"].tolist(),
@@ -503,33 +520,6 @@ def _records(pdf: Any) -> list[Record]:
         pdf["value"].tolist(),
         [decode_headers(h) for h in pdf["headers"].tolist()],
     )
-
-
-def stateful_function(blob: bytes, sub: int, labels: Sequence[int]) -> Callable[..., Iterator[Any]]:
-    """`applyInPandasWithState` function: one task (sub-topology `sub`, the group's partition).
-
-    The grouping value of partition p is `labels[p]`.
-    """
-    partition_of = {label: p for p, label in enumerate(labels)}
-
-    def run(key: tuple[Any, ...], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
-        import pandas as pd
-
-        plan = _plan(blob)
-        partition = partition_of[int(key[0])]
-        records: list[Record] = []
-        for pdf in pdfs:
-            records.extend(_records(pdf))
-        saved = pickle.loads(state.get[0]) if state.exists else {}
-        task = TaskRun(plan, sub, partition, saved)
-        try:
-            cols = task.run(records)
-            state.update((pickle.dumps(task.snapshot(), protocol=5),))
-        finally:
-            task.close()
-        yield pd.DataFrame(cols, columns=ROW_ARROW_SCHEMA.names)
-
-    return run
 
 
 def stateless_function(

@@ -1,0 +1,94 @@
+"""The `transformWithStateInPandas` processor of a stateful sub-topology: one group per task.
+
+Spark calls `handleInputRows` once per task (sub-topology, partition) and micro-batch, with that
+task's records of the batch. Its state is:
+
+- `task`, a `ValueState`: the task's metadata (stream time, punctuation schedules, provenance
+  high marks, the global tables' copies and offsets, the store directories' page counts),
+  small whatever the stores hold;
+- one `MapState` per store (`store.<name>`), read and written per user key through
+  `kstream.spark.task_state.MapBackend`: a batch costs what it touches, not the store's size.
+
+Spark's RocksDB state store provider (the session default) keeps these on the executors' disks
+and in the checkpoint. Window, session and dedup stores expire their own data by stream time
+(as on the native runtime), not through Spark's processing-time TTL, which could drop windows
+a replay still needs.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+
+from kstream.records import Record
+from kstream.spark.execute import ROW_ARROW_SCHEMA
+from kstream.spark.task_state import MapBackend, SparkMap
+from kstream.spark.tasks import TaskRun, _plan, records_of_frame
+
+META_STATE = "task"
+META_SCHEMA = "blob binary"
+MAP_KEY_SCHEMA = "k binary"
+MAP_VALUE_SCHEMA = "v binary"
+
+
+def store_state_name(store: str) -> str:
+    return f"store.{store}"
+
+
+class TaskProcessor(StatefulProcessor):
+    """Runs task (sub-topology `sub`, partition p) for the group whose key is `labels[p]`."""
+
+    def __init__(self, blob: bytes, sub: int, labels: Sequence[int]) -> None:
+        self.blob = blob
+        self.sub = sub
+        self.labels = list(labels)
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        plan = _plan(self.blob)
+        self.partition_of = {label: p for p, label in enumerate(self.labels)}
+        self.meta = handle.getValueState(META_STATE, META_SCHEMA)
+        stores = plan.compiled.subtopologies[self.sub].stores
+        self.maps = {
+            name: SparkMap(
+                handle.getMapState(store_state_name(name), MAP_KEY_SCHEMA, MAP_VALUE_SCHEMA)
+            )
+            for name in sorted(stores)
+        }
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
+        import pandas as pd
+
+        plan = _plan(self.blob)
+        partition = self.partition_of[int(key[0])]
+        records: list[Record] = []
+        for pdf in rows:
+            records.extend(records_of_frame(pdf))
+        got = self.meta.get() if self.meta.exists() else None
+        saved: dict[str, Any] = {} if got is None else pickle.loads(bytes(got[0]))
+        dirs: dict[str, dict[bytes, list[int]]] = saved.get("dirs", {})
+        backends: list[MapBackend] = []
+
+        def backend(spec: Any) -> MapBackend:
+            store_dirs = dirs.setdefault(spec.name, {})
+            b = MapBackend(spec.name, spec.kind, self.maps[spec.name], store_dirs)
+            backends.append(b)
+            return b
+
+        task = TaskRun(plan, self.sub, partition, saved, backend)
+        try:
+            cols = task.run(records)
+            for b in backends:
+                b.sync()
+            meta = task.snapshot()
+            meta["dirs"] = {name: d for name, d in dirs.items() if d}
+            self.meta.update((pickle.dumps(meta, protocol=5),))
+        finally:
+            task.close()
+        if cols["seq"]:  # pyspark cannot convert an empty frame of this schema
+            yield pd.DataFrame(cols, columns=ROW_ARROW_SCHEMA.names)
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,425 @@
+"""A task's stores kept per key in Spark's state: a batch reads and writes only what it touches.
+
+Each store of a task (sub-topology, partition) is one Spark `MapState` of that task's group
+(`transformWithStateInPandas`, RocksDB). `MapBackend` is a `store_backends` backend over it, so
+the typed stores above (key-value, window, session, dedup) run unchanged. Entries are grouped
+by *user key*, so a lookup is one Spark read whatever the store's size:
+
+- key-value stores: one map entry per key (tag `g` + key bytes);
+- window and session stores (physical key: segment + escaped key + times): one entry per user
+  key holding all of that key's windows or sessions, in every segment, so a fetch of a key's
+  windows is one read, never a scan;
+- dedup stores (segment + id): one entry per id, all its segments together;
+- a segmented store's metadata (`segments.META`) is one more entry (tag `m`).
+
+Ranges across keys (window expiry, `fetch_all`, `all()`) use a per-segment directory: the user
+keys with entries in a segment, in pages of `PAGE` keys (tag `d` + segment + page number),
+appended when a key first gets an entry in that segment. Expiring a segment reads its
+directory, deletes its keys' old entries, and drops the directory once no listed key has
+entries left in the segment: the cost is that of the data that expires. Ranges over a
+key-value store (a user processor's `range`/`all`) iterate the store's map: those read the
+whole store, by their nature.
+
+Within a batch everything read is kept in memory, and every write too: `sync` writes the
+changed entries back (one Spark write per changed key, directory page or metadata entry) at
+the end of the batch. The directories' page counts travel in the task's metadata (`dirs`).
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol
+
+from kstream.state.keys import TERM
+from kstream.state.segments import META
+from store_backends.base import Cursor
+
+PAGE = 4096
+"""User keys per directory page: bounds what appending to a segment's directory rewrites."""
+
+_DATA, _DIR, _META = b"g", b"d", b"m"
+
+
+class MapLike(Protocol):
+    """The part of a Spark `MapState` (bytes -> bytes) the backend uses."""
+
+    def get(self, key: bytes) -> bytes | None: ...
+
+    def put(self, key: bytes, value: bytes) -> None: ...
+
+    def remove(self, key: bytes) -> None: ...
+
+    def items(self) -> Iterator[tuple[bytes, bytes]]: ...
+
+
+class SparkMap:
+    """A `MapState` with schema `k binary` -> `v binary`, as a `MapLike`.
+
+    Every point call is one request to the JVM's state server. pyspark builds each request
+    through the schema (`toInternal`, numpy normalization) before pickling the row; for one
+    binary column that is `pickle.dumps((key,))`, which this class sends directly when the
+    pyspark in use exposes its state client as 4.x does (a third of the Python cost of a call),
+    else it goes through the public `MapState` methods.
+    """
+
+    def __init__(self, state: Any) -> None:
+        self.state = state
+        client = getattr(state, "_mapStateClient", None)
+        api = getattr(client, "_stateful_processor_api_client", None)
+        self._api = api if _has_wire_calls(api) else None
+        self._name = getattr(state, "_stateName", "")
+
+    def _call(self, **call: Any) -> bytes:
+        from pyspark.errors import PySparkRuntimeError
+        from pyspark.sql.streaming.proto import StateMessage_pb2 as m
+
+        api = self._api
+        assert api is not None
+        request = m.StateRequest(
+            stateVariableRequest=m.StateVariableRequest(
+                mapStateCall=m.MapStateCall(stateName=self._name, **call)
+            )
+        )
+        api._send_proto_message(request.SerializeToString())
+        status, error, value = api._receive_proto_message()
+        if status != 0:
+            raise PySparkRuntimeError(f"map state {self._name!r}: {error}")
+        return bytes(value)
+
+    def get(self, key: bytes) -> bytes | None:
+        if self._api is None:
+            row = self.state.getValue((key,))
+            return None if row is None else bytes(row[0])
+        from pyspark.sql.streaming.proto import StateMessage_pb2 as m
+
+        raw = self._call(getValue=m.GetValue(userKey=pickle.dumps((key,), protocol=5)))
+        return bytes(pickle.loads(raw)[0]) if raw else None
+
+    def put(self, key: bytes, value: bytes) -> None:
+        if self._api is None:
+            self.state.updateValue((key,), (value,))
+            return
+        from pyspark.sql.streaming.proto import StateMessage_pb2 as m
+
+        k, v = pickle.dumps((key,), protocol=5), pickle.dumps((value,), protocol=5)
+        self._call(updateValue=m.UpdateValue(userKey=k, value=v))
+
+    def remove(self, key: bytes) -> None:
+        if self._api is None:
+            self.state.removeKey((key,))
+            return
+        from pyspark.sql.streaming.proto import StateMessage_pb2 as m
+
+        self._call(removeKey=m.RemoveKey(userKey=pickle.dumps((key,), protocol=5)))
+
+    def items(self) -> Iterator[tuple[bytes, bytes]]:
+        for k, v in self.state.iterator():
+            yield bytes(k[0]), bytes(v[0])
+
+
+class DictMap:
+    """A `MapLike` over a dict: the same layout without Spark (tests, tools)."""
+
+    def __init__(self, data: dict[bytes, bytes] | None = None) -> None:
+        self.data = {} if data is None else data
+        self.reads = 0
+        self.writes = 0
+
+    def get(self, key: bytes) -> bytes | None:
+        self.reads += 1
+        return self.data.get(key)
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self.writes += 1
+        self.data[key] = value
+
+    def remove(self, key: bytes) -> None:
+        self.writes += 1
+        self.data.pop(key, None)
+
+    def items(self) -> Iterator[tuple[bytes, bytes]]:
+        self.reads += 1
+        return iter(list(self.data.items()))
+
+
+def _has_wire_calls(api: Any) -> bool:
+    return all(
+        callable(getattr(api, n, None)) for n in ("_send_proto_message", "_receive_proto_message")
+    )
+
+
+def user_key(kind: str, pk: bytes) -> bytes:
+    """The part of a physical key that names its user key (the unit of Spark reads)."""
+    if kind in ("window", "session"):
+        return pk[8 : pk.index(TERM, 8) + 2]
+    if kind == "dedup":
+        return pk[8:]
+    return pk
+
+
+def _in(k: bytes, lo: bytes | None, hi: bytes | None) -> bool:
+    return (lo is None or k >= lo) and (hi is None or k <= hi)
+
+
+class MapBackend:
+    """An ordered bytes map (the `store_backends.Backend` contract) over one store's map.
+
+    `dirs` is the store's directory index (segment -> [pages, keys in the last page]), from the
+    task's metadata; `sync` updates it in place.
+    """
+
+    def __init__(
+        self, name: str, kind: str, state: MapLike, dirs: dict[bytes, list[int]] | None = None
+    ) -> None:
+        self.name = name
+        self.kind = kind
+        self.state = state
+        self.segmented = kind in ("window", "session", "dedup")
+        self.dirs: dict[bytes, list[int]] = {} if dirs is None else dirs
+        # user key -> {physical key: value} as read (segmented), or key -> value | None (kv)
+        self._entries: dict[bytes, Any] = {}
+        self._segs_read: dict[bytes, set[bytes]] = {}
+        self._dirty: set[bytes] = set()
+        self._meta: bytes | None = None
+        self._meta_state = 0  # 0 unread, 1 read, 2 changed
+        self._pages: dict[tuple[bytes, int], list[bytes]] = {}
+        self._dir_listed: dict[bytes, set[bytes]] = {}
+        self._checkpoint: dict[str, Any] = {}
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"MapBackend({self.name!r}, {self.kind})"
+
+    # --- reading through ---------------------------------------------------------------------
+
+    def _group(self, uk: bytes) -> dict[bytes, bytes]:
+        """The entries of user key `uk` (segmented stores), read from Spark once per batch."""
+        got = self._entries.get(uk)
+        if got is None:
+            raw = self.state.get(_DATA + uk)
+            got = {} if raw is None else pickle.loads(raw)
+            self._entries[uk] = got
+            self._segs_read[uk] = {pk[:8] for pk in got}
+        return got
+
+    def _value(self, key: bytes) -> bytes | None:
+        """The value of `key` (key-value stores), read from Spark once per batch."""
+        if key in self._entries:
+            v: bytes | None = self._entries[key]
+            return v
+        v = self.state.get(_DATA + key)
+        self._entries[key] = v
+        return v
+
+    def _read_meta(self) -> bytes | None:
+        if self._meta_state == 0:
+            self._meta = self.state.get(_META)
+            self._meta_state = 1
+        return self._meta
+
+    def get(self, key: bytes) -> bytes | None:
+        if not self.segmented:
+            return self._value(key)
+        if key == META:
+            return self._read_meta()
+        return self._group(user_key(self.kind, key)).get(key)
+
+    # --- writing -----------------------------------------------------------------------------
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self.write_batch({key: value}, ())
+
+    def delete(self, key: bytes) -> None:
+        self.write_batch({}, (key,))
+
+    def write_batch(
+        self,
+        puts: dict[bytes, bytes],
+        deletes: Iterable[bytes],
+        checkpoint: dict[str, Any] | None = None,
+    ) -> None:
+        for k in deletes:
+            self._set(k, None)
+        for k, v in puts.items():
+            self._set(k, v)
+        if checkpoint is not None:
+            self._checkpoint = dict(checkpoint)
+
+    def _set(self, key: bytes, value: bytes | None) -> None:
+        if not self.segmented:
+            self._entries[key] = value
+            self._dirty.add(key)
+        elif key == META:
+            self._meta, self._meta_state = value, 2
+        else:
+            uk = user_key(self.kind, key)
+            group = self._group(uk)
+            if value is None:
+                group.pop(key, None)
+            else:
+                group[key] = value
+            self._dirty.add(uk)
+
+    # --- ranges ------------------------------------------------------------------------------
+
+    def range(
+        self, lo: bytes | None = None, hi: bytes | None = None, reverse: bool = False
+    ) -> Cursor:
+        items = sorted(self._range(lo, hi))
+        if reverse:
+            items.reverse()
+        return Cursor(iter(items))
+
+    def prefix_scan(self, prefix: bytes) -> Cursor:
+        items = sorted((k, v) for k, v in self._range(prefix, None) if k.startswith(prefix))
+        return Cursor(iter(items))
+
+    def _range(self, lo: bytes | None, hi: bytes | None) -> list[tuple[bytes, bytes]]:
+        if not self.segmented:
+            return self._kv_range(lo, hi)
+        one = self._one_key(lo, hi)
+        if one is not None:
+            return [(k, v) for k, v in self._group(one).items() if _in(k, lo, hi)]
+        out: list[tuple[bytes, bytes]] = []
+        for uk in self._keys_in_segments(lo, hi):
+            out.extend((k, v) for k, v in self._group(uk).items() if _in(k, lo, hi))
+        if _in(META, lo, hi):
+            meta = self._read_meta()
+            if meta is not None:
+                out.append((META, meta))
+        return out
+
+    def _one_key(self, lo: bytes | None, hi: bytes | None) -> bytes | None:
+        """The user key every physical key in [lo, hi] has, if lo and hi pin one down."""
+        if lo is None or hi is None or lo[:8] != hi[:8] or len(lo) < 8:
+            return None
+        try:
+            a, b = user_key(self.kind, lo), user_key(self.kind, hi)
+        except ValueError:
+            return None
+        if a != b or self.kind == "dedup":
+            return None
+        return a
+
+    def _kv_range(self, lo: bytes | None, hi: bytes | None) -> list[tuple[bytes, bytes]]:
+        merged: dict[bytes, bytes | None] = {}
+        for k, v in self.state.items():
+            if k[:1] == _DATA:
+                merged[k[1:]] = v
+        merged.update(self._entries)
+        return [(k, v) for k, v in merged.items() if v is not None and _in(k, lo, hi)]
+
+    def _keys_in_segments(self, lo: bytes | None, hi: bytes | None) -> list[bytes]:
+        """User keys with entries in the segments [lo, hi] may touch: listed in the
+        directories, or given entries there in this batch."""
+        seg_lo = None if lo is None else lo[:8]
+        seg_hi = None if hi is None else hi[:8]
+        found: dict[bytes, None] = {}
+        for seg in sorted(self.dirs):
+            if _in(seg, seg_lo, seg_hi):
+                found.update(dict.fromkeys(self._listed(seg)))
+        for uk in list(self._dirty):
+            group = self._entries[uk]
+            if any(_in(pk[:8], seg_lo, seg_hi) for pk in group):
+                found[uk] = None
+        return list(found)
+
+    def _listed(self, seg: bytes) -> set[bytes]:
+        """Every user key in `seg`'s directory (all its pages, read once per batch)."""
+        got = self._dir_listed.get(seg)
+        if got is None:
+            got = set()
+            for page in range(self.dirs[seg][0]):
+                got.update(self._page(seg, page))
+            self._dir_listed[seg] = got
+        return got
+
+    def _page(self, seg: bytes, page: int) -> list[bytes]:
+        got = self._pages.get((seg, page))
+        if got is None:
+            raw = self.state.get(_DIR + seg + page.to_bytes(4, "big"))
+            got = [] if raw is None else pickle.loads(raw)
+            self._pages[(seg, page)] = got
+        return got
+
+    # --- end of batch ------------------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Write what this batch changed back to Spark's state (entries, directories, meta)."""
+        state = self.state
+        if not self.segmented:
+            for k in self._dirty:
+                v = self._entries[k]
+                if v is None:
+                    state.remove(_DATA + k)
+                else:
+                    state.put(_DATA + k, v)
+        else:
+            added: dict[bytes, list[bytes]] = {}
+            for uk in sorted(self._dirty):
+                group = self._entries[uk]
+                if group:
+                    state.put(_DATA + uk, pickle.dumps(group, protocol=5))
+                else:
+                    state.remove(_DATA + uk)
+                before = self._segs_read[uk]
+                for seg in {pk[:8] for pk in group} - before:
+                    added.setdefault(seg, []).append(uk)
+            self._drop_empty_directories(added)
+            for seg in sorted(added):
+                self._append(seg, added[seg])
+            if self._meta_state == 2:
+                if self._meta is None:
+                    state.remove(_META)
+                else:
+                    state.put(_META, self._meta)
+                self._meta_state = 1
+            self._segs_read = {uk: {pk[:8] for pk in g} for uk, g in self._entries.items()}
+        self._dirty.clear()
+
+    def _drop_empty_directories(self, added: dict[bytes, list[bytes]]) -> None:
+        """A segment whose directory was read this batch and none of whose keys has entries in
+        it any more (it expired) loses its directory."""
+        for seg, listed in list(self._dir_listed.items()):
+            if seg in added or seg not in self.dirs:
+                continue
+            if any(any(pk[:8] == seg for pk in self._entries[uk]) for uk in listed):
+                continue
+            for page in range(self.dirs.pop(seg)[0]):
+                self.state.remove(_DIR + seg + page.to_bytes(4, "big"))
+                self._pages.pop((seg, page), None)
+            del self._dir_listed[seg]
+
+    def _append(self, seg: bytes, keys: list[bytes]) -> None:
+        pages, last = self.dirs.setdefault(seg, [0, 0])
+        listed = self._dir_listed.get(seg)
+        while keys:
+            if pages == 0 or last >= PAGE:
+                self._pages[(seg, pages)] = []
+                pages, last = pages + 1, 0
+            page = self._page(seg, pages - 1)
+            take, keys = keys[: PAGE - last], keys[PAGE - last :]
+            page.extend(take)
+            if listed is not None:
+                listed.update(take)
+            last = len(page)
+            self.state.put(_DIR + seg + (pages - 1).to_bytes(4, "big"), pickle.dumps(page, 5))
+        self.dirs[seg] = [pages, last]
+
+    # --- the rest of the backend contract ----------------------------------------------------
+
+    def checkpoint(self) -> dict[str, Any]:
+        return dict(self._checkpoint)
+
+    def approximate_num_entries(self) -> int:
+        """Entries this batch has seen (Spark's state has no cheap count)."""
+        if not self.segmented:
+            return sum(1 for v in self._entries.values() if v is not None)
+        return sum(len(g) for g in self._entries.values())
+
+    def close(self) -> None:
+        self._closed = True
+
+    def destroy(self) -> None:
+        self._closed = True

@@ -1,0 +1,224 @@
+"""The per-key layout of a task's stores in Spark's state (`kstream.spark.task_state`).
+
+Each batch opens the typed stores afresh over a `MapBackend` (the same map and directories,
+as a task does per micro-batch), and every read is compared with the same store over the
+in-memory reference backend. No Spark needed: `DictMap` stands in for a `MapState`.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from kstream.records import Windowed
+from kstream.spark.task_state import PAGE, DictMap, MapBackend
+from kstream.state import StoreSpec, open_store
+from kstream.state.window import TimestampedSerde
+from store_backends.memory import MemoryBackend
+
+
+class Twin:
+    """A store over `MapBackend` (reopened per batch) next to one over `MemoryBackend`."""
+
+    def __init__(self, spec: StoreSpec, value_serde: Any = None) -> None:
+        self.spec = spec
+        self.map = DictMap()
+        self.dirs: dict[bytes, list[int]] = {}
+        self.ref = open_store(spec, app_id="", partition=0, state_dir="", backend=MemoryBackend())
+        if value_serde is not None:
+            self.ref.value_serde = value_serde
+        self.value_serde = value_serde
+        self.store: Any = None
+        self.backend: MapBackend | None = None
+
+    def begin(self) -> Any:
+        self.backend = MapBackend(self.spec.name, self.spec.kind, self.map, self.dirs)
+        self.store = open_store(
+            self.spec, app_id="", partition=0, state_dir="", backend=self.backend
+        )
+        return self.store
+
+    def end(self) -> None:
+        assert self.backend is not None
+        self.store.flush()
+        self.ref.flush()
+        self.backend.sync()
+
+
+def _window_spec(retention: int = 40, interval: int = 10, dups: bool = False) -> StoreSpec:
+    return StoreSpec(
+        "w",
+        kind="window",
+        retention=retention,
+        window_size=5,
+        segment_interval=interval,
+        retain_duplicates=dups,
+        value_serde=TimestampedSerde(_int_serde()) if not dups else None,
+    )
+
+
+def _int_serde() -> Any:
+    from kstream.serde import BUILTIN
+
+    return BUILTIN["auto"]
+
+
+def test_window_store_reads_match_the_reference_across_batches() -> None:
+    rng = random.Random(7)
+    twin = Twin(_window_spec())
+    keys = [f"k{i}" for i in range(30)] + ["", "a\x00b", "a"]
+    t = 0
+    for _batch in range(40):
+        s = twin.begin()
+        for _ in range(25):
+            t += rng.choice([0, 0, 1, 2])
+            k = rng.choice(keys)
+            start = max(0, t - rng.randrange(0, 30))
+            op = rng.random()
+            if op < 0.5:
+                v = rng.randrange(1000)
+                s.put_timestamped(k, v, t, start)
+                twin.ref.put_timestamped(k, v, t, start)
+            elif op < 0.6:
+                s.put(k, None, start)
+                twin.ref.put(k, None, start)
+            elif op < 0.8:
+                lo = start - 10
+                assert s.fetch_timestamped(k, lo, start) == twin.ref.fetch_timestamped(k, lo, start)
+            elif op < 0.9:
+                lo = max(0, t - 25)
+                got = s.fetch_all_timestamped(lo, t)
+                assert got == twin.ref.fetch_all_timestamped(lo, t)
+            else:
+                assert s.get_timestamped(k, start) == twin.ref.get_timestamped(k, start)
+        twin.end()
+    s = twin.begin()
+    with s.all() as a, twin.ref.all() as b:
+        assert list(a) == list(b)
+    assert len(list(twin.ref.all())) > 0
+
+
+def test_expired_window_segments_leave_the_state_with_their_directories() -> None:
+    twin = Twin(_window_spec(retention=20, interval=10))
+    s = twin.begin()
+    for i in range(50):
+        s.put_timestamped(f"k{i}", i, 5, 5)
+    twin.end()
+    assert list(twin.dirs) != []
+    s = twin.begin()
+    s.put_timestamped("late", 1, 100, 100)  # stream time moves past the old segments' retention
+    twin.end()
+    s = twin.begin()
+    s.put_timestamped("late", 2, 101, 100)  # the next flush purges the expired segments
+    twin.end()
+    data_keys = [k for k in twin.map.data if k[:1] == b"g"]
+    assert len(data_keys) == 1  # only the key "late" is left
+    assert len(twin.dirs) == 1  # only the segment of "late" is listed
+    assert not any(k[:1] == b"d" and k[1:9] < min(twin.dirs) for k in twin.map.data)
+
+
+def test_a_fetch_reads_one_entry_whatever_the_store_size() -> None:
+    twin = Twin(_window_spec(retention=10_000, interval=1000))
+    s = twin.begin()
+    for i in range(5000):
+        s.put_timestamped(i, i, i % 900, i % 900)
+    twin.end()
+    twin.map.reads = twin.map.writes = 0
+    s = twin.begin()
+    for i in (3, 77, 4999):
+        assert [w[1] for w in s.fetch_timestamped(i, 0, 1000)] == [i]
+        s.put_timestamped(i, -i, 950, 950)
+    twin.end()
+    # a read per key (plus the metadata entry), a write per key plus the directory's last page
+    assert twin.map.reads <= 3 + 1 + 1
+    assert twin.map.writes <= 3 + 1
+    assert len(twin.map.data) > 5000
+
+
+def test_directory_pages_fill_up_and_list_every_key() -> None:
+    twin = Twin(_window_spec(retention=100_000, interval=100_000))
+    n = PAGE + PAGE // 2 + 3
+    for batch in range(3):
+        s = twin.begin()
+        for i in range(batch * n // 3, (batch + 1) * n // 3):
+            s.put_timestamped(i, i, 1, 1)
+        twin.end()
+    ((pages, last),) = twin.dirs.values()
+    assert (pages, last) == (2, n - PAGE)
+    s = twin.begin()
+    assert len(s.fetch_all_timestamped(0, 10)) == n
+
+
+def test_retained_duplicates_keep_every_record() -> None:
+    twin = Twin(_window_spec(retention=100, interval=50, dups=True))
+    for batch in range(4):
+        s = twin.begin()
+        for i in range(5):
+            s.put("k", (batch, i), 10 * batch)
+            twin.ref.put("k", (batch, i), 10 * batch)
+        twin.end()
+    s = twin.begin()
+    with s.fetch("k", 0, 100) as a, twin.ref.fetch("k", 0, 100) as b:
+        assert list(a) == list(b)
+    assert len(list(twin.ref.fetch("k", 0, 100))) == 20
+
+
+def test_session_store_matches_the_reference() -> None:
+    rng = random.Random(3)
+    twin = Twin(StoreSpec("s", kind="session", retention=30, segment_interval=10))
+    t = 0
+    for _batch in range(30):
+        s = twin.begin()
+        for _ in range(20):
+            t += rng.choice([0, 1, 2])
+            k = rng.choice("abcdef")
+            ref = twin.ref
+            with s.find_sessions(k, t - 5, t + 5) as a, ref.find_sessions(k, t - 5, t + 5) as b:
+                found, expected = list(a), list(b)
+            assert found == expected
+            w = Windowed(k, min([t] + [x.start for x, _ in found]), t)
+            for x, _ in found:
+                s.remove(x)
+                twin.ref.remove(x)
+            s.put(w, len(found))
+            twin.ref.put(w, len(found))
+        twin.end()
+    s = twin.begin()
+    with s.all() as a, twin.ref.all() as b:
+        assert list(a) == list(b)
+
+
+def test_dedup_store_matches_the_reference() -> None:
+    rng = random.Random(5)
+    twin = Twin(StoreSpec("d", kind="dedup", retention=20, segment_interval=10))
+    t = 0
+    for _batch in range(30):
+        s = twin.begin()
+        for _ in range(20):
+            t += rng.choice([0, 1, 2])
+            i = rng.randrange(40)
+            assert s.check_and_mark(i, t) == twin.ref.check_and_mark(i, t)
+        twin.end()
+    assert len(twin.dirs) <= 4  # expired segments went
+
+
+def test_key_value_store_points_and_ranges() -> None:
+    rng = random.Random(11)
+    twin = Twin(StoreSpec("kv"))
+    for _batch in range(20):
+        s = twin.begin()
+        for _ in range(30):
+            k = rng.randrange(50)
+            if rng.random() < 0.7:
+                s.put(k, k * 2)
+                twin.ref.put(k, k * 2)
+            else:
+                s.delete(k)
+                twin.ref.delete(k)
+            assert s.get(k) == twin.ref.get(k)
+        with s.range(10, 30) as a, twin.ref.range(10, 30) as b:
+            assert list(a) == list(b)
+        twin.end()
+    s = twin.begin()
+    with s.all() as a, twin.ref.all() as b:
+        assert list(a) == list(b)
