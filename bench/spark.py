@@ -24,7 +24,15 @@ and `jvm_rss_mb`, the peak RSS of the Spark JVM (`VmHWM`; on local[2] it holds t
 Both engines must write the same final results; the run fails otherwise. Prints a table, writes
 bench/results/spark.json.
 
+`state_keys` is the number of keys the stateful workload's state holds at the end (the users
+seen: at most one per record). `steady_spark_vs_native` compares steady-state rates; the
+`scaling` section gives, per stateful workload and engine, the per-record cost with the largest
+state over that with the smallest (the task path keeps state per key in Spark's state store, so
+this measures what a batch pays for the keys it touches, not for the state's size). `--workload`
+runs a subset; the rows of the other workloads are kept from the previous results file.
+
     python bench/spark.py [--records 400000] [--batch 50000] [--keys 1000 --keys 100000]
+        [--workload "windowed count"]
 """
 
 from __future__ import annotations
@@ -303,12 +311,24 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=400_000)
     ap.add_argument("--batch", type=int, default=50_000)
     ap.add_argument("--keys", type=int, action="append", help="distinct users (repeatable)")
+    ap.add_argument(
+        "--workload",
+        action="append",
+        choices=sorted(WORKLOADS),
+        help="run only these (repeatable); the results file keeps the other workloads' rows",
+    )
     args = ap.parse_args()
     keys = args.keys or [USERS]
+    chosen = args.workload or list(WORKLOADS)
     from kstream.spark import spark_session
 
     spark = spark_session(conf={"spark.sql.shuffle.partitions": str(PARTITIONS)})
-    runs = [(name, k) for name in WORKLOADS for k in (keys if name in STATEFUL else keys[:1])]
+    runs = [
+        (name, k)
+        for name in WORKLOADS
+        if name in chosen
+        for k in (keys if name in STATEFUL else keys[:1])
+    ]
     rows: dict[tuple[str, int], tuple[dict, dict]] = {}
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
         bs = broker.bootstrap_servers
@@ -341,6 +361,12 @@ def main() -> None:
         spark_row["spark_vs_native"] = round(
             spark_row["records_per_s"] / native_row["records_per_s"], 3
         )
+        spark_row["steady_spark_vs_native"] = round(
+            (spark_row["steady_records_per_s"] or 0) / native_row["steady_records_per_s"], 3
+        )
+        native_row["steady_spark_vs_native"] = None
+        for row in (spark_row, native_row):
+            row["state_keys"] = min(k, args.records) if name in STATEFUL else None
         results += [spark_row, native_row]
     cols = [
         "workload",
@@ -370,12 +396,47 @@ def main() -> None:
         "records": args.records,
         "max_records_per_batch": args.batch,
         "keys": keys,
+        "workloads": chosen,
         "processing_guarantee": "exactly_once",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
     }
-    with open(os.path.join(HERE, "results", "spark.json"), "w") as f:
-        json.dump({"config": meta, "results": results}, f, indent=2)
+    path = os.path.join(HERE, "results", "spark.json")
+    kept = [r for r in previous_results(path) if r["workload"] not in chosen]
+    # rows of workloads this run left out come from the previous file, measured under its config
+    meta["kept_from_previous_run"] = sorted({r["workload"] for r in kept})
+    out = {"config": meta, "results": kept + results, "scaling": scaling(results)}
+    with open(path, "w") as f:
+        json.dump(out, f, indent=2)
         f.write("\n")
+
+
+def previous_results(path: str) -> list[dict]:
+    """The rows of the last results file (kept for the workloads this run leaves out)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return list(json.load(f).get("results", []))
+    except (OSError, ValueError):
+        return []
+
+
+def scaling(results: list[dict]) -> dict[str, Any]:
+    """Per stateful workload and engine: per-record cost with the most keys of state over the
+    cost with the fewest (the target: within 1.5x), from the steady-state rates."""
+    out: dict[str, Any] = {}
+    for name in STATEFUL:
+        for engine in ("spark", "native"):
+            rows = [r for r in results if r["workload"] == name and r["engine"] == engine]
+            rows = [r for r in rows if r["us_per_record"]]
+            if len(rows) < 2:
+                continue
+            small = min(rows, key=lambda r: r["state_keys"])
+            large = max(rows, key=lambda r: r["state_keys"])
+            out.setdefault(name, {})[engine] = {
+                "state_keys": [small["state_keys"], large["state_keys"]],
+                "us_per_record": [small["us_per_record"], large["us_per_record"]],
+                "cost_ratio": round(large["us_per_record"] / small["us_per_record"], 2),
+            }
+    return out
 
 
 if __name__ == "__main__":
