@@ -1,10 +1,9 @@
 """A real Spark standalone cluster for the tests: one master and two workers of one core each.
 
-Started once per test session (so once per pytest-xdist worker that runs a cluster test: the
-two cluster test modules run side by side, each on its own cluster) from the pyspark wheel's
-own launcher (`bin/spark-class`), bound to the loopback interface on free ports, and stopped at
-the end. Jobs are submitted to it the way a user would: `kstreamd run --engine spark --master
-spark://...` in a process of its own.
+Started once per test session (the cluster tests run on one pytest-xdist worker) from the
+pyspark wheel's own launcher (`bin/spark-class`), bound to the loopback interface on free
+ports, and stopped at the end. Jobs are submitted to it the way a user would: `kstreamd run
+--engine spark --master spark://...` in a process of its own.
 """
 
 from __future__ import annotations

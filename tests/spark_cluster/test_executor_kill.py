@@ -1,7 +1,5 @@
 """An executor of a standalone cluster SIGKILLed mid-query, then the driver killed and the job
 restarted from its checkpoint: every word count still comes out exactly once, in order.
-
-Runs on a cluster of its own (the fixture is per pytest worker), beside the examples' test.
 """
 
 from __future__ import annotations
