@@ -98,7 +98,6 @@ class InternalBuilder:
     def __init__(self) -> None:
         self.topology = Topology()
         self._index = 0
-        self._source_serdes: dict[str, tuple[Serde | None, Serde | None]] = {}
         self._null_key_policies: dict[str, Any] = {}
         self._old_value_flags: dict[str, tuple[Any, ...]] = {}
 
