@@ -29,6 +29,8 @@ DEFAULTS: dict[str, str] = {
     "spark.driver.memory": "1g",
     "spark.sql.shuffle.partitions": "2",
     "spark.sql.streaming.stateStore.providerClass": STATE_STORE_PROVIDER,
+    # a commit writes the keys the batch changed, not a snapshot of the store's files
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
     "spark.sql.streaming.noDataMicroBatches.enabled": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.adaptive.enabled": "false",
