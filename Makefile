@@ -4,10 +4,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 EXTRAS ?= dev,redis,spark,schema-registry
 PYTEST_ARGS ?=
-# `make test` runs on pytest-xdist workers, each with its own embedded broker; the Spark tests
-# share one worker (`xdist_group`), so one JVM. The suite mostly waits (group joins, worker
-# processes, the broker), so more workers than cores pay: 4 on a 2-core machine.
-TEST_WORKERS ?= 4
+# `make test` runs on pytest-xdist workers, each with its own embedded broker. The suite mostly
+# waits (group joins, worker processes, the broker, Spark jobs), so more workers than cores pay:
+# the three Spark units (two local sessions, one standalone cluster) hold three workers for most
+# of the run, and the other three take everything else (tests/support/scheduling.py).
+TEST_WORKERS ?= 6
 
 .PHONY: demo test lint unit integration bench bench-full venv clean
 
