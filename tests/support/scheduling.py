@@ -20,21 +20,21 @@ import pytest
 
 # Tests that run together on one pytest-xdist worker (path prefix -> group, first match): the
 # Spark tests share a session per worker, so a JVM per group rather than per worker; they are
-# the longest part of the suite, so they form two groups (two JVMs in parallel). The
-# standalone-cluster tests share one cluster (a cluster each would run twelve JVMs at once on
-# two cores: Python workers then miss Spark's 10 s connect-back timeout).
+# the longest part of the suite, so they form two groups (two JVMs in parallel): the
+# differential tests, and the rest. The standalone-cluster tests share one cluster (a cluster
+# each would run twelve JVMs at once on two cores: Python workers then miss Spark's 10 s
+# connect-back timeout).
 XDIST_GROUPS = (
-    ("tests/spark/test_tasks.py", "spark-tasks"),
-    ("tests/spark/test_restart.py", "spark-tasks"),
+    ("tests/spark/test_differential.py", "spark-differential"),
     ("tests/spark/", "spark"),
     ("tests/spark_cluster/", "spark-cluster"),
 )
 # Wall seconds of the longest units on 2 cores under `make test` (all workers busy); only the
 # order matters. Any other unit counts `SECONDS_PER_TEST` per test.
 UNIT_SECONDS = {
-    "spark": 300.0,
-    "spark-tasks": 280.0,
-    "spark-cluster": 290.0,
+    "spark-cluster": 330.0,
+    "spark-differential": 300.0,
+    "spark": 260.0,
     "tests/e2e/test_supervisor.py": 80.0,
     "tests/integration/test_redis_loss.py": 55.0,
     "tests/property/test_backends_statemachine.py": 50.0,
