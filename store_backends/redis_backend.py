@@ -81,12 +81,12 @@ class RedisBackend(BatchedPoints):
     def _retry(self, what: str, fn: Callable[[], T]) -> T:
         import redis
 
-        self._check_open()
         deadline = time.monotonic() + self.retry_for
         delay = 0.05
         attempt = 0
         while True:
             attempt += 1
+            self._check_open()
             try:
                 return fn()
             except (redis.ConnectionError, redis.TimeoutError, redis.WatchError) as e:
@@ -107,10 +107,11 @@ class RedisBackend(BatchedPoints):
                 delay = min(delay * 2, 2.0)
             except redis.RedisError as e:
                 raise StoreError(f"{self._where()}: {what} failed: {e}") from e
-            except ValueError as e:
-                # redis-py's socket buffer closed under a reader: this backend was closed by
-                # another thread (a query racing the task's rebuild). Say so, not a bare I/O error.
-                if "closed file" not in str(e):
+            except Exception as e:
+                # redis-py's connection torn down under a reader (a ValueError on a closed file,
+                # an AttributeError on a dropped buffer): another thread closed this backend, a
+                # query racing the task's rebuild. Say so, not a bare internal error.
+                if not self._closed:
                     raise
                 raise StoreError(f"{self._where()}: {what} failed: the store was closed") from e
 

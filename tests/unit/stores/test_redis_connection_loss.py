@@ -79,3 +79,34 @@ def test_keys_are_namespaced_per_app_store_and_partition(server: RedisServer) ->
     assert b.get(b"k") == b"b" and c.get(b"k") == b"c"
     b.close()
     c.close()
+
+
+def test_a_read_whose_connection_another_thread_closed_says_the_store_was_closed(
+    server: RedisServer,
+) -> None:
+    """A query racing the task's rebuild: the stream thread closes the backend while the query's
+    read is inside redis-py, which then fails on its torn-down connection (an AttributeError or
+    a ValueError from deep inside). The query gets a StoreError it can retry on, naming the
+    store; the same error on an open backend is a bug and propagates as it is."""
+    be = store_backends.open(server.url, name="counts", partition=2, namespace="app")
+    be.put(b"a", b"1")
+
+    def torn_down() -> bytes:
+        be.close()  # what the other thread does mid-read
+        raise AttributeError("'NoneType' object has no attribute 'readline'")
+
+    with pytest.raises(
+        StoreError, match=r"'counts' partition 2 .*get failed: the store was closed"
+    ):
+        be._retry("get", torn_down)  # type: ignore[attr-defined]
+    with pytest.raises(StoreError, match="is closed"):
+        be.get(b"a")
+
+    other = store_backends.open(server.url, name="counts", partition=3, namespace="app")
+
+    def bug() -> bytes:
+        raise AttributeError("a real bug")
+
+    with pytest.raises(AttributeError, match="a real bug"):
+        other._retry("get", bug)  # type: ignore[attr-defined]
+    other.close()
