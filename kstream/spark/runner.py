@@ -63,33 +63,45 @@ class SparkQuery:
 
 
 class TaskQueries:
-    """The queries of the task path, one per sub-topology, upstream first.
+    """The queries of the task path, one per sub-topology.
 
-    With `sequential` (the `availableNow` trigger) each query starts when the one before it has
-    finished, so it reads everything its upstream wrote; otherwise all run at once.
+    With `sequential` (the `availableNow` trigger) a query starts once every sub-topology it
+    reads from (through repartition topics) has finished, so it reads everything its upstream
+    wrote; sub-topologies that do not feed one another run side by side. Otherwise all run at
+    once.
     """
 
     def __init__(
-        self, plan: TaskPlan, starters: list[Callable[[], tuple[Any, Any]]], sequential: bool
+        self, plan: TaskPlan, starters: dict[int, Callable[[], tuple[Any, Any]]], sequential: bool
     ) -> None:
         self.plan = plan
         self.queries: list[Any] = []
         self.sinks: list[Any] = []
-        self._pending = list(starters)
+        self._pending = dict(starters)  # upstream first, as `plan.order` lists them
+        self._started: dict[int, Any] = {}
         self._sequential = sequential
         self._stopped = False
         self._lock = threading.Lock()
-        for _ in range(1 if sequential else len(starters)):
-            self._start_next()
+        self._start_ready()
 
-    def _start_next(self) -> bool:
-        with self._lock:
-            if self._stopped or not self._pending:
-                return False
-            query, sink = self._pending.pop(0)()
-            self.queries.append(query)
-            self.sinks.append(sink)
+    def _ready(self, sid: int) -> bool:
+        if not self._sequential:
             return True
+        ups = self.plan.upstream.get(sid, set())
+        return all(u in self._started and not self._started[u].isActive for u in ups)
+
+    def _start_ready(self) -> bool:
+        """Start every pending query whose upstream has finished; whether any started."""
+        with self._lock:
+            if self._stopped:
+                return False
+            ready = [sid for sid in self._pending if self._ready(sid)]
+            for sid in ready:
+                query, sink = self._pending.pop(sid)()
+                self._started[sid] = query
+                self.queries.append(query)
+                self.sinks.append(sink)
+            return bool(ready)
 
     def wait(self) -> None:
         """Block until every query has stopped, logging their batches; re-raise a failure."""
@@ -101,11 +113,13 @@ class TaskQueries:
                 if exc is not None:
                     self.stop()
                     raise exc
+            if self._pending and self._start_ready():
+                continue
             active = [q for q in self.queries if q.isActive]
             if active:
                 active[0].awaitTermination(_POLL_S)
                 continue
-            if not (self._sequential and self._start_next()):
+            if not (self._pending and self._start_ready()):
                 return
 
     def stop(self) -> None:
@@ -417,7 +431,7 @@ def _start_tasks(
         return start_one
 
     return TaskQueries(
-        plan, [starter(sid) for sid in plan.order], sequential="availableNow" in trig
+        plan, {sid: starter(sid) for sid in plan.order}, sequential="availableNow" in trig
     )
 
 

@@ -26,8 +26,9 @@ chained stateful operators, user processors) runs here, with the real kstream pr
 - global tables: a task of a sub-topology that may read them keeps its own copy of every global
   store in its state, with the offsets read so far, and reads the global topics from there up
   to their end before each batch (Kafka Streams' global thread, caught up at batch start);
-- with `trigger="availableNow"` the queries run one after the other, upstream first, each to
-  the end of what its upstream wrote; with `processingTime` they run side by side.
+- with `trigger="availableNow"` a query starts once the queries it reads from have finished,
+  so it reads to the end of what its upstream wrote, and queries that do not feed one another
+  run side by side; with `processingTime` all run side by side.
 
 Wall-clock punctuations fire at the end of a task's micro-batch, when due (their schedule is kept
 in the task's state): so only while records arrive, since a micro-batch runs only then. A window
@@ -100,7 +101,8 @@ _GLOBAL_WAIT_S = 30.0
 class TaskPlan:
     """The compiled topology and how its sub-topologies become queries.
 
-    `order` lists sub-topology ids upstream first; `stateful` those that need Spark state
+    `order` lists sub-topology ids upstream first, `upstream` the sub-topologies each one reads
+    from (through repartition topics); `stateful` those that need Spark state
     (stores, global stores, or a processor that is not a built-in stateless one). `partitions`
     (every source, sink and internal topic's partition count) is filled in when the query
     starts, as are the connection settings the global-table readers use.
@@ -113,6 +115,7 @@ class TaskPlan:
     sinks: dict[int, list[str]]
     stateful: set[int]
     global_topics: list[str]
+    upstream: dict[int, set[int]] = field(default_factory=dict)
     partitions: dict[str, int] = field(default_factory=dict)
     bootstrap_servers: str = ""
     kafka: dict[str, Any] = field(default_factory=dict)
@@ -247,6 +250,7 @@ def build_task_plan(topology: Topology, app_id: str) -> TaskPlan:
         {s.id: list(s.sink_topics) for s in subs},
         stateful,
         sorted(compiled.global_topics),
+        upstream,
     )
     try:
         loads(plan.blob())

@@ -98,6 +98,60 @@ def test_task_path_takes_every_example_and_orders_queries_upstream_first() -> No
     assert plan.global_topics == ["products"]
 
 
+class FakeQuery:
+    """A streaming query that runs until the test finishes it."""
+
+    def __init__(self, sid: int, started: list[int]) -> None:
+        self.sid, self.isActive = sid, True
+        started.append(sid)
+
+    def exception(self) -> None:
+        return None
+
+    def awaitTermination(self, timeout: float) -> bool:
+        return not self.isActive
+
+
+def test_available_now_starts_a_query_once_its_upstream_finished_and_others_side_by_side() -> None:
+    pytest.importorskip("pyspark")
+    from kstream.spark.runner import TaskQueries
+    from kstream.spark.tasks import build_task_plan
+
+    builder = StreamBuilder()
+    builder.stream("lines").group_by(lambda _k, v: v).count(store="counts").to_stream().to("out")
+    builder.stream("clicks").group_by_key().count(store="clicks").to_stream().to("cpm")
+    plan = build_task_plan(builder.build(), "app")
+    rekey = plan.compiled.subtopology_for_topic("lines").id
+    count = next(sid for sid in plan.order if plan.upstream.get(sid))
+    other = plan.compiled.subtopology_for_topic("clicks").id
+    assert plan.upstream == {rekey: set(), count: {rekey}, other: set()}
+
+    started: list[int] = []
+    queries: dict[int, FakeQuery] = {}
+
+    def starter(sid: int) -> Any:
+        def start() -> tuple[FakeQuery, None]:
+            queries[sid] = FakeQuery(sid, started)
+            return queries[sid], None
+
+        return start
+
+    tq = TaskQueries(plan, {sid: starter(sid) for sid in plan.order}, sequential=True)
+    assert sorted(started) == sorted([rekey, other])  # independent ones side by side
+    queries[other].isActive = False
+    tq._start_ready()
+    assert count not in started  # its upstream still runs
+    queries[rekey].isActive = False
+    tq._start_ready()
+    assert started[-1] == count
+    queries[count].isActive = False
+    tq.wait()  # every query has finished: returns
+
+    started.clear()
+    TaskQueries(plan, {sid: starter(sid) for sid in plan.order}, sequential=False)
+    assert sorted(started) == sorted(plan.order)  # processingTime: all at once
+
+
 def test_task_path_rejects_topic_loops() -> None:
     pytest.importorskip("pyspark")
     from kstream.spark.tasks import build_task_plan
