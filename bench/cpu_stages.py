@@ -43,7 +43,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
-from run_all import INPUT_CONFIG, PARTITIONS, produce_input, run_one  # noqa: E402
+from run_all import INPUT_CONFIG, PARTITIONS, produce_input, run_many  # noqa: E402
 
 from kstream.kafka.admin import Admin  # noqa: E402
 from kstream.kafka.broker import EmbeddedBroker  # noqa: E402
@@ -216,7 +216,7 @@ def profile_one(
     cmd += [f"--ready-file={os.path.join(state, 'ready')}"]
     os.environ["BENCH_PYSPY"] = prefix
     try:
-        res = run_one(cmd, bs, out, kept if pipeline == "P1" else n, "")
+        res = run_many([cmd], bs, out, kept if pipeline == "P1" else n)
     finally:
         del os.environ["BENCH_PYSPY"]
     files = glob.glob(prefix + "-*.txt")

@@ -159,19 +159,6 @@ class Watcher(threading.Thread):
             self.c.close()
 
 
-def run_one(
-    cmd: list[str],
-    bs: str,
-    out: str,
-    expected: int,
-    ready_file: str,
-    timeout_s: float = 300.0,
-    stall_s: float = 60.0,
-) -> dict[str, Any]:
-    """Run one benchmark subprocess against an output topic; returns its measurements."""
-    return run_many([cmd], bs, out, expected, timeout_s, stall_s)
-
-
 def run_many(
     cmds: list[list[str]],
     bs: str,
@@ -603,10 +590,8 @@ def main(argv: list[str] | None = None) -> int:
                     cmd += [*common, f"--backend={backend}", f"--state-dir={state}"]
                     cmd += [f"--ready-file={ready}"]
                 expected = kept if pipeline == "P1" else n
-                if procs == 1:
-                    res = run_one(cmd, bs, out, expected, ready)
-                else:
-                    res = run_many(worker_cmds(cmd, procs, state), bs, out, expected)
+                cmds = [cmd] if procs == 1 else worker_cmds(cmd, procs, state)
+                res = run_many(cmds, bs, out, expected)
                 res["records_per_s"] = n / res["seconds"]
                 res["cpu_us_per_record"] = res["cpu_s"] * 1e6 / n
                 runs[cfg].append(res)
