@@ -10,10 +10,6 @@ from kstream.dsl import StreamBuilder
 from kstream.topology.topology import Topology
 
 
-def word_count() -> Topology:
-    return _word_count.build_topology(os.environ["TEST_SRC_TOPIC"], os.environ["TEST_OUT_TOPIC"])
-
-
 def every_example() -> Topology:
     """Both examples in one topology (so one job, one driver, runs them side by side): the
     word count on `TEST_LINES_TOPIC` -> `TEST_COUNTS_TOPIC`, the clicks per minute on

@@ -1,25 +1,32 @@
 """The examples submitted to a standalone cluster (a master, two one-core workers), as a user
-would (`kstreamd run --engine spark --master spark://...`), give exactly the test driver's
-results. Both examples run in one job: each submission starts a driver and two executor JVMs,
-the bulk of these tests' time.
+would (`kstreamd run --engine spark --master spark://...`), with an executor SIGKILLed
+mid-query, then the driver killed and the job restarted from its checkpoint: the results are
+exactly the test driver's, every count once and in order.
 
-Records are written by the executors (one transaction per write slot and batch), so this is
-also a test of the sink's writes from more than one process.
+Both examples run in one job (three queries: the word count's two sub-topologies and the
+windowed count): each submission starts a driver and two executor JVMs, the bulk of this test's
+time. Records are written by the executors (one transaction per write slot and batch), so this
+is also a test of the sink's writes from more than one process.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import os
+import signal
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 import pytest
-from jobs import Names, Submit, finish, submit_master
+from jobs import Names, Submit, committed_batches, finish, submit_master, wait_until
 from spark_helpers import create_topics, driver_outputs, per_partition_driver, produce, read_all
 
 from kstream.dsl.windowed import time_windowed_serde
 
 pytest.importorskip("pyspark")
+
+LINES = 600
+SLOW_BATCH = 20  # records per batch before the kill: 30 batches of lines, the kill lands early
 
 
 def clicks(n: int) -> list[tuple[Any, Any, int]]:
@@ -36,30 +43,69 @@ def clicks(n: int) -> list[tuple[Any, Any, int]]:
     return recs + [(f"u{u}", {"end": True}, 27 * 60_000) for u in range(5)]
 
 
-def test_every_example_on_cluster(
-    submit: Submit, bootstrap_servers: str, unique_name: Names, tmp_path: Path
+def lines_query(app: str, env: dict[str, str]) -> str:
+    """The app id under which the sub-topology reading the lines commits its batches."""
+    import cluster_apps
+
+    from kstream.spark.tasks import build_task_plan
+
+    saved = dict(os.environ)
+    os.environ.update(env)
+    try:
+        plan = build_task_plan(cluster_apps.every_example(), app)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    (sid,) = (s for s in plan.order if env["TEST_LINES_TOPIC"] in plan.sources[s])
+    return f"{app}-subtopology-{sid}"
+
+
+def test_every_example_on_cluster_through_an_executor_kill_and_a_restart(
+    submit: Submit,
+    spark_cluster: Any,
+    bootstrap_servers: str,
+    unique_name: Names,
+    tmp_path: Path,
 ) -> None:
-    """The word count and the clicks per minute, in one job (three queries: the word count's
-    two sub-topologies and the windowed count), give the test driver's results."""
     lines_topic, counts_topic = unique_name("lines"), unique_name("counts")
     clicks_topic, cpm_topic = unique_name("clicks"), unique_name("cpm")
     app = unique_name("examples")
     create_topics(
         bootstrap_servers, {t: 2 for t in (lines_topic, counts_topic, clicks_topic, cpm_topic)}
     )
-    lines = [(f"k{i % 7}", f"w{i % 5} w{i % 3} x{i % 11} the", 1000 + i) for i in range(300)]
+    lines = [(f"k{i % 7}", f"w{i % 5} w{i % 3} x{i % 11} the", 1000 + i) for i in range(LINES)]
     produce(bootstrap_servers, lines_topic, lines, "string", "string")
     recs = clicks(60)
     produce(bootstrap_servers, clicks_topic, recs, "string", "json")
-
     env = {
         "TEST_LINES_TOPIC": lines_topic,
         "TEST_COUNTS_TOPIC": counts_topic,
         "TEST_CLICKS_TOPIC": clicks_topic,
         "TEST_CPM_TOPIC": cpm_topic,
     }
-    job = submit("cluster_apps:every_example", app, "--max-records-per-batch", "2000", env=env)
-    finish(job, tmp_path / f"{app}.log")
+    query = lines_query(app, env)
+    log = tmp_path / f"{app}.log"
+
+    slow = ("--trigger", "processingTime=200ms", "--max-records-per-batch", str(SLOW_BATCH))
+    job = submit("cluster_apps:every_example", app, *slow, env=env)
+    try:
+        wait_until(lambda: committed_batches(bootstrap_servers, query) >= 2, job, log)
+        executors = spark_cluster.executors()
+        assert executors, "no executor is running"
+        os.kill(executors[0], signal.SIGKILL)
+        at_kill = committed_batches(bootstrap_servers, query)
+        # the query goes on without that executor: the batch running at the kill commits (Spark
+        # reruns the lost executor's tasks on the other one). A later batch would also wait for
+        # the worker to start a new executor, a minute on a loaded machine.
+        wait_until(lambda: committed_batches(bootstrap_servers, query) >= at_kill + 1, job, log)
+    finally:
+        job.send_signal(signal.SIGKILL)
+        job.wait()
+    before = committed_batches(bootstrap_servers, query)
+    assert before < LINES // SLOW_BATCH, "every line was read before the kill: nothing to restart"
+
+    again = submit("cluster_apps:every_example", app, "--max-records-per-batch", "2000", env=env)
+    finish(again, log)
 
     from examples import clicks_per_minute, word_count
 
@@ -68,8 +114,12 @@ def test_every_example_on_cluster(
         {lines_topic: ("string", "string", lines)},
         {counts_topic: ("string", "long")},
     )[counts_topic]
-    got = read_all(bootstrap_servers, counts_topic, "string", "long")
-    assert {r.key: r.value for r in got} == dict(ref)
+    per_key: dict[str, list[int]] = defaultdict(list)
+    for r in read_all(bootstrap_servers, counts_topic, "string", "long"):
+        per_key[r.key].append(r.value)
+    assert {k: v[-1] for k, v in per_key.items()} == dict(ref)
+    for key, counts in per_key.items():
+        assert counts == sorted(set(counts)), f"{key}: repeated or out-of-order counts {counts}"
 
     ks = time_windowed_serde("string", "1m")
     ref_cpm = per_partition_driver(
@@ -85,5 +135,5 @@ def test_every_example_on_cluster(
     assert Counter(got_cpm) == Counter(ref_cpm)
     assert len(got_cpm) == len({k for k, _ in got_cpm}), "a window was emitted twice"
 
-    log = (tmp_path / f"{app}.log").read_text(errors="replace")
-    assert f"master {submit_master(log)}" in log and "records in" in log
+    text = log.read_text(errors="replace")
+    assert f"master {submit_master(text)}" in text and "records in" in text
