@@ -3,7 +3,9 @@ runtime (same broker, same input, exactly-once) and in the test driver.
 
 Spark coalesces a table's updates per key and batch, as a record cache does, so tables are
 compared by the value each key ends at; streams are compared record for record. The native
-run goes on while Spark runs (it writes to topics of its own).
+run goes on while Spark runs (it writes to topics of its own). The word count and clicks-per-
+minute examples are compared the same way on the standalone cluster
+(`tests/spark_cluster/test_examples_on_cluster.py`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from spark_helpers import (
     start_native,
 )
 
-from examples.word_count import build_topology as word_count
 from kstream.dsl import StreamBuilder
 from kstream.kafka.producer import Producer
 from kstream.records import Record
@@ -49,32 +50,6 @@ def native(
 ) -> Any:  # the started App
     app_id = unique_name("native")
     return start_native(topology, app_id, bootstrap, str(tmp / app_id))
-
-
-def test_word_count(spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any) -> None:
-    src, out, nat = unique_name("lines"), unique_name("counts"), unique_name("native-counts")
-    create_topics(bootstrap_servers, {src: 2, out: 2, nat: 2})
-    lines = [(f"k{i % 5}", text, 1000 + i) for i, text in enumerate(LINES)]
-    produce(bootstrap_servers, src, lines, "string", "string")
-    app = native(word_count(src, nat), unique_name, bootstrap_servers, tmp_path)
-    run_spark(spark, word_count(src, out), unique_name("wc"), bootstrap_servers, tmp_path)
-    finish_native(app, bootstrap_servers)
-
-    got = read_all(bootstrap_servers, out, "string", "long")
-    on_native = read_all(bootstrap_servers, nat, "string", "long")
-    ref = driver_outputs(
-        word_count(src, out), {src: ("string", "string", lines)}, {out: ("string", "long")}
-    )[out]
-    assert final_values(got) == final_values(on_native) == dict(ref) == final_values_of(ref)
-    assert all(r.header("kstream.src") is not None for r in got)
-
-
-LINES = [
-    "the quick brown fox",
-    "jumps over the lazy dog",
-    "The Dog barks",
-    "a fox, a dog; the end",
-] * 25
 
 
 def final_values_of(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:

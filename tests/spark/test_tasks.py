@@ -5,7 +5,8 @@ Stream time is per task, i.e. per partition (as in Kafka Streams and the native 
 where it decides the outcome (late records, final windows, dedup expiry) a multi-partition input
 is compared with one driver per partition; single-partition inputs are compared with one driver,
 record for record. The native runtime reads the same input topics (writing to topics of its
-own) while Spark runs, and must end with the same results.
+own) while Spark runs, and must end with the same results. The clicks-per-minute example is
+compared the same way on the standalone cluster (`tests/spark_cluster/`).
 """
 
 from __future__ import annotations
@@ -56,40 +57,6 @@ def native(topology: Topology, unique_name: Names, bootstrap: str, tmp: Any) -> 
     """The native runtime started on `topology` (see `spark_helpers.finish_native`)."""
     app_id = unique_name("native")
     return start_native(topology, app_id, bootstrap, str(tmp / app_id))
-
-
-def test_clicks_per_minute(
-    spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any
-) -> None:
-    from examples.clicks_per_minute import build_topology
-
-    src, out, nat = unique_name("clicks"), unique_name("cpm"), unique_name("native-cpm")
-    create_topics(bootstrap_servers, {src: 2, out: 2, nat: 2})
-    minute = 60_000
-    recs: list[tuple[Any, Any, int]] = []
-    for i in range(80):
-        ts = 1_000_000 + i * 4_000
-        recs.append((f"u{i % 5}", {"page": i}, ts))
-        if i % 9 == 0:  # late by 5 s: within grace unless the minute has closed
-            recs.append((f"u{(i + 1) % 5}", {"late": i}, ts - 5_000))
-        if i % 13 == 0:  # late by 70 s: always dropped
-            recs.append((f"u{(i + 2) % 5}", {"too late": i}, ts - 70_000))
-    # The last records open a minute of their own: they close every earlier window, and the
-    # native runtime would close theirs only after 70 s of wall-clock silence (Spark never).
-    recs += [(f"u{u}", {"end": True}, 27 * minute) for u in range(5)]
-    produce(bootstrap_servers, src, recs, "string", "json")
-    app = native(build_topology(src, nat), unique_name, bootstrap_servers, tmp_path)
-    run_spark(spark, build_topology(src, out), unique_name("cpm"), bootstrap_servers, tmp_path)
-    finish_native(app, bootstrap_servers)
-
-    ks = time_windowed_serde("string", "1m")
-    ref = per_partition_driver(
-        lambda: build_topology(src, out), src, "string", "json", recs, 2, {out: (ks, "long")}
-    )[out]
-    got = pairs(bootstrap_servers, out, ks, "long")
-    assert Counter(got) == Counter(pairs(bootstrap_servers, nat, ks, "long")) == Counter(ref)
-    assert len(got) == len({k for k, _ in got}), "a window was emitted twice"
-    assert sum(v for _, v in got) < len(recs) - 5  # the too-late ones were dropped
 
 
 def test_payments_dedup(
