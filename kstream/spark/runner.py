@@ -12,6 +12,7 @@ says which batches reached Kafka.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
@@ -35,6 +36,15 @@ TASK_LABEL_MODULUS = 1024
 # records read per micro-batch, all partitions together: bounds what an executor holds
 DEFAULT_MAX_RECORDS_PER_BATCH = 100_000
 _POLL_S = 1.0
+# Spark gives a Python worker it starts on its own (a source's planner, a state processor's
+# driver side) a fixed 10 s to connect back, and fails the query when one misses it, as can
+# happen on a saturated machine. Such a query never ran the batch it was starting, and a query
+# restarted from its checkpoint is exactly-once by design (the sink skips written slots), so
+# `run` restarts it, at most `TRANSIENT_RESTARTS` times.
+TRANSIENT_FAILURES = ("Python worker failed to connect back",)
+TRANSIENT_RESTARTS = 3
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -273,27 +283,65 @@ def run(
     `max_records_per_batch` caps a micro-batch (None: everything available, one batch);
     `guarantee` is `exactly_once` (transactional writes, replays skipped) or `at_least_once`.
     """
-    q = start(
-        topology,
-        app_id,
-        bootstrap_servers,
-        checkpoint_dir,
-        trigger,
-        spark,
-        config,
-        max_records_per_batch=max_records_per_batch,
-        guarantee=guarantee,
-    )
+    stopping = threading.Event()
+    restarts = 0
+    while True:
+        q = start(
+            topology,
+            app_id,
+            bootstrap_servers,
+            checkpoint_dir,
+            trigger,
+            spark,
+            config,
+            max_records_per_batch=max_records_per_batch,
+            guarantee=guarantee,
+        )
+        try:
+            _wait(q, stopping)
+            return
+        except Exception as e:
+            if stopping.is_set() or restarts >= TRANSIENT_RESTARTS or not transient(e):
+                raise
+            restarts += 1
+            log.warning(
+                "app %s: a query failed to start a Python worker (%s); restarting from the "
+                "checkpoint (%d of at most %d)",
+                app_id,
+                first_line(e),
+                restarts,
+                TRANSIENT_RESTARTS,
+            )
+        finally:
+            q.close()
+
+
+def _wait(q: SparkQuery | TaskQueries, stopping: threading.Event) -> None:
+    """`q.wait()`, with SIGTERM/SIGINT stopping the queries (and any restart) meanwhile."""
+
+    def stop(*_: Any) -> None:
+        stopping.set()
+        q.stop()
+
     restore: dict[signal.Signals, Any] = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
-            restore[sig] = signal.signal(sig, lambda *_: q.stop())
+            restore[sig] = signal.signal(sig, stop)
     try:
         q.wait()
     finally:
         for sig, handler in restore.items():
             signal.signal(sig, handler)
-        q.close()
+
+
+def transient(e: BaseException) -> bool:
+    """Whether `e` is a query failure that a restart from the checkpoint gets past."""
+    text = str(e)
+    return any(marker in text for marker in TRANSIENT_FAILURES)
+
+
+def first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 def sink_guarantee(guarantee: str) -> str:
