@@ -82,6 +82,9 @@ def native_examples(lines: str, counts: str, clicks: str, cpm: str) -> Topology:
     return builder.build()
 
 
+# two submissions of three queries each on two one-core executors: on a saturated 2-core
+# machine their first batches alone have taken 80 s
+@pytest.mark.timeout(600)
 def test_every_example_on_cluster_through_an_executor_kill_and_a_restart(
     submit: Submit,
     spark_cluster: Any,

@@ -32,9 +32,9 @@ XDIST_GROUPS = (
 # Wall seconds of the longest units on 2 cores under `make test` (all workers busy); only the
 # order matters. Any other unit counts `SECONDS_PER_TEST` per test.
 UNIT_SECONDS = {
-    "spark-cluster": 330.0,
-    "spark-differential": 300.0,
-    "spark": 260.0,
+    "spark-cluster": 260.0,
+    "spark": 250.0,
+    "spark-differential": 220.0,
     "tests/e2e/test_supervisor.py": 80.0,
     "tests/integration/test_redis_loss.py": 55.0,
     "tests/property/test_backends_statemachine.py": 50.0,
