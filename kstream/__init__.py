@@ -4,7 +4,9 @@ Micro-batch stream processing over Kafka with a Kafka Streams DSL, a Processor A
 state stores and exactly-once results.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kstream._lazy import lazy_exports
 
 # Imported at once: these names are also submodules, which the import system would otherwise
 # bind here as modules on their first import from anywhere.
@@ -114,17 +116,7 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kstream' has no attribute {name!r}")
-    import importlib
-
-    value = importlib.import_module(module)
-    if name not in ("errors", "stores"):  # the two submodules exported as such
-        value = getattr(value, name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(globals(), _EXPORTS, frozenset({"errors", "stores"}))
 
 
 def __dir__() -> list[str]:

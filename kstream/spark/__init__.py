@@ -7,7 +7,9 @@ importing this package does not import pyspark.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kstream._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from kstream.spark.plan import Plan, build_plan
@@ -40,10 +42,4 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kstream.spark' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(globals(), _EXPORTS)

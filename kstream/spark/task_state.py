@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 from kstream.state.keys import TERM
 from kstream.state.segments import META
-from store_backends.base import Cursor
+from store_backends.base import BatchedPoints, Cursor
 
 PAGE = 4096
 """User keys per directory page: bounds what appending to a segment's directory rewrites."""
@@ -162,7 +162,7 @@ def _in(k: bytes, lo: bytes | None, hi: bytes | None) -> bool:
     return (lo is None or k >= lo) and (hi is None or k <= hi)
 
 
-class MapBackend:
+class MapBackend(BatchedPoints):
     """An ordered bytes map (the `store_backends.Backend` contract) over one store's map.
 
     `dirs` is the store's directory index (segment -> [pages, keys in the last page]), from the
@@ -226,12 +226,6 @@ class MapBackend:
         return self._group(user_key(self.kind, key)).get(key)
 
     # --- writing -----------------------------------------------------------------------------
-
-    def put(self, key: bytes, value: bytes) -> None:
-        self.write_batch({key: value}, ())
-
-    def delete(self, key: bytes) -> None:
-        self.write_batch({}, (key,))
 
     def write_batch(
         self,
