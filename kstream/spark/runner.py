@@ -308,7 +308,7 @@ def run(
                 "app %s: a query failed to start a Python worker (%s); restarting from the "
                 "checkpoint (%d of at most %d)",
                 app_id,
-                first_line(e),
+                _first_line(e),
                 restarts,
                 TRANSIENT_RESTARTS,
             )
@@ -340,7 +340,7 @@ def transient(e: BaseException) -> bool:
     return any(marker in text for marker in TRANSIENT_FAILURES)
 
 
-def first_line(e: BaseException) -> str:
+def _first_line(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 

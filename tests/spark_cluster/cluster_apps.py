@@ -10,12 +10,22 @@ from kstream.dsl import StreamBuilder
 from kstream.topology.topology import Topology
 
 
-def every_example() -> Topology:
+def both_examples(lines: str, counts: str, clicks: str, cpm: str) -> Topology:
     """Both examples in one topology (so one job, one driver, runs them side by side): the
-    word count on `TEST_LINES_TOPIC` -> `TEST_COUNTS_TOPIC`, the clicks per minute on
-    `TEST_CLICKS_TOPIC` -> `TEST_CPM_TOPIC`."""
-    env = os.environ
+    word count `lines` -> `counts`, the clicks per minute `clicks` -> `cpm`."""
     builder = StreamBuilder()
-    _word_count.count_words(builder, env["TEST_LINES_TOPIC"], env["TEST_COUNTS_TOPIC"])
-    _clicks.count_clicks(builder, env["TEST_CLICKS_TOPIC"], env["TEST_CPM_TOPIC"])
+    _word_count.count_words(builder, lines, counts)
+    _clicks.count_clicks(builder, clicks, cpm)
     return builder.build()
+
+
+def every_example() -> Topology:
+    """`both_examples` on the topics named by `TEST_LINES_TOPIC`, `TEST_COUNTS_TOPIC`,
+    `TEST_CLICKS_TOPIC` and `TEST_CPM_TOPIC` (the job's target)."""
+    env = os.environ
+    return both_examples(
+        env["TEST_LINES_TOPIC"],
+        env["TEST_COUNTS_TOPIC"],
+        env["TEST_CLICKS_TOPIC"],
+        env["TEST_CPM_TOPIC"],
+    )

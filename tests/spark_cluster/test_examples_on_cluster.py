@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cluster_apps import both_examples
 from jobs import Names, Submit, committed_batches, finish, submit_master, wait_until
 from spark_helpers import (
     create_topics,
@@ -32,7 +33,6 @@ from spark_helpers import (
 )
 
 from examples import clicks_per_minute, word_count
-from kstream.dsl import StreamBuilder
 from kstream.dsl.windowed import time_windowed_serde
 from kstream.topology.topology import Topology
 
@@ -57,29 +57,13 @@ def clicks(n: int) -> list[tuple[Any, Any, int]]:
     return recs + [(f"u{u}", {"end": True}, END_MINUTE_MS) for u in range(5)]
 
 
-def lines_query(app: str, env: dict[str, str]) -> str:
+def lines_query(app: str, topology: Topology, lines_topic: str) -> str:
     """The app id under which the sub-topology reading the lines commits its batches."""
-    import cluster_apps
-
     from kstream.spark.tasks import build_task_plan
 
-    saved = dict(os.environ)
-    os.environ.update(env)
-    try:
-        plan = build_task_plan(cluster_apps.every_example(), app)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    (sid,) = (s for s in plan.order if env["TEST_LINES_TOPIC"] in plan.sources[s])
+    plan = build_task_plan(topology, app)
+    (sid,) = (s for s in plan.order if lines_topic in plan.sources[s])
     return f"{app}-subtopology-{sid}"
-
-
-def native_examples(lines: str, counts: str, clicks: str, cpm: str) -> Topology:
-    """Both examples in one topology, for the native runtime."""
-    builder = StreamBuilder()
-    word_count.count_words(builder, lines, counts)
-    clicks_per_minute.count_clicks(builder, clicks, cpm)
-    return builder.build()
 
 
 # two submissions of three queries each on two one-core executors: on a saturated 2-core
@@ -108,11 +92,13 @@ def test_every_example_on_cluster_through_an_executor_kill_and_a_restart(
         "TEST_CLICKS_TOPIC": clicks_topic,
         "TEST_CPM_TOPIC": cpm_topic,
     }
-    query = lines_query(app, env)
+    query = lines_query(
+        app, both_examples(lines_topic, counts_topic, clicks_topic, cpm_topic), lines_topic
+    )
     log = tmp_path / f"{app}.log"
     nat_id = unique_name("native")
     on_native = start_native(
-        native_examples(lines_topic, nat_counts, clicks_topic, nat_cpm),
+        both_examples(lines_topic, nat_counts, clicks_topic, nat_cpm),
         nat_id,
         bootstrap_servers,
         str(tmp_path / nat_id),
