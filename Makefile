@@ -10,12 +10,21 @@ PYTEST_ARGS ?=
 # of the run, and the other three take everything else (tests/support/scheduling.py).
 TEST_WORKERS ?= 6
 
-.PHONY: demo test lint unit integration bench bench-full venv clean
+.PHONY: demo test pytest lint unit integration bench bench-full venv clean
 
+# The install skips byte-compiling (Python compiles a module when it is first imported, and
+# most of pyspark and pandas never are): half the install's time. When the python3 that
+# creates the virtualenv has a pip that can install into another environment (pip >= 22.3),
+# that pip fills it, pip included, and the virtualenv skips ensurepip's own install of pip.
 $(STAMP): pyproject.toml
-	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
+	if [ ! -x $(PY) ] && python3 -m pip install --help 2>/dev/null | grep -q -- '--python'; then \
+	    python3 -m venv --without-pip $(VENV) && \
+	    python3 -m pip --python $(PY) install -q --no-compile pip -e '.[$(EXTRAS)]'; \
+	else \
+	    { test -x $(PY) || python3 -m venv $(VENV); } && \
+	    $(PY) -m pip install -q --no-compile --upgrade pip && \
+	    $(PY) -m pip install -q --no-compile -e '.[$(EXTRAS)]'; \
+	fi
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -28,7 +37,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check kstream store_backends tests examples bench cmd
 	$(VENV)/bin/mypy
 
-test: lint
+# lint runs beside the tests (it needs a few seconds of one core; the suite's last minute has
+# cores to spare); either failing fails `make test`
+test: $(STAMP)
+	@$(MAKE) --no-print-directory -j2 lint pytest
+
+pytest: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 unit: $(STAMP)

@@ -61,8 +61,17 @@ class ProgressLog:
         self._last: dict[str, int] = {}
 
     def poll(self, query: Any) -> None:
+        """Log `query`'s batches not logged yet; only its last report is fetched unless more
+        than one batch finished since the last poll (Spark keeps up to 100 reports)."""
         try:
-            reports = query.recentProgress
+            last = query.lastProgress
+            if last is None:
+                return
+            data = last if isinstance(last, dict) else json.loads(last.json)
+            qid, batch = str(data.get("id")), int(data.get("batchId", -1))
+            if self._last.get(qid, -1) >= batch:
+                return
+            reports = [data] if self._last.get(qid, -1) == batch - 1 else query.recentProgress
         except Exception:  # a query being torn down
             return
         for report in reports:

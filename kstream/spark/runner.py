@@ -36,6 +36,8 @@ TASK_LABEL_MODULUS = 1024
 # records read per micro-batch, all partitions together: bounds what an executor holds
 DEFAULT_MAX_RECORDS_PER_BATCH = 100_000
 _POLL_S = 1.0
+# while a query waits for its upstream to finish: the next starts this soon after
+_HANDOVER_POLL_S = 0.2
 # Spark gives a Python worker it starts on its own (a source's planner, a state processor's
 # driver side) a fixed 10 s to connect back, and fails the query when one misses it, as can
 # happen on a saturated machine. Such a query never ran the batch it was starting, and a query
@@ -127,7 +129,7 @@ class TaskQueries:
                 continue
             active = [q for q in self.queries if q.isActive]
             if active:
-                active[0].awaitTermination(_POLL_S)
+                active[0].awaitTermination(_HANDOVER_POLL_S if self._pending else _POLL_S)
                 continue
             if not (self._pending and self._start_ready()):
                 return
@@ -465,6 +467,7 @@ def _start_tasks(
                 slots=slots[sid],
                 partitions=plan.partitions,
                 guarantee=guarantee,
+                ranked=True,
             )
             query = (
                 out.writeStream.queryName(query_app.replace("-", "_").replace(".", "_"))

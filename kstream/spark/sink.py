@@ -144,6 +144,16 @@ def ranked(df: Any) -> Any:
     return df.select(*COLUMNS).withColumn("seq", (F.row_number().over(w) - 1).cast("long"))
 
 
+def with_slots(df: Any, slots: int) -> Any:
+    """`df` (`COLUMNS`, `part` set wherever known) with each row's write slot as column `slot`:
+    `slot_of` as a Spark expression (Spark's crc32 is zlib's), so no Python step is needed."""
+    from pyspark.sql import functions as F
+
+    part = F.greatest(F.coalesce(F.col("part"), F.lit(-1)), F.lit(0)).cast("long")
+    slot = F.pmod(F.crc32(F.col("topic").cast("binary")) + part, F.lit(slots))
+    return df.select(*COLUMNS).withColumn("slot", slot.cast("int"))
+
+
 def ranks(cols: Mapping[str, list[Any]]) -> list[int]:
     """`ranked` for rows given as columns, in this process."""
     n = len(cols["seq"])
@@ -338,6 +348,11 @@ class TransactionalSink:
 
     `write` (rows given as columns) writes in this process instead, slot by slot, as the
     executors would: for tools and tests without a query.
+
+    With `ranked`, the rows come with their `seq` already their rank among their input
+    record's outputs and `part` set wherever the destination is known (the task path's rows):
+    the batch then goes to the slots in one shuffle, with neither the window that ranks the
+    rows nor a Python step that places them.
     """
 
     def __init__(
@@ -349,6 +364,7 @@ class TransactionalSink:
         slots: int = 1,
         partitions: Mapping[str, int] | None = None,
         guarantee: str = "exactly_once",
+        ranked: bool = False,
     ) -> None:
         if guarantee not in GUARANTEES:
             raise ValueError(f"guarantee must be one of {GUARANTEES}, got {guarantee!r}")
@@ -358,6 +374,7 @@ class TransactionalSink:
         self.slots = max(int(slots), 1)
         self.partitions = dict(partitions or {})
         self.guarantee = guarantee
+        self.ranked = ranked
         self._local: dict[int, SlotWriter] = {}
         self.batches_written = 0
         self.batches_skipped = 0
@@ -370,14 +387,13 @@ class TransactionalSink:
         )
         from pyspark.sql.types import IntegerType, StructField, StructType
 
-        rows = ranked(df)
-        with_slot = StructType([*rows.schema.fields, StructField("slot", IntegerType())])
-        results = (
-            rows.mapInArrow(slot_assigner(self.partitions, self.slots), with_slot)
-            .groupBy("slot")
-            .applyInArrow(fn, RESULT_SCHEMA)
-            .collect()
-        )
+        if self.ranked:
+            placed = with_slots(df, self.slots)
+        else:
+            rows = ranked(df)
+            with_slot = StructType([*rows.schema.fields, StructField("slot", IntegerType())])
+            placed = rows.mapInArrow(slot_assigner(self.partitions, self.slots), with_slot)
+        results = placed.groupBy("slot").applyInArrow(fn, RESULT_SCHEMA).collect()
         self._count([(int(r["written"]), bool(r["skipped"])) for r in results])
 
     def _count(self, results: list[tuple[int, bool]]) -> None:

@@ -64,6 +64,7 @@ from kstream.records import Headers, Record
 from kstream.serde import BUILTIN, Serde
 from kstream.spark.execute import ROW_ARROW_SCHEMA, ROW_SCHEMA, input_records, records_from_columns
 from kstream.spark.order import merge_by_head
+from kstream.spark.sink import destination
 from kstream.spark.source import decode_headers, encode_headers
 from kstream.state.provenance import HEADER, HighMarks, header_value
 from kstream.topology.compiled import CompiledTopology, compile_topology
@@ -274,14 +275,22 @@ def _processor_class(node: ProcessorDef) -> type | None:
 
 
 class _Collector:
-    """Where the task's sinks write: rows of the sink's schema, provenance kept."""
+    """Where the task's sinks write: rows of the sink's schema, provenance kept.
 
-    def __init__(self, partitions: Mapping[str, int]) -> None:
+    The rows are ready for the sink's slots as they are (`TransactionalSink(ranked=True)`):
+    `seq` is the row's rank among the outputs of its input record, and `part` the partition
+    the row goes to wherever it is known (its own, else its key's). Every output of an input
+    record comes from the task that read the record, in the one micro-batch that holds it, so
+    the ranks this collector counts are the ones the sink would compute over the whole batch.
+    """
+
+    def __init__(self, partitions: Mapping[str, int], partition: int = 0) -> None:
         self.partitions = partitions
         self.cols: dict[str, list[Any]] = {n: [] for n in ROW_ARROW_SCHEMA.names}
         self.task: Any = None
-        self.fallback: tuple[str, int, int] = ("", 0, 0)
-        self.seq = 0
+        # outputs of no input record (a punctuation before any record): the task's own id
+        self.fallback: tuple[str, int, int] = ("", partition, 0)
+        self.ranks: dict[tuple[str, int, int], int] = {}
 
     def send(
         self,
@@ -293,7 +302,12 @@ class _Collector:
         partition: int | None,
     ) -> None:
         src = self.task.source() if self.task is not None else None
-        pt, pp, po = src if src is not None else self.fallback
+        prov = src if src is not None else self.fallback
+        rank = self.ranks.get(prov, 0)
+        self.ranks[prov] = rank + 1
+        if partition is None:
+            placed = destination(topic, key, None, self.partitions)
+            partition = placed if placed >= 0 else None
         c = self.cols
         c["dest"].append(None)
         c["topic"].append(topic)
@@ -301,13 +315,12 @@ class _Collector:
         c["v"].append(value)
         c["ts"].append(timestamp)
         c["part"].append(partition)
-        c["ptopic"].append(pt)
-        c["ppart"].append(pp)
-        c["poff"].append(po)
-        c["seq"].append(self.seq)
+        c["ptopic"].append(prov[0])
+        c["ppart"].append(prov[1])
+        c["poff"].append(prov[2])
+        c["seq"].append(rank)
         c["grp"].append(None)
         c["h"].append(_outgoing_headers(headers))
-        self.seq += 1
 
     def partitions_for(self, topic: str) -> int:
         return self.partitions.get(topic, 1)
@@ -412,7 +425,7 @@ class TaskRun:
         from kstream.topology.task import Task
 
         self.plan = plan
-        self.collector = _Collector(plan.partitions)
+        self.collector = _Collector(plan.partitions, partition)
         compiled = plan.compiled
         globals_saved = saved.get("globals", {})
         self.global_offsets: dict[str, dict[int, int]] = {

@@ -59,8 +59,13 @@ def final_values_of(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
     return out
 
 
-def stateless(src: str, out_a: str, out_b: str) -> Topology:
-    b = StreamBuilder()
+# --- the fast path: every case below is one part of one topology ---------------------------
+# A Spark query (and a native app) costs seconds before its first record, so the fast-path
+# cases run as independent parts of one topology: one query reads all their input topics, one
+# native app runs the same parts, and each part is checked against a test driver of its own.
+
+
+def stateless(b: StreamBuilder, src: str, out_a: str, out_b: str) -> None:
     low, high = (
         b.stream(src, key_serde="string", value_serde="json")
         .filter(lambda _k, v: v["n"] % 3 != 0)
@@ -71,37 +76,9 @@ def stateless(src: str, out_a: str, out_b: str) -> Topology:
     high.flat_map_values(lambda v: [v["n"], -v["n"]]).to(
         out_b, key_serde="string", value_serde="long"
     )
-    return b.build()
 
 
-def test_stateless_branches(
-    spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any
-) -> None:
-    src, a, b = unique_name("in"), unique_name("a"), unique_name("b")
-    na, nb = unique_name("native-a"), unique_name("native-b")
-    create_topics(bootstrap_servers, {src: 2, a: 1, b: 1, na: 1, nb: 1})
-    recs = [(f"u{i % 7}", {"n": i}, 5000 + i) for i in range(100)]
-    produce(bootstrap_servers, src, recs, "string", "json")
-    app = native(stateless(src, na, nb), unique_name, bootstrap_servers, tmp_path)
-    run_spark(spark, stateless(src, a, b), unique_name("sl"), bootstrap_servers, tmp_path)
-    finish_native(app, bootstrap_servers)
-
-    ref = driver_outputs(
-        stateless(src, a, b),
-        {src: ("string", "json", recs)},
-        {a: ("string", "long"), b: ("string", "long")},
-    )
-
-    def pairs(topic: str) -> list[tuple[Any, Any]]:
-        return [(r.key, r.value) for r in read_all(bootstrap_servers, topic, "string", "long")]
-
-    assert Counter(pairs(a)) == Counter(pairs(na)) == Counter(ref[a])
-    assert Counter(pairs(b)) == Counter(pairs(nb)) == Counter(ref[b])
-    assert len(pairs(b)) == 2 * sum(1 for i in range(50, 100) if i % 3)
-
-
-def aggregations(src: str, sums: str, paths: str) -> Topology:
-    b = StreamBuilder()
+def aggregations(b: StreamBuilder, src: str, sums: str, paths: str) -> None:
     s = b.stream(src, key_serde="string", value_serde="json")
     grouped = s.group_by(lambda _k, v: v["user"], key_serde="string")
     grouped.aggregate(
@@ -113,42 +90,9 @@ def aggregations(src: str, sums: str, paths: str) -> Topology:
     s.map_values(lambda v: v["page"]).group_by_key().reduce(
         lambda agg, page: f"{agg}>{page}"
     ).to_stream().to(paths, value_serde="string")
-    return b.build()
 
 
-def test_group_by_aggregate_and_reduce(
-    spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any
-) -> None:
-    src, sums, paths = unique_name("in"), unique_name("sums"), unique_name("paths")
-    nsums, npaths = unique_name("native-sums"), unique_name("native-paths")
-    create_topics(bootstrap_servers, {src: 2, sums: 2, paths: 2, nsums: 2, npaths: 2})
-    recs = [
-        (f"s{i % 4}", {"user": f"u{i % 3}", "amount": i, "page": f"p{i % 5}"}, 10_000 + i)
-        for i in range(60)
-    ]
-    produce(bootstrap_servers, src, recs, "string", "json")
-    app = native(aggregations(src, nsums, npaths), unique_name, bootstrap_servers, tmp_path)
-    run_spark(
-        spark, aggregations(src, sums, paths), unique_name("agg"), bootstrap_servers, tmp_path
-    )
-    finish_native(app, bootstrap_servers)
-
-    ref = driver_outputs(
-        aggregations(src, sums, paths),
-        {src: ("string", "json", recs)},
-        {sums: ("string", "json"), paths: ("string", "string")},
-    )
-
-    def table(topic: str, vs: str) -> dict[Any, Any]:
-        return final_values(read_all(bootstrap_servers, topic, "string", vs))
-
-    assert table(sums, "json") == table(nsums, "json") == dict(ref[sums])
-    assert table(paths, "string") == table(npaths, "string") == dict(ref[paths])
-    assert dict(ref[sums])["u0"] == {"n": 20, "total": sum(range(0, 60, 3))}
-
-
-def table_ops(src: str, out: str) -> Topology:
-    b = StreamBuilder()
+def table_ops(b: StreamBuilder, src: str, out: str) -> None:
     (
         b.table(src, key_serde="string", value_serde="json")
         .filter(lambda _k, v: v["active"])
@@ -156,73 +100,183 @@ def table_ops(src: str, out: str) -> Topology:
         .to_stream()
         .to(out, key_serde="string", value_serde="string")
     )
+
+
+def mapped(b: StreamBuilder, src: str, out: str) -> None:
+    b.stream(src, key_serde="string", value_serde="string").map_values(str.upper).to(
+        out, key_serde="string", value_serde="string"
+    )
+
+
+def counts(b: StreamBuilder, src: str, out: str) -> None:
+    b.stream(src, key_serde="string", value_serde="string").group_by(
+        lambda _k, v: v, key_serde="string"
+    ).count().to_stream().to(out, value_serde="long")
+
+
+Part = Callable[..., None]
+
+
+def built(*parts: tuple[Part, tuple[str, ...]]) -> Topology:
+    """One topology of independent parts, each `(part, its topics)`."""
+    b = StreamBuilder()
+    for part, topics in parts:
+        part(b, *topics)
     return b.build()
 
 
-def test_table_with_deletes(
+class Case:
+    """One part's topics, under names of their own for Spark and for the native app."""
+
+    def __init__(self, part: Part, unique_name: Names, src: str, *outs: str) -> None:
+        self.part = part
+        self.src = unique_name(src)
+        self.outs = tuple(unique_name(o) for o in outs)
+        self.native_outs = tuple(unique_name(f"native-{o}") for o in outs)
+
+    def spark(self) -> tuple[Part, tuple[str, ...]]:
+        return self.part, (self.src, *self.outs)
+
+    def native(self) -> tuple[Part, tuple[str, ...]]:
+        return self.part, (self.src, *self.native_outs)
+
+    def alone(self) -> Topology:
+        """This part alone (Spark's topic names), for its test driver."""
+        return built(self.spark())
+
+    def topics(self, partitions: int) -> dict[str, int]:
+        return {t: partitions for t in (self.src, *self.outs, *self.native_outs)}
+
+
+def run_both(spark: Any, cases: list[Case], unique_name: Names, bootstrap: str, tmp: Any) -> None:
+    """Run the cases' parts as one topology on Spark's fast path and on the native runtime."""
+    from kstream.spark.plan import build_plan
+
+    on_spark = built(*(c.spark() for c in cases))
+    build_plan(on_spark)  # the fast path takes it (raises otherwise)
+    app = native(built(*(c.native() for c in cases)), unique_name, bootstrap, tmp)
+    run_spark(spark, on_spark, unique_name("fast"), bootstrap, tmp)
+    finish_native(app, bootstrap)
+
+
+def test_fast_path_matches_driver_and_native(
     spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any
 ) -> None:
-    src, out, nat = unique_name("users"), unique_name("names"), unique_name("native-names")
-    create_topics(bootstrap_servers, {src: 2, out: 2, nat: 2})
-    recs: list[tuple[Any, Any, int]] = [
+    """Stateless branches, an aggregate and a reduce, a table with deletes, headers."""
+    branches = Case(stateless, unique_name, "in", "a", "b")
+    aggs = Case(aggregations, unique_name, "in", "sums", "paths")
+    table = Case(table_ops, unique_name, "users", "names")
+    headers = Case(mapped, unique_name, "in", "out")
+    cases = [branches, aggs, table, headers]
+    topics: dict[str, int] = {}
+    for c in cases:
+        topics.update(c.topics(1 if c is branches else 2))
+    topics[branches.src] = 2
+    create_topics(bootstrap_servers, topics)
+
+    branch_recs = [(f"u{i % 7}", {"n": i}, 5000 + i) for i in range(100)]
+    produce(bootstrap_servers, branches.src, branch_recs, "string", "json")
+    agg_recs = [
+        (f"s{i % 4}", {"user": f"u{i % 3}", "amount": i, "page": f"p{i % 5}"}, 10_000 + i)
+        for i in range(60)
+    ]
+    produce(bootstrap_servers, aggs.src, agg_recs, "string", "json")
+    users: list[tuple[Any, Any, int]] = [
         (f"id{i % 6}", {"name": f"n{i}", "active": i % 4 != 0}, 100 + i) for i in range(30)
     ]
-    recs += [("id1", None, 500), ("id2", {"name": "x", "active": False}, 501)]
-    produce(bootstrap_servers, src, recs, "string", "json")
-    app = native(table_ops(src, nat), unique_name, bootstrap_servers, tmp_path)
-    run_spark(spark, table_ops(src, out), unique_name("tbl"), bootstrap_servers, tmp_path)
-    finish_native(app, bootstrap_servers)
+    users += [("id1", None, 500), ("id2", {"name": "x", "active": False}, 501)]
+    produce(bootstrap_servers, table.src, users, "string", "json")
+    produce_with_headers(bootstrap_servers, headers.src)
 
+    run_both(spark, cases, unique_name, bootstrap_servers, tmp_path)
+
+    def pairs(topic: str) -> list[tuple[Any, Any]]:
+        return [(r.key, r.value) for r in read_all(bootstrap_servers, topic, "string", "long")]
+
+    # stateless branches: record for record
+    a, b = branches.outs
+    na, nb = branches.native_outs
     ref = driver_outputs(
-        table_ops(src, out), {src: ("string", "json", recs)}, {out: ("string", "string")}
-    )[out]
-    got = final_values(read_all(bootstrap_servers, out, "string", "string"))
+        branches.alone(),
+        {branches.src: ("string", "json", branch_recs)},
+        {a: ("string", "long"), b: ("string", "long")},
+    )
+    assert Counter(pairs(a)) == Counter(pairs(na)) == Counter(ref[a])
+    assert Counter(pairs(b)) == Counter(pairs(nb)) == Counter(ref[b])
+    assert len(pairs(b)) == 2 * sum(1 for i in range(50, 100) if i % 3)
+
+    # group_by + aggregate, group_by_key + reduce: the value each key ends at
+    sums, paths = aggs.outs
+    nsums, npaths = aggs.native_outs
+    ref = driver_outputs(
+        aggs.alone(),
+        {aggs.src: ("string", "json", agg_recs)},
+        {sums: ("string", "json"), paths: ("string", "string")},
+    )
+
+    def table_of(topic: str, vs: str) -> dict[Any, Any]:
+        return final_values(read_all(bootstrap_servers, topic, "string", vs))
+
+    assert table_of(sums, "json") == table_of(nsums, "json") == dict(ref[sums])
+    assert table_of(paths, "string") == table_of(npaths, "string") == dict(ref[paths])
+    assert dict(ref[sums])["u0"] == {"n": 20, "total": sum(range(0, 60, 3))}
+
+    # a table's filter and map_values, with deletes
+    (names,), (nnames,) = table.outs, table.native_outs
+    ref_names = driver_outputs(
+        table.alone(), {table.src: ("string", "json", users)}, {names: ("string", "string")}
+    )[names]
     expected: dict[Any, Any] = {}
-    for k, v in ref:
+    for k, v in ref_names:  # the table the driver's updates end at: None deletes
         if v is None:
             expected.pop(k, None)
         else:
             expected[k] = v
-    assert got == final_values(read_all(bootstrap_servers, nat, "string", "string")) == expected
-    assert "id1" not in got and "id2" not in got
+    assert table_of(names, "string") == table_of(nnames, "string") == expected
+    assert "id1" not in table_of(names, "string") and "id2" not in table_of(names, "string")
+
+    # headers reach the output with the provenance id, the very same records as on native
+    check_headers(
+        bootstrap_servers, headers.outs[0], headers.native_outs[0], headers.src, by_trace=False
+    )
 
 
 @settings(
-    max_examples=3,
+    max_examples=1,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
-    words=st.lists(
-        st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 10_000)),
-        min_size=1,
-        max_size=40,
+    inputs=st.lists(
+        st.lists(
+            st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 10_000)),
+            min_size=1,
+            max_size=40,
+        ),
+        min_size=3,
+        max_size=3,
     )
 )
 def test_count_matches_driver_and_native(
-    spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any, words: Any
+    spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any, inputs: Any
 ) -> None:
-    src, out, nat = unique_name("ev"), unique_name("cnt"), unique_name("native-cnt")
-    create_topics(bootstrap_servers, {src: 2, out: 2, nat: 2})
-    recs = [(f"k{i}", w, ts) for i, (w, ts) in enumerate(words)]
-    produce(bootstrap_servers, src, recs, "string", "string")
+    """Three generated inputs, each counted by a part of its own (one query for the three)."""
+    cases = [Case(counts, unique_name, "ev", "cnt") for _ in inputs]
+    topics: dict[str, int] = {}
+    for c in cases:
+        topics.update(c.topics(2))
+    create_topics(bootstrap_servers, topics)
+    recs = [[(f"k{i}", w, ts) for i, (w, ts) in enumerate(words)] for words in inputs]
+    for c, r in zip(cases, recs, strict=True):
+        produce(bootstrap_servers, c.src, r, "string", "string")
 
-    def counts(src: str, out: str) -> Topology:
-        b = StreamBuilder()
-        b.stream(src, key_serde="string", value_serde="string").group_by(
-            lambda _k, v: v, key_serde="string"
-        ).count().to_stream().to(out, value_serde="long")
-        return b.build()
-
-    app = native(counts(src, nat), unique_name, bootstrap_servers, tmp_path)
-    run_spark(spark, counts(src, out), unique_name("hc"), bootstrap_servers, tmp_path)
-    finish_native(app, bootstrap_servers)
-    got = final_values(read_all(bootstrap_servers, out, "string", "long"))
-    on_native = final_values(read_all(bootstrap_servers, nat, "string", "long"))
-    ref = driver_outputs(
-        counts(src, out), {src: ("string", "string", recs)}, {out: ("string", "long")}
-    )[out]
-    assert got == on_native == final_values_of(ref) == dict(Counter(w for w, _ in words))
+    run_both(spark, cases, unique_name, bootstrap_servers, tmp_path)
+    for c, r, words in zip(cases, recs, inputs, strict=True):
+        (out,), (nat,) = c.outs, c.native_outs
+        got = final_values(read_all(bootstrap_servers, out, "string", "long"))
+        on_native = final_values(read_all(bootstrap_servers, nat, "string", "long"))
+        ref = driver_outputs(c.alone(), {c.src: ("string", "string", r)}, {out: ("string", "long")})
+        assert got == on_native == final_values_of(ref[out]) == dict(Counter(w for w, _ in words))
 
 
 class ByTrace(Processor):
@@ -235,14 +289,6 @@ class ByTrace(Processor):
             self.ctx.forward(Record(record.key, record.value, record.timestamp, headers))
 
 
-def mapped(src: str, out: str) -> Topology:
-    b = StreamBuilder()
-    b.stream(src, key_serde="string", value_serde="string").map_values(str.upper).to(
-        out, key_serde="string", value_serde="string"
-    )
-    return b.build()
-
-
 def routed(src: str, out: str) -> Topology:
     b = StreamBuilder()
     b.stream(src, key_serde="string", value_serde="string").process(ByTrace).to(
@@ -251,43 +297,49 @@ def routed(src: str, out: str) -> Topology:
     return b.build()
 
 
-@pytest.mark.parametrize("topology", [mapped, routed], ids=["fast-path", "task-path"])
-def test_headers_pass_through_as_on_native(
-    spark: Any,
-    bootstrap_servers: str,
-    unique_name: Names,
-    tmp_path: Any,
-    topology: Callable[[str, str], Topology],
-) -> None:
-    """Input headers reach the processors and the output, each output with its provenance id:
-    the very same records as the native runtime writes, headers included."""
-    src, out, nat = unique_name("in"), unique_name("out"), unique_name("native-out")
-    create_topics(bootstrap_servers, {src: 2, out: 2, nat: 2})
-    with Producer(bootstrap_servers) as p:
+def produce_with_headers(bootstrap: str, topic: str) -> None:
+    """40 records; three in four carry a `trace` header (their number) and a null `kind`."""
+    with Producer(bootstrap) as p:
         for i in range(40):
             headers = [("trace", str(i).encode()), ("kind", None)] if i % 4 else None
             p.produce(
-                src, f"v{i}".encode(), f"k{i % 5}".encode(), timestamp=100 + i, headers=headers
+                topic, f"v{i}".encode(), f"k{i % 5}".encode(), timestamp=100 + i, headers=headers
             )
         p.flush()
-    app = native(topology(src, nat), unique_name, bootstrap_servers, tmp_path)
-    run_spark(spark, topology(src, out), unique_name("hdr"), bootstrap_servers, tmp_path)
-    finish_native(app, bootstrap_servers)
+
+
+def check_headers(bootstrap: str, out: str, nat: str, src: str, *, by_trace: bool) -> None:
+    """Spark wrote what the native runtime wrote, headers included, each output with its
+    provenance id; with `by_trace`, only ByTrace's records, with its own header added."""
 
     def written(topic: str) -> Counter[Any]:
-        got = read_all(bootstrap_servers, topic, "string", "string")
+        got = read_all(bootstrap, topic, "string", "string")
         return Counter((r.key, r.value, r.timestamp, tuple(r.headers)) for r in got)
 
     got = written(out)
     assert got == written(nat)
-    assert sum(got.values()) == (40 if topology is mapped else 10)
+    assert sum(got.values()) == (10 if by_trace else 40)
     for _k, value, _ts, headers in got:
         i = int(value[1:])
         names = [h for h, _ in headers]
         if i % 4 == 0:
             assert names == ["kstream.src"]
         else:
-            extra = ["seen-by"] if topology is routed else []
+            extra = ["seen-by"] if by_trace else []
             assert names == ["trace", "kind", *extra, "kstream.src"]
             assert dict(headers)["trace"] == str(i).encode()
         assert provenance.from_headers(list(headers)).topic == src  # type: ignore[union-attr]
+
+
+def test_headers_pass_through_the_task_path_as_on_native(
+    spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any
+) -> None:
+    """Input headers reach a user processor and the output (the fast path's part is in
+    `test_fast_path_matches_driver_and_native`)."""
+    src, out, nat = unique_name("in"), unique_name("out"), unique_name("native-out")
+    create_topics(bootstrap_servers, {src: 2, out: 2, nat: 2})
+    produce_with_headers(bootstrap_servers, src)
+    app = native(routed(src, nat), unique_name, bootstrap_servers, tmp_path)
+    run_spark(spark, routed(src, out), unique_name("hdr"), bootstrap_servers, tmp_path)
+    finish_native(app, bootstrap_servers)
+    check_headers(bootstrap_servers, out, nat, src, by_trace=True)

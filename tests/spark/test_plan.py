@@ -184,3 +184,21 @@ def test_grouping_labels_spread_evenly_over_spark_partitions(spark: Any) -> None
     hashes = [r.h for r in rows.selectExpr("hash(x) as h").collect()]
     assert [h % STATE_BUCKETS for h in hashes[:STATE_BUCKETS]] == list(range(STATE_BUCKETS))
     assert [h % 1024 for h in hashes[STATE_BUCKETS:]] == list(range(6))
+
+
+def test_slots_computed_by_spark_are_the_sinks_own(spark: Any) -> None:
+    """The task path's sink places rows with a Spark expression: the same slot as `slot_of`
+    gives for the row's destination, for every topic name, partition and a missing one."""
+    from kstream.spark.execute import ROW_SCHEMA
+    from kstream.spark.sink import slot_of, with_slots
+
+    topics = ["out", "counts-app-repartition", "ümlaut-topic", "x" * 200, ""]
+    rows = [
+        (None, t, b"k", b"v", 0, part, "in", 0, i, 0, None, None)
+        for i, (t, part) in enumerate((t, p) for t in topics for p in (None, 0, 1, 7, 63))
+    ]
+    df = spark.createDataFrame(rows, ROW_SCHEMA)
+    for slots in (1, 2, 5, 64):
+        got = [(r.poff, r.slot) for r in with_slots(df, slots).collect()]
+        want = [(r[8], slot_of(r[1], -1 if r[5] is None else r[5], slots)) for r in rows]
+        assert sorted(got) == sorted(want)

@@ -226,8 +226,7 @@ def final_values_of(kvs: list[tuple[Any, Any]]) -> dict[Any, Any]:
     return out
 
 
-def windowed_sums(src: str, out: str) -> Topology:
-    b = StreamBuilder()
+def windowed_part(b: StreamBuilder, src: str, out: str) -> None:
     (
         b.stream(src, key_serde="string", value_serde="long")
         .group_by_key()
@@ -243,39 +242,68 @@ def windowed_sums(src: str, out: str) -> Topology:
         .to_stream()
         .to(out)
     )
+
+
+def windowed_sums(*pairs: tuple[str, str]) -> Topology:
+    """`windowed_part` from each `(source, output)` pair: independent sub-topologies."""
+    b = StreamBuilder()
+    for src, out in pairs:
+        windowed_part(b, src, out)
     return b.build()
 
 
+events = st.lists(
+    st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 9), st.integers(1, 1_000)),
+    min_size=1,
+    max_size=40,
+)
+
+
 @settings(
-    max_examples=3,
+    max_examples=1,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(
-    events=st.lists(
-        st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 9), st.integers(1, 1_000)),
-        min_size=1,
-        max_size=40,
-    )
-)
+@given(inputs=st.lists(events, min_size=3, max_size=3))
 def test_windowed_aggregate_matches_driver_and_native(
-    spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any, events: Any
+    spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any, inputs: Any
 ) -> None:
-    """Hopping windows with grace and emit final over random, out-of-order timestamps."""
-    src, out, nat = unique_name("ev"), unique_name("win"), unique_name("native-win")
-    create_topics(bootstrap_servers, {src: 2, out: 2, nat: 2})
-    recs = [(k, v, ts) for k, v, ts in events]
-    produce(bootstrap_servers, src, recs, "string", "long")
-    app = native(windowed_sums(src, nat), unique_name, bootstrap_servers, tmp_path)
-    run_spark(spark, windowed_sums(src, out), unique_name("hw"), bootstrap_servers, tmp_path)
+    """Hopping windows with grace and emit final over random, out-of-order timestamps.
+
+    Three generated inputs, each through a sub-topology of its own: one Spark run (their
+    queries side by side) and one native app for the three, a driver per input and partition.
+    """
+    srcs = [unique_name("ev") for _ in inputs]
+    outs = [unique_name("win") for _ in inputs]
+    nats = [unique_name("native-win") for _ in inputs]
+    create_topics(bootstrap_servers, {t: 2 for t in (*srcs, *outs, *nats)})
+    for src, recs in zip(srcs, inputs, strict=True):
+        produce(bootstrap_servers, src, recs, "string", "long")
+    app = native(
+        windowed_sums(*zip(srcs, nats, strict=True)), unique_name, bootstrap_servers, tmp_path
+    )
+    run_spark(
+        spark,
+        windowed_sums(*zip(srcs, outs, strict=True)),
+        unique_name("hw"),
+        bootstrap_servers,
+        tmp_path,
+    )
     finish_native(app, bootstrap_servers)
 
     ks = time_windowed_serde("string", 100)
-    ref = per_partition_driver(
-        lambda: windowed_sums(src, out), src, "string", "long", recs, 2, {out: (ks, "long")}
-    )[out]
-    got = Counter(pairs(bootstrap_servers, out, ks, "long"))
-    assert got == Counter(pairs(bootstrap_servers, nat, ks, "long")) == Counter(ref)
+    for src, out, nat, recs in zip(srcs, outs, nats, inputs, strict=True):
+        ref = per_partition_driver(
+            lambda src=src, out=out: windowed_sums((src, out)),
+            src,
+            "string",
+            "long",
+            recs,
+            2,
+            {out: (ks, "long")},
+        )[out]
+        got = Counter(pairs(bootstrap_servers, out, ks, "long"))
+        assert got == Counter(pairs(bootstrap_servers, nat, ks, "long")) == Counter(ref)
 
 
 def test_task_path_keeps_driver_order_on_one_partition(
@@ -286,11 +314,11 @@ def test_task_path_keeps_driver_order_on_one_partition(
     create_topics(bootstrap_servers, {src: 1, out: 1})
     recs = [(f"k{i % 3}", i, 1 + (i * 37) % 500) for i in range(50)]  # 0: "now" to Kafka
     produce(bootstrap_servers, src, recs, "string", "long")
-    run_spark(spark, windowed_sums(src, out), unique_name("w1"), bootstrap_servers, tmp_path)
+    run_spark(spark, windowed_sums((src, out)), unique_name("w1"), bootstrap_servers, tmp_path)
 
     ks = time_windowed_serde("string", 100)
     ref = driver_outputs(
-        windowed_sums(src, out), {src: ("string", "long", recs)}, {out: (ks, "long")}
+        windowed_sums((src, out)), {src: ("string", "long", recs)}, {out: (ks, "long")}
     )
     assert pairs(bootstrap_servers, out, ks, "long") == ref[out]
 
@@ -371,13 +399,13 @@ def test_repeats_of_an_aborted_transaction_are_processed_once(
         write(p, 0, 30)
         p.commit()
     shown = len(read_all(bootstrap_servers, src, "string", "long", keep_repeats=True))
-    app = native(windowed_sums(src, nat), unique_name, bootstrap_servers, tmp_path)
-    run_spark(spark, windowed_sums(src, out), unique_name("ab"), bootstrap_servers, tmp_path)
+    app = native(windowed_sums((src, nat)), unique_name, bootstrap_servers, tmp_path)
+    run_spark(spark, windowed_sums((src, out)), unique_name("ab"), bootstrap_servers, tmp_path)
     finish_native(app, bootstrap_servers)
 
     wks = time_windowed_serde("string", 100)
     ref = driver_outputs(
-        windowed_sums(src, out), {src: ("string", "long", recs)}, {out: (wks, "long")}
+        windowed_sums((src, out)), {src: ("string", "long", recs)}, {out: (wks, "long")}
     )[out]
     got = pairs(bootstrap_servers, out, wks, "long")
     assert got == ref
