@@ -153,7 +153,8 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]
             [MASTER, "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(free_port())],
         )
         _wait_for(logs / "master.log", "I have been elected leader", master)
-        for i in range(2):
+        workers = []
+        for i in range(2):  # both start at once, then both must have registered
             worker = start(
                 f"worker-{i}",
                 [
@@ -171,6 +172,8 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]
                     url,
                 ],
             )
+            workers.append(worker)
+        for i, worker in enumerate(workers):
             _wait_for(logs / f"worker-{i}.log", "Successfully registered with master", worker)
         yield cluster
     finally:

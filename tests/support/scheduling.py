@@ -18,23 +18,24 @@ from typing import Any
 
 import pytest
 
-# Tests that run together on one pytest-xdist worker (path prefix -> group, first match): the
-# Spark tests share a session per worker, so a JVM per group rather than per worker; they are
-# the longest part of the suite, so they form two groups (two JVMs in parallel): the
-# differential tests, and the rest. The standalone-cluster tests share one cluster (a cluster
-# each would run twelve JVMs at once on two cores: Python workers then miss Spark's 10 s
-# connect-back timeout).
+# Tests that run together on one pytest-xdist worker (test id prefix -> group, first match):
+# the Spark tests share a session per worker, so a JVM per group rather than per worker; they
+# are the longest part of the suite, so they form two groups of about equal length (two JVMs in
+# parallel): the differential tests with the orders example, and the rest. The standalone-
+# cluster tests share one cluster (a cluster each would run twelve JVMs at once on two cores:
+# Python workers then miss Spark's 10 s connect-back timeout).
 XDIST_GROUPS = (
     ("tests/spark/test_differential.py", "spark-differential"),
+    ("tests/spark/test_tasks.py::test_orders_enriched", "spark-differential"),
     ("tests/spark/", "spark"),
     ("tests/spark_cluster/", "spark-cluster"),
 )
 # Wall seconds of the longest units on 2 cores under `make test` (all workers busy); only the
 # order matters. Any other unit counts `SECONDS_PER_TEST` per test.
 UNIT_SECONDS = {
-    "spark-cluster": 260.0,
-    "spark": 250.0,
-    "spark-differential": 220.0,
+    "spark-cluster": 235.0,
+    "spark": 190.0,
+    "spark-differential": 185.0,
     "tests/e2e/test_supervisor.py": 80.0,
     "tests/integration/test_redis_loss.py": 55.0,
     "tests/property/test_backends_statemachine.py": 50.0,
@@ -66,8 +67,9 @@ def unit_of(nodeid: str) -> str:
 
 def group_of(nodeid: str) -> str | None:
     """The `XDIST_GROUPS` group of a test, if it is in one."""
-    path = nodeid.split("::", 1)[0].replace("\\", "/")
-    return next((g for prefix, g in XDIST_GROUPS if path.startswith(prefix)), None)
+    path, sep, rest = nodeid.partition("::")
+    test_id = path.replace("\\", "/") + sep + rest
+    return next((g for prefix, g in XDIST_GROUPS if test_id.startswith(prefix)), None)
 
 
 def unit_seconds(unit: str, tests: int) -> float:
