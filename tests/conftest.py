@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.scheduling import group_of, longest_units_first, make_scheduler
+from support.scheduling import group_of, longest_units_first, make_scheduler, yield_to_spark
 
 from kstream.kafka.broker import EmbeddedBroker
 
@@ -77,6 +77,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     if config.getvalue("dist") != "loadgroup":
         return None
     return make_scheduler(config, log)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if hasattr(item.config, "workerinput"):
+        yield_to_spark(item.nodeid)
 
 
 def _in_ci() -> bool:

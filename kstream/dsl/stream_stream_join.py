@@ -38,7 +38,7 @@ from kstream.dsl.windows import JoinWindows
 from kstream.errors import SerdeError
 from kstream.records import Record
 from kstream.serde import Serde
-from kstream.state.keys import TS_MIN, ts8, unts8
+from kstream.state.keys import ts8, unts8
 from kstream.topology.processor import ProcessorContext
 
 Joiner = Callable[[Any, Any], Any]
@@ -110,11 +110,18 @@ class StreamStreamJoinProcessor(BuiltinProcessor):
         self.this = ctx.get_store(this_name)
         self.other = ctx.get_store(other_name)
         self.outer = None if outer_name is None else ctx.get_store(outer_name)
-        # Kafka keeps stream time in memory only; after a restart we resume from the newest
-        # timestamps the window stores remember, and rescan the pending store once.
+        # Kafka keeps stream time and the oldest pending timestamp in memory only; after a
+        # restart we resume from the newest timestamps the window stores remember and from the
+        # oldest record the pending store holds (none on a first start, as in Kafka: the first
+        # scan then waits for a pending record's window to close like every later one).
         observed = max(self.this.observed, self.other.observed)
         self.stream_time = observed if observed > _NO_TIME else _NO_TIME
-        self.min_time = TS_MIN if self.outer is not None else _NO_PENDING
+        self.min_time = _NO_PENDING
+        if self.outer is not None:
+            with self.outer.all() as cur:
+                for (ts, _is_left, _k), _values in cur:
+                    self.min_time = ts
+                    break
 
     def process_batch(self, records: Sequence[Record]) -> None:
         out: list[Record] = []

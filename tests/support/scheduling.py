@@ -13,6 +13,7 @@ unit left, never the next long one, which another worker starts as soon as it is
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -56,6 +57,14 @@ PER_TEST_UNITS = {
 }
 # a worker with more than this still to run gets the shortest unit left as its follower
 LONG_UNIT_S = 30.0
+
+
+# The Spark units are the suite's critical path, and the machine is busy throughout: a worker
+# lowers its own priority to this niceness, for good, before its first test outside the Spark
+# groups (a worker that starts with a Spark unit runs it at the normal priority). The other
+# tests then take the cores Spark leaves, rather than slowing the longest units down; what
+# they start (brokers, worker processes, redis) inherits it.
+OTHERS_NICENESS = 5
 
 
 def unit_of(nodeid: str) -> str:
@@ -121,3 +130,14 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
             super()._assign_work_unit(node)
 
     return UnitScheduling(config, log)
+
+
+def yield_to_spark(nodeid: str) -> None:
+    """Before test `nodeid` on a pytest-xdist worker: see `OTHERS_NICENESS`."""
+    if group_of(nodeid) is not None:
+        return
+    try:
+        if os.getpriority(os.PRIO_PROCESS, 0) < OTHERS_NICENESS:
+            os.setpriority(os.PRIO_PROCESS, 0, OTHERS_NICENESS)
+    except OSError:  # a platform or sandbox without it: the order alone still holds
+        pass
