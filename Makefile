@@ -42,8 +42,12 @@ lint: $(STAMP)
 test: $(STAMP)
 	@$(MAKE) --no-print-directory -j2 lint pytest
 
+# The install leaves byte-compiling to the first import, so the suite's processes must be
+# allowed to write the bytecode they compile (`PYTHONDONTWRITEBYTECODE` unset): otherwise every
+# Spark worker and subprocess would compile pandas, pyarrow and pyspark from source again,
+# seconds of CPU each.
 pytest: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit tests/property $(PYTEST_ARGS)
