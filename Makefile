@@ -42,25 +42,27 @@ lint: $(STAMP)
 test: $(STAMP)
 	@$(MAKE) --no-print-directory -j2 lint pytest
 
-# The install leaves byte-compiling to the first import, so the suite's processes must be
+# The install leaves byte-compiling to the first import, so the processes we start must be
 # allowed to write the bytecode they compile (`PYTHONDONTWRITEBYTECODE` unset): otherwise every
 # Spark worker and subprocess would compile pandas, pyarrow and pyspark from source again,
 # seconds of CPU each.
+RUN_PY := env -u PYTHONDONTWRITEBYTECODE $(PY)
+
 pytest: $(STAMP)
-	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(RUN_PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 unit: $(STAMP)
-	$(PY) -m pytest -q tests/unit tests/property $(PYTEST_ARGS)
+	$(RUN_PY) -m pytest -q tests/unit tests/property $(PYTEST_ARGS)
 
 integration: $(STAMP)
-	$(PY) -m pytest -q tests/integration tests/e2e $(PYTEST_ARGS)
+	$(RUN_PY) -m pytest -q tests/integration tests/e2e $(PYTEST_ARGS)
 
 # `make bench`: the quick run (a few minutes); `make bench-full` or BENCH_ARGS=--full: the
 # README's table
 BENCH_ARGS ?=
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[$(EXTRAS),bench]'
-	$(PY) bench/run_all.py $(BENCH_ARGS)
+	$(RUN_PY) bench/run_all.py $(BENCH_ARGS)
 
 bench-full: BENCH_ARGS += --full
 bench-full: bench
