@@ -43,7 +43,8 @@ from kstream.state.provenance import HEADER, HighMarks, Mark, encoder, header_va
 from kstream.state.restore import open_and_restore
 from kstream.state.spec import StoreSpec
 from kstream.topology.compiled import CompiledTopology
-from kstream.topology.task import Schedule, Task
+from kstream.topology.schedule import Schedule
+from kstream.topology.task import Task
 
 log = logging.getLogger("kstream.runtime")
 
