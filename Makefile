@@ -13,24 +13,22 @@ TEST_WORKERS ?= 6
 .PHONY: demo test pytest lint unit integration bench bench-full venv clean
 
 # The install skips byte-compiling (Python compiles a module when it is first imported, and
-# most of pyspark and pandas never are): half the install's time. When the python3 that
-# creates the virtualenv has a pip that can install into another environment (pip >= 22.3),
-# that pip fills it, pip included, and the virtualenv skips ensurepip's own install of pip.
+# most of pyspark and pandas never are): half the install's time. So the processes make starts
+# must be allowed to write the bytecode they compile (`PYTHONDONTWRITEBYTECODE` unset):
+# otherwise every Spark worker and subprocess would compile pandas, pyarrow and pyspark from
+# source again, seconds of CPU each.
+RUN := env -u PYTHONDONTWRITEBYTECODE
+RUN_PY := $(RUN) $(PY)
 $(STAMP): pyproject.toml
-	if [ ! -x $(PY) ] && python3 -m pip install --help 2>/dev/null | grep -q -- '--python'; then \
-	    python3 -m venv --without-pip $(VENV) && \
-	    python3 -m pip --python $(PY) install -q --no-compile pip -e '.[$(EXTRAS)]'; \
-	else \
-	    { test -x $(PY) || python3 -m venv $(VENV); } && \
-	    $(PY) -m pip install -q --no-compile --upgrade pip && \
-	    $(PY) -m pip install -q --no-compile -e '.[$(EXTRAS)]'; \
-	fi
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --no-compile --upgrade pip
+	$(PY) -m pip install -q --no-compile -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/kstreamd demo --duration 20
+	$(RUN) $(VENV)/bin/kstreamd demo --duration 20
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check kstream store_backends tests examples bench cmd
@@ -42,12 +40,6 @@ lint: $(STAMP)
 # cores to spare); either failing fails `make test`
 test: $(STAMP)
 	@$(MAKE) --no-print-directory -j2 lint pytest
-
-# The install leaves byte-compiling to the first import, so the processes we start must be
-# allowed to write the bytecode they compile (`PYTHONDONTWRITEBYTECODE` unset): otherwise every
-# Spark worker and subprocess would compile pandas, pyarrow and pyspark from source again,
-# seconds of CPU each.
-RUN_PY := env -u PYTHONDONTWRITEBYTECODE $(PY)
 
 pytest: $(STAMP)
 	$(RUN_PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
