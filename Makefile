@@ -41,8 +41,9 @@ lint: $(STAMP)
 test: $(STAMP)
 	@$(MAKE) --no-print-directory -j2 lint pytest
 
+# the slowest tests are listed at the end: where a slow run spent its time, from its log alone
 pytest: $(STAMP)
-	$(RUN_PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(RUN_PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20 $(PYTEST_ARGS)
 
 unit: $(STAMP)
 	$(RUN_PY) -m pytest -q tests/unit tests/property $(PYTEST_ARGS)
