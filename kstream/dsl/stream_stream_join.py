@@ -110,18 +110,15 @@ class StreamStreamJoinProcessor(BuiltinProcessor):
         self.this = ctx.get_store(this_name)
         self.other = ctx.get_store(other_name)
         self.outer = None if outer_name is None else ctx.get_store(outer_name)
-        # Kafka keeps stream time and the oldest pending timestamp in memory only; after a
-        # restart we resume from the newest timestamps the window stores remember and from the
-        # oldest record the pending store holds (none on a first start, as in Kafka: the first
-        # scan then waits for a pending record's window to close like every later one).
+        # Kafka keeps stream time and the pending minimum in memory only; after a restart we
+        # resume from the newest timestamps the window stores remember, with no minimum (see
+        # `_emit_closed`), so the pending store is scanned once, as Kafka does after a restart.
         observed = max(self.this.observed, self.other.observed)
         self.stream_time = observed if observed > _NO_TIME else _NO_TIME
         self.min_time = _NO_PENDING
-        if self.outer is not None:
-            with self.outer.all() as cur:
-                for (ts, _is_left, _k), _values in cur:
-                    self.min_time = ts
-                    break
+        # whether the store may hold records while there is no minimum: only before the first
+        # scan (a scan leaves a minimum whenever it leaves records, and a put sets one)
+        self._unscanned = True
 
     def process_batch(self, records: Sequence[Record]) -> None:
         out: list[Record] = []
@@ -197,10 +194,16 @@ class StreamStreamJoinProcessor(BuiltinProcessor):
         """
         st, grace = self.stream_time, self.grace
         look_ahead = self.after if is_left else self.before
-        if self.min_time + look_ahead + grace >= st:
+        if self.min_time == _NO_PENDING:
+            # Kafka's unset minimum is Long.MAX_VALUE: adding a positive look-ahead and grace
+            # overflows, so it scans; an empty store (every scan but the first) yields nothing
+            if not self._unscanned or look_ahead + grace == 0:
+                return
+        elif self.min_time + look_ahead + grace >= st:
             return
         outer, joiner = self.outer, self.joiner
         assert outer is not None
+        self._unscanned = False
         self.min_time = _NO_PENDING
         emitted: list[tuple[int, bool, Any]] = []
         left_open = right_open = False

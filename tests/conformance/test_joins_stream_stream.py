@@ -395,6 +395,30 @@ LEFT_CASES.append(
 )
 
 
+def first_scan_steps() -> list[Step]:
+    """Not a port: `KStreamImplJoin.TimeTracker` starts its pending minimum at Long.MAX_VALUE
+    and the first pending record sets it, so the first scan waits, as every later one, until
+    that record's time plus the arriving side's look-ahead and grace is behind stream time.
+    The right side looks ahead by `before` (2 here): at stream time 2 nothing is emitted yet;
+    a record at 3 emits the unmatched left record."""
+    return [
+        (right(0, None, 1), []),  # dropped, but stream time is 1
+        (left(0, "A", 0), []),  # window [0, 1] not closed at stream time 1: pending
+        (right(0, "b", 2), []),  # no partner (ts 2 > 0 + after); 0 + 2 + 0 >= 2: no scan
+        (right(0, "c", 3), [(0, "A+null", 0)]),
+    ]
+
+
+LEFT_CASES.append(
+    pytest.param(
+        JoinWindows.of(2, after=1, grace=0),
+        first_scan_steps(),
+        {"null_value": 1},
+        id="KStreamImplJoin.TimeTracker-first-scan",
+    )
+)
+
+
 @pytest.mark.parametrize(("window", "steps", "dropped"), LEFT_CASES)
 def test_left_join(window: JoinWindows, steps: list[Step], dropped: dict[str, int]) -> None:
     assert run_steps(stream_stream("left", window), steps) == dropped
