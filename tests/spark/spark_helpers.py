@@ -77,12 +77,17 @@ def read_all(
 
 def final_values(records: Sequence[Record]) -> dict[Any, Any]:
     """The table a stream of updates ends at (None deletes)."""
+    return final_table((r.key, r.value) for r in records)
+
+
+def final_table(pairs: Iterable[tuple[Any, Any]]) -> dict[Any, Any]:
+    """`final_values` for `(key, value)` pairs, e.g. what a test driver wrote."""
     table: dict[Any, Any] = {}
-    for r in records:
-        if r.value is None:
-            table.pop(r.key, None)
+    for k, v in pairs:
+        if v is None:
+            table.pop(k, None)
         else:
-            table[r.key] = r.value
+            table[k] = v
     return table
 
 

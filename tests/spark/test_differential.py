@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from spark_helpers import (
     create_topics,
     driver_outputs,
+    final_table,
     final_values,
     finish_native,
     produce,
@@ -50,13 +51,6 @@ def native(
 ) -> Any:  # the started App
     app_id = unique_name("native")
     return start_native(topology, app_id, bootstrap, str(tmp / app_id))
-
-
-def final_values_of(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
-    out: dict[Any, Any] = {}
-    for k, v in pairs:
-        out[k] = v
-    return out
 
 
 # --- the fast path: every case below is one part of one topology ---------------------------
@@ -226,13 +220,7 @@ def test_fast_path_matches_driver_and_native(
     ref_names = driver_outputs(
         table.alone(), {table.src: ("string", "json", users)}, {names: ("string", "string")}
     )[names]
-    expected: dict[Any, Any] = {}
-    for k, v in ref_names:  # the table the driver's updates end at: None deletes
-        if v is None:
-            expected.pop(k, None)
-        else:
-            expected[k] = v
-    assert table_of(names, "string") == table_of(nnames, "string") == expected
+    assert table_of(names, "string") == table_of(nnames, "string") == final_table(ref_names)
     assert "id1" not in table_of(names, "string") and "id2" not in table_of(names, "string")
 
     # headers reach the output with the provenance id, the very same records as on native
@@ -276,7 +264,7 @@ def test_count_matches_driver_and_native(
         got = final_values(read_all(bootstrap_servers, out, "string", "long"))
         on_native = final_values(read_all(bootstrap_servers, nat, "string", "long"))
         ref = driver_outputs(c.alone(), {c.src: ("string", "string", r)}, {out: ("string", "long")})
-        assert got == on_native == final_values_of(ref[out]) == dict(Counter(w for w, _ in words))
+        assert got == on_native == final_table(ref[out]) == dict(Counter(w for w, _ in words))
 
 
 class ByTrace(Processor):

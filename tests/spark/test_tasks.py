@@ -22,6 +22,7 @@ from spark_helpers import (
     create_topics,
     driver_in_time_order,
     driver_outputs,
+    final_table,
     final_values,
     finish_native,
     per_partition_driver,
@@ -208,22 +209,12 @@ def test_mixed_stateful_operators(
         },
         {totals: ("string", "long"), sessions: (sks, "long"), joined: ("string", "string")},
     )
-    assert final_values(read_all(bootstrap_servers, totals, "string", "long")) == final_values_of(
+    assert final_values(read_all(bootstrap_servers, totals, "string", "long")) == final_table(
         ref[totals]
     )
     assert pairs(bootstrap_servers, sessions, sks, "long") == ref[sessions]
     assert Counter(pairs(bootstrap_servers, joined, "string", "string")) == Counter(ref[joined])
     assert ref[sessions] and ref[joined]
-
-
-def final_values_of(kvs: list[tuple[Any, Any]]) -> dict[Any, Any]:
-    out: dict[Any, Any] = {}
-    for k, v in kvs:
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = v
-    return out
 
 
 def windowed_part(b: StreamBuilder, src: str, out: str) -> None:
