@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from kstream.config import Config, validate_app_id
 from kstream.duration import duration
 from kstream.errors import ConfigError, TopologyError
+from kstream.spark.checkpoint import clear_unfinished_start
 from kstream.spark.plan import ENTRY, Plan, build_plan
 from kstream.spark.progress import ProgressLog
 from kstream.topology.topology import Topology
@@ -252,6 +253,7 @@ def start(
         partitions=plan.sink_partitions,
         guarantee=guarantee,
     )
+    clear_unfinished_start(spark, checkpoint_dir)
     query = (
         out.writeStream.queryName(app_id.replace("-", "_").replace(".", "_"))
         .option("checkpointLocation", checkpoint_dir)
@@ -469,9 +471,11 @@ def _start_tasks(
                 guarantee=guarantee,
                 ranked=True,
             )
+            location = os.path.join(checkpoint_dir, f"subtopology-{sid}")
+            clear_unfinished_start(spark, location)
             query = (
                 out.writeStream.queryName(query_app.replace("-", "_").replace(".", "_"))
-                .option("checkpointLocation", os.path.join(checkpoint_dir, f"subtopology-{sid}"))
+                .option("checkpointLocation", location)
                 .outputMode("append")
                 .foreachBatch(sink)
                 .trigger(**trig)

@@ -300,12 +300,28 @@ def test_windowed_aggregate_matches_driver_and_native(
 def test_task_path_keeps_driver_order_on_one_partition(
     spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any
 ) -> None:
-    """Same input, one partition: the very same records in the very same order."""
+    """Same input, one partition: the very same records in the very same order.
+
+    The query's checkpoint starts with what a query stopped while logging its first batch
+    leaves behind (a temporary file, on which Spark would refuse to start): it is cleared.
+    """
+    from kstream.spark.tasks import build_task_plan
+
     src, out = unique_name("ev"), unique_name("win")
     create_topics(bootstrap_servers, {src: 1, out: 1})
     recs = [(f"k{i % 3}", i, 1 + (i * 37) % 500) for i in range(50)]  # 0: "now" to Kafka
     produce(bootstrap_servers, src, recs, "string", "long")
-    run_spark(spark, windowed_sums((src, out)), unique_name("w1"), bootstrap_servers, tmp_path)
+    app = unique_name("w1")
+    (sid,) = build_task_plan(windowed_sums((src, out)), app).order
+    offsets = tmp_path / app / f"subtopology-{sid}" / "offsets"
+    offsets.mkdir(parents=True)
+    left = [offsets / ".0.3f3b8873-2fdc-443e-84ee-60b512d65bd3.tmp"]
+    left.append(offsets / f".{left[0].name}.crc")
+    for f in left:
+        f.write_bytes(b"")
+    run_spark(spark, windowed_sums((src, out)), app, bootstrap_servers, tmp_path)
+    assert not any(f.exists() for f in left)
+    assert (offsets / "0").exists()
 
     ks = time_windowed_serde("string", 100)
     ref = driver_outputs(

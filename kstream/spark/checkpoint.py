@@ -1,0 +1,53 @@
+"""What a query stopped during its very first batch leaves in its checkpoint, cleared.
+
+Spark writes a checkpoint's log entries atomically: a hidden temporary file (`.0.<uuid>.tmp`,
+with its `..0.<uuid>.tmp.crc`), renamed when complete. A query stopped or failed while writing
+batch 0's entry leaves the temporary file behind, and Spark then refuses to start the query
+again: with no batch logged it checks the checkpoint is new, finds the file, and fails with
+STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY. That happens to the other queries of an app when one
+query fails and the app restarts (`runner.run`), or to any query under SIGTERM at that moment.
+
+Such a checkpoint never logged a batch, so nothing was read or written under it: its temporary
+files are removed before the query starts. A checkpoint with a logged batch is left as it is
+(Spark resumes from it and ignores temporary files).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+LOGS = ("offsets", "commits")
+
+
+def is_unfinished_write(name: str) -> bool:
+    """Whether `name` is a temporary file of Spark's atomic checkpoint writes."""
+    return name.startswith(".") and (name.endswith(".tmp") or name.endswith(".tmp.crc"))
+
+
+def clear_unfinished_start(spark: Any, location: str) -> list[str]:
+    """Remove the temporary files in `location`'s logs when no batch was ever logged there;
+    the paths removed. Works on any file system Spark's Hadoop configuration reaches."""
+    jvm = spark.sparkContext._jvm
+    root = jvm.org.apache.hadoop.fs.Path(location)
+    fs = root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    listings = {}
+    for name in LOGS:
+        d = jvm.org.apache.hadoop.fs.Path(root, name)
+        listings[name] = [s.getPath() for s in fs.listStatus(d)] if fs.exists(d) else []
+    if any(p.getName().isdigit() for p in listings["offsets"]):
+        return []
+    removed = []
+    for paths in listings.values():
+        for p in paths:
+            if is_unfinished_write(p.getName()) and fs.delete(p, False):
+                removed.append(p.toString())
+    if removed:
+        log.warning(
+            "checkpoint %s: no batch was logged; removed what an interrupted first batch left: %s",
+            location,
+            ", ".join(removed),
+        )
+    return removed
