@@ -44,6 +44,9 @@ LONG = os.environ.get("KSTREAM_LONG") == "1"
 # the tests are bound by CPU, not by peak JIT-compiled speed. Production jobs keep Spark's
 # defaults: these settings live only here.
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData"
+# A `sitecustomize` that has Spark's Python workers import pyspark from the installed package
+# (with its compiled bytecode) rather than from `pyspark.zip`: see its docstring.
+PYSPARK_FIRST = str(Path(__file__).resolve().parent / "support" / "pyspark_first")
 SPARK_TEST_DEFAULTS = {
     "spark.driver.extraJavaOptions": TEST_JVM_OPTIONS,
     "spark.executor.extraJavaOptions": TEST_JVM_OPTIONS,
@@ -53,7 +56,11 @@ SPARK_TEST_DEFAULTS = {
 
 def _spark_test_defaults() -> None:
     """Point `SPARK_CONF_DIR` at a `spark-defaults.conf` of `SPARK_TEST_DEFAULTS`, unless one
-    is set already (by the user, or inherited by a pytest-xdist worker from the controller)."""
+    is set already (by the user, or inherited by a pytest-xdist worker from the controller);
+    put `PYSPARK_FIRST` on the path of every process the tests start."""
+    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if PYSPARK_FIRST not in path:
+        os.environ["PYTHONPATH"] = os.pathsep.join([PYSPARK_FIRST, *path])
     if os.environ.get("SPARK_CONF_DIR"):
         return
     conf_dir = tempfile.mkdtemp(prefix="kstream-test-spark-conf-")

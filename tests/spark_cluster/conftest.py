@@ -122,6 +122,7 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]
     pyspark = pytest.importorskip("pyspark")
     home = str(Path(pyspark.__file__).resolve().parent)
     logs = tmp_path_factory.mktemp("spark-cluster")
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = dict(
         os.environ,
         SPARK_HOME=home,
@@ -130,7 +131,7 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]
         SPARK_LOG_DIR=str(logs),
         SPARK_WORKER_DIR=str(logs / "work"),
         PYSPARK_PYTHON=sys.executable,
-        PYTHONPATH=os.pathsep.join([ROOT, HERE, SPARK_TESTS]),
+        PYTHONPATH=os.pathsep.join([*inherited, ROOT, HERE, SPARK_TESTS]),
     )
     env.pop("SPARK_MASTER", None)
     launcher = os.path.join(home, "bin", "spark-class")
