@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # of the run, and the other three take everything else (tests/support/scheduling.py).
 TEST_WORKERS ?= 6
 
-.PHONY: demo test pytest lint unit integration bench bench-full venv clean
+.PHONY: demo test pytest warm lint unit integration bench bench-full venv clean
 
 # The install skips byte-compiling (Python compiles a module when it is first imported, and
 # most of pyspark and pandas never are): half the install's time. So the processes make starts
@@ -42,8 +42,13 @@ test: $(STAMP)
 	@$(MAKE) --no-print-directory -j2 lint pytest
 
 # the slowest tests are listed at the end: where a slow run spent its time, from its log alone
-pytest: $(STAMP)
+pytest: warm
 	$(RUN_PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20 $(PYTEST_ARGS)
+
+# one process compiles what every test process imports (tests/support/warm_bytecode.py), so a
+# fresh clone's workers do not all compile the same modules at once; beside lint under `make test`
+warm: $(STAMP)
+	$(RUN_PY) tests/support/warm_bytecode.py > /dev/null
 
 unit: $(STAMP)
 	$(RUN_PY) -m pytest -q tests/unit tests/property $(PYTEST_ARGS)
