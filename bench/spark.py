@@ -1,12 +1,13 @@
-"""The Spark runner next to the native runtime, on local[2] against the embedded broker.
+"""The Spark runner next to the native runtime, against the embedded broker: on local[2], or
+(`--cluster`) on a standalone cluster of two one-core workers started here.
 
 Three workloads over the same input (100-byte JSON values, 2 partitions): a stateless
 filter + map_values to a topic, a grouped count (one stateful step: the fast path), and a
 windowed count per user (1-minute windows: the task path, kstream's own tasks). The stateful
-ones run once per key count (`--keys`, the number of distinct users, i.e. the state's size).
-Each workload runs on both engines from the same input topic to an output topic of its own,
-under exactly-once; every Spark run first, then every native run, so the driver's peak memory
-is Spark's alone:
+ones run once per key count (`--keys`, the number of distinct users, i.e. the state's size),
+and Spark once per batch size (`--batch`, records per micro-batch). Each workload runs on both
+engines from the same input topic to an output topic of its own, under exactly-once; every
+Spark run first, then every native run:
 
 - Spark: `kstream.spark.start` with `availableNow` and a per-batch record limit. The SparkSession
   is started beforehand; the query's first batch pays for starting Python workers.
@@ -18,33 +19,37 @@ native: `App.start()` until done, consumer-group join included), `records_per_s`
 over `seconds`; `steady_records_per_s` leaves out the start-up (Spark: batches after the first,
 over their trigger time; native: from RUNNING, i.e. partitions assigned, until done); batch
 latency is Spark's trigger execution time per micro-batch (first batch apart; p50, p99 and max
-of the rest); `us_per_record` = 1e6 / steady records/s. `driver_rss_mb`: the peak RSS of this
-Python process so far (`ru_maxrss`; Spark runs only, the sink no longer collects batches here)
-and `jvm_rss_mb`, the peak RSS of the Spark JVM (`VmHWM`; on local[2] it holds the executors too).
+of the rest); `us_per_record` = 1e6 / steady records/s. `driver_rss_mb` and `jvm_rss_mb`: the
+peak RSS of this (driver) Python process and of its Spark JVM during the run, sampled every
+0.2 s. On local[2] the JVM also runs the executors (their state stores included); on the
+cluster it is the driver alone, and `memory_by_batch_size` shows whether the driver's memory
+follows the batch size (it should not: no batch is collected to the driver).
 Both engines must write the same final results; the run fails otherwise. Prints a table, writes
-bench/results/spark.json.
+bench/results/spark.json (`runs`: one entry per master, with its configuration).
 
 `state_keys` is the number of keys the stateful workload's state holds at the end (the users
 seen: at most one per record). `steady_spark_vs_native` compares steady-state rates; the
-`scaling` section gives, per stateful workload and engine, the per-record cost with the largest
-state over that with the smallest (the task path keeps state per key in Spark's state store, so
-this measures what a batch pays for the keys it touches, not for the state's size). `--workload`
-runs a subset; the rows of the other workloads are kept from the previous results file.
+`scaling` section gives, per stateful workload, engine and master, the per-record cost with the
+largest state over that with the smallest (the task path keeps state per key in Spark's state
+store, so this measures what a batch pays for the keys it touches, not for the state's size).
+`--workload` runs a subset; the rows of the other workloads, and of the other master, are kept
+from the previous results file.
 
-    python bench/spark.py [--records 400000] [--batch 50000] [--keys 1000 --keys 100000]
-        [--workload "windowed count"]
+    python bench/spark.py [--cluster] [--records 400000] [--batch 50000 --batch 10000]
+        [--keys 1000 --keys 100000] [--workload "windowed count"]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
-import resource
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -139,6 +144,45 @@ def final_results(bootstrap: str, topic: str, name: str) -> tuple[int, Any]:
 # --- Spark -----------------------------------------------------------------------------------
 
 
+class PeakRss:
+    """The peak resident memory of this process and of its Spark JVM while a run lasts, sampled
+    every 0.2 s (a high-water mark such as `ru_maxrss` would carry over from earlier runs)."""
+
+    def __init__(self) -> None:
+        self.python_mb = 0.0
+        self.jvm_mb = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        jvm = jvm_pid()
+        while True:
+            self.python_mb = max(self.python_mb, rss_mb(os.getpid()) or 0.0)
+            if jvm is not None:
+                self.jvm_mb = max(self.jvm_mb, rss_mb(jvm) or 0.0)
+            if self._stop.wait(0.2):
+                return
+
+
+def rss_mb(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
 def run_spark(
     spark: Any, bootstrap: str, name: str, src: str, batch: int, tmp: str, slug: str
 ) -> dict:
@@ -148,15 +192,16 @@ def run_spark(
     with Admin(bootstrap) as admin:
         admin.create_topic(out, PARTITIONS)
     t0 = time.perf_counter()
-    q = start(
-        WORKLOADS[name](src, out),
-        f"bench-{slug}-spark",
-        bootstrap,
-        checkpoint_dir=os.path.join(tmp, slug),
-        spark=spark,
-        max_records_per_batch=batch,
-    )
-    q.wait()
+    with PeakRss() as rss:
+        q = start(
+            WORKLOADS[name](src, out),
+            f"bench-{slug}-spark",
+            bootstrap,
+            checkpoint_dir=os.path.join(tmp, slug),
+            spark=spark,
+            max_records_per_batch=batch,
+        )
+        q.wait()
     elapsed = time.perf_counter() - t0
     # the task path runs one query per sub-topology, upstream (the input topic's) first:
     # records count what was read from the input; batch times are those of every query
@@ -185,8 +230,9 @@ def run_spark(
         "batch_max_s": round(max(steady), 3) if steady else None,
         "us_per_record": round(1e6 / steady_rate, 1) if steady_rate else None,
         "records_written": written,
-        "driver_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-        "jvm_rss_mb": jvm_peak_rss_mb(),
+        "max_records_per_batch": batch,
+        "driver_rss_mb": round(rss.python_mb),
+        "jvm_rss_mb": round(rss.jvm_mb),
         "_digest": digest,
     }
 
@@ -196,8 +242,8 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
 
 
-def jvm_peak_rss_mb() -> int | None:
-    """Peak RSS of the Spark JVM this process started (its child `java`), from /proc."""
+def jvm_pid() -> int | None:
+    """The Spark JVM this process started (its child `java`), from /proc."""
     me = str(os.getpid())
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -208,7 +254,7 @@ def jvm_peak_rss_mb() -> int | None:
         except OSError:
             continue
         if status.get("PPid", "").strip() == me and status.get("Name", "").strip() == "java":
-            return round(int(status["VmHWM"].split()[0]) / 1024)
+            return int(pid)
     return None
 
 
@@ -309,7 +355,9 @@ def processed_all(
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=400_000)
-    ap.add_argument("--batch", type=int, default=50_000)
+    ap.add_argument(
+        "--batch", type=int, action="append", help="records per micro-batch (repeatable)"
+    )
     ap.add_argument("--keys", type=int, action="append", help="distinct users (repeatable)")
     ap.add_argument(
         "--workload",
@@ -317,61 +365,70 @@ def main() -> None:
         choices=sorted(WORKLOADS),
         help="run only these (repeatable); the results file keeps the other workloads' rows",
     )
+    ap.add_argument(
+        "--cluster",
+        action="store_true",
+        help="run Spark on a standalone cluster of two one-core workers started here, not local[2]",
+    )
     args = ap.parse_args()
     keys = args.keys or [USERS]
+    batches = args.batch or [50_000]
     chosen = args.workload or list(WORKLOADS)
-    from kstream.spark import spark_session
-
-    spark = spark_session(conf={"spark.sql.shuffle.partitions": str(PARTITIONS)})
     runs = [
         (name, k)
         for name in WORKLOADS
         if name in chosen
         for k in (keys if name in STATEFUL else keys[:1])
     ]
-    rows: dict[tuple[str, int], tuple[dict, dict]] = {}
-    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
+    with contextlib.ExitStack() as stack:
+        master, spark = start_spark(stack, args.cluster)
+        broker = stack.enter_context(EmbeddedBroker())
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
         bs = broker.bootstrap_servers
-        sources = {}
+        sources, spark_rows = {}, {}
         for name, k in runs:
             slug = f"{name.replace(' ', '-')}-{k}"
             src = sources[(name, k)] = f"bench-{slug}-in"
             with Admin(bs) as admin:
                 admin.create_topic(src, PARTITIONS)
             produce(bs, src, args.records, k)
-            spark_row = run_spark(
-                spark, bs, name, src, args.batch, os.path.join(tmp, "spark"), slug
-            )
-            spark_row["keys"] = k
-            rows[(name, k)] = (spark_row, {})
+            for batch in batches:
+                row = run_spark(
+                    spark, bs, name, src, batch, os.path.join(tmp, "spark"), f"{slug}-{batch}"
+                )
+                spark_rows[(name, k, batch)] = {**row, "keys": k, "master": master}
         spark.stop()
+        native_rows = {}
         for name, k in runs:
             slug = f"{name.replace(' ', '-')}-{k}"
-            native_row = run_native(
+            row = run_native(
                 bs, name, sources[(name, k)], args.records, os.path.join(tmp, "native"), slug
             )
-            native_row["keys"] = k
-            rows[(name, k)] = (rows[(name, k)][0], native_row)
+            native_rows[(name, k)] = {**row, "keys": k, "master": None}
     results = []
     for name, k in runs:
-        spark_row, native_row = rows[(name, k)]
-        if spark_row.pop("_digest") != native_row.pop("_digest"):
-            raise SystemExit(f"{name}: Spark and the native runtime wrote different results")
-        native_row["spark_vs_native"] = None
-        spark_row["spark_vs_native"] = round(
-            spark_row["records_per_s"] / native_row["records_per_s"], 3
-        )
-        spark_row["steady_spark_vs_native"] = round(
-            (spark_row["steady_records_per_s"] or 0) / native_row["steady_records_per_s"], 3
-        )
-        native_row["steady_spark_vs_native"] = None
-        for row in (spark_row, native_row):
-            row["state_keys"] = min(k, args.records) if name in STATEFUL else None
-        results += [spark_row, native_row]
+        native_row = native_rows[(name, k)]
+        digest = native_row.pop("_digest")
+        native_row["spark_vs_native"] = native_row["steady_spark_vs_native"] = None
+        native_row["state_keys"] = min(k, args.records) if name in STATEFUL else None
+        for batch in batches:
+            spark_row = spark_rows[(name, k, batch)]
+            if spark_row.pop("_digest") != digest:
+                raise SystemExit(f"{name}: Spark and the native runtime wrote different results")
+            spark_row["spark_vs_native"] = round(
+                spark_row["records_per_s"] / native_row["records_per_s"], 3
+            )
+            spark_row["steady_spark_vs_native"] = round(
+                (spark_row["steady_records_per_s"] or 0) / native_row["steady_records_per_s"], 3
+            )
+            spark_row["state_keys"] = native_row["state_keys"]
+            results.append(spark_row)
+        results.append(native_row)
     cols = [
         "workload",
         "engine",
         "keys",
+        "max_records_per_batch",
         "records",
         "batches",
         "seconds",
@@ -386,57 +443,124 @@ def main() -> None:
         "spark_vs_native",
     ]
     width = {c: max(len(c), 9) for c in cols}
+    print(f"Spark on {master}")
     print(" | ".join(f"{c:>{width[c]}}" for c in cols))
     for r in results:
-        print(" | ".join(f"{'-' if r[c] is None else r[c]!s:>{width[c]}}" for c in cols))
+        print(" | ".join(f"{'-' if r.get(c) is None else r[c]!s:>{width[c]}}" for c in cols))
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    path = os.path.join(HERE, "results", "spark.json")
+    previous = previous_file(path)
     meta = {
-        "master": "local[2]",
         "partitions": PARTITIONS,
         "records": args.records,
-        "max_records_per_batch": args.batch,
+        "max_records_per_batch": batches,
         "keys": keys,
         "workloads": chosen,
         "processing_guarantee": "exactly_once",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
     }
-    path = os.path.join(HERE, "results", "spark.json")
-    kept = [r for r in previous_results(path) if r["workload"] not in chosen]
-    # rows of workloads this run left out come from the previous file, measured under its config
-    meta["kept_from_previous_run"] = sorted({r["workload"] for r in kept})
-    out = {"config": meta, "results": kept + results, "scaling": scaling(results)}
+    runs_meta = [r for r in previous.get("runs", []) if r.get("master_kind") != master_kind(master)]
+    runs_meta.append({"master": master, "master_kind": master_kind(master), **meta})
+    # rows of other masters, or of workloads this run left out, come from the previous file,
+    # each measured under the configuration its `runs` entry gives
+    for r in results:
+        r["run"] = master_kind(master)
+    kept = [
+        r
+        for r in previous.get("results", [])
+        if r.setdefault("run", "local[2]") != master_kind(master) or r["workload"] not in chosen
+    ]
+    out = {
+        "runs": runs_meta,
+        "results": kept + results,
+        "scaling": scaling(kept + results),
+        "memory_by_batch_size": memory_by_batch(kept + results),
+    }
     with open(path, "w") as f:
         json.dump(out, f, indent=2)
         f.write("\n")
 
 
-def previous_results(path: str) -> list[dict]:
-    """The rows of the last results file (kept for the workloads this run leaves out)."""
+def start_spark(stack: contextlib.ExitStack, cluster: bool) -> tuple[str, Any]:
+    """(master, session): local[2], or a standalone cluster of two one-core workers."""
+    from kstream.spark import spark_session
+
+    conf = {"spark.sql.shuffle.partitions": str(PARTITIONS)}
+    if not cluster:
+        return "local[2]", spark_session(conf=conf)
+    from kstream.spark.local_cluster import LocalCluster
+
+    env = {"PYTHONPATH": os.pathsep.join([ROOT, *sys.path[1:]])}
+    nodes = stack.enter_context(LocalCluster(workers=2, cores=1, memory="1g", env=env))
+    conf.update({"spark.driver.host": "127.0.0.1", "spark.executor.memory": "768m"})
+    return nodes.url, spark_session(master=nodes.url, conf=conf)
+
+
+def master_kind(master: str) -> str:
+    return "cluster" if master.startswith("spark://") else master
+
+
+def previous_file(path: str) -> dict[str, Any]:
+    """The last results file (its rows are kept for what this run leaves out)."""
     try:
         with open(path, encoding="utf-8") as f:
-            return list(json.load(f).get("results", []))
+            data = json.load(f)
     except (OSError, ValueError):
-        return []
+        return {}
+    if "config" in data:  # the layout before per-master runs: local[2] rows
+        data["runs"] = [{"master": "local[2]", "master_kind": "local[2]", **data.pop("config")}]
+    return dict(data)
 
 
 def scaling(results: list[dict]) -> dict[str, Any]:
-    """Per stateful workload and engine: per-record cost with the most keys of state over the
-    cost with the fewest (the target: within 1.5x), from the steady-state rates."""
+    """Per stateful workload, run (local[2] or cluster) and engine: per-record cost with the
+    most keys of state over the cost with the fewest (the target: within 1.5x), from the
+    steady-state rates, at the largest batch size."""
     out: dict[str, Any] = {}
     for name in STATEFUL:
         for engine in ("spark", "native"):
             rows = [r for r in results if r["workload"] == name and r["engine"] == engine]
-            rows = [r for r in rows if r["us_per_record"]]
-            if len(rows) < 2:
-                continue
-            small = min(rows, key=lambda r: r["state_keys"])
-            large = max(rows, key=lambda r: r["state_keys"])
-            out.setdefault(name, {})[engine] = {
-                "state_keys": [small["state_keys"], large["state_keys"]],
-                "us_per_record": [small["us_per_record"], large["us_per_record"]],
-                "cost_ratio": round(large["us_per_record"] / small["us_per_record"], 2),
-            }
+            for run in sorted({r["run"] for r in rows}):
+                mine = [r for r in rows if r["run"] == run]
+                batch = max((r.get("max_records_per_batch") or 0) for r in mine)
+                mine = [
+                    r
+                    for r in mine
+                    if r["us_per_record"]
+                    and r.get("state_keys")
+                    and (r.get("max_records_per_batch") or 0) == batch
+                ]
+                if len({r.get("state_keys") for r in mine}) < 2:
+                    continue
+                small = min(mine, key=lambda r: r["state_keys"])
+                large = max(mine, key=lambda r: r["state_keys"])
+                out.setdefault(name, {}).setdefault(run, {})[engine] = {
+                    "state_keys": [small["state_keys"], large["state_keys"]],
+                    "us_per_record": [small["us_per_record"], large["us_per_record"]],
+                    "cost_ratio": round(large["us_per_record"] / small["us_per_record"], 2),
+                }
     return out
+
+
+def memory_by_batch(results: list[dict]) -> list[dict]:
+    """Per master, workload and state size run with more than one batch size: the driver's
+    peak RSS (Python process and JVM) at each."""
+    groups: dict[tuple[str, str, int], list[dict]] = {}
+    for r in results:
+        if r["engine"] == "spark" and r.get("max_records_per_batch"):
+            groups.setdefault((r["run"], r["workload"], r["keys"]), []).append(r)
+    return [
+        {
+            "run": run,
+            "workload": name,
+            "keys": keys,
+            "max_records_per_batch": [r["max_records_per_batch"] for r in rows],
+            "driver_rss_mb": [r["driver_rss_mb"] for r in rows],
+            "jvm_rss_mb": [r["jvm_rss_mb"] for r in rows],
+        }
+        for (run, name, keys), rows in sorted(groups.items())
+        if len(rows) > 1
+    ]
 
 
 if __name__ == "__main__":
