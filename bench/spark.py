@@ -16,14 +16,17 @@ Spark run first, then every native run:
 
 Columns: `seconds` from start to the last output committed (Spark: the query's wall time;
 native: `App.start()` until done, consumer-group join included), `records_per_s` = input records
-over `seconds`; `steady_records_per_s` leaves out the start-up (Spark: batches after the first,
-over their trigger time; native: from RUNNING, i.e. partitions assigned, until done); batch
+over `seconds`; `steady_records_per_s` leaves out the start-up (Spark: each query's batches
+after its first, rows over trigger time, the queries of the task path's sub-topologies in
+series; native: from RUNNING, i.e. partitions assigned, until done); batch
 latency is Spark's trigger execution time per micro-batch (first batch apart; p50, p99 and max
 of the rest); `us_per_record` = 1e6 / steady records/s. `driver_rss_mb` and `jvm_rss_mb`: the
 peak RSS of this (driver) Python process and of its Spark JVM during the run, sampled every
-0.2 s. On local[2] the JVM also runs the executors (their state stores included); on the
-cluster it is the driver alone, and `memory_by_batch_size` shows whether the driver's memory
-follows the batch size (it should not: no batch is collected to the driver).
+0.2 s, and (`*_growth_mb`) how far each rose above what it held when the run started (a
+process keeps memory an earlier run or read left it). On local[2] the JVM also runs the
+executors (their state stores included); on the cluster it is the driver alone, and
+`memory_by_batch_size` shows whether the driver's memory follows the batch size (it should
+not: no batch is collected to the driver).
 Both engines must write the same final results; the run fails otherwise. Prints a table, writes
 bench/results/spark.json (`runs`: one entry per master, with its configuration).
 
@@ -151,6 +154,10 @@ class PeakRss:
     def __init__(self) -> None:
         self.python_mb = 0.0
         self.jvm_mb = 0.0
+        # what the processes held before the run (memory earlier runs left in use)
+        self.python_start_mb = rss_mb(os.getpid()) or 0.0
+        jvm = jvm_pid()
+        self.jvm_start_mb = (rss_mb(jvm) or 0.0) if jvm is not None else 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
@@ -209,12 +216,12 @@ def run_spark(
     progress = [p for query in queries for p in query.recentProgress]
     q.close()
     latencies = [p.durationMs.get("triggerExecution", 0) / 1000 for p in progress]
-    per_batch = [records_read(p) for p in queries[0].recentProgress]
-    rows = sum(per_batch)
-    steady = latencies[1:] or latencies
-    steady_rows = rows - per_batch[0] if len(latencies) > 1 else rows
+    rows = sum(records_read(p) for p in queries[0].recentProgress)
+    # every batch after each query's first (which starts its Python workers)
+    steady = [b for query in queries for b in batch_times(query)[1:]] or latencies
     written, digest = final_results(bootstrap, out, name)
-    steady_rate = steady_rows / sum(steady) if sum(steady) else None
+    steady_cost = steady_seconds_per_record(queries)
+    steady_rate = 1 / steady_cost if steady_cost else None
     return {
         "workload": name,
         "engine": "spark",
@@ -223,7 +230,7 @@ def run_spark(
         "batches": len(latencies),
         "seconds": round(elapsed, 2),
         "records_per_s": round(rows / elapsed),
-        "steady_records_per_s": round(steady_rows / sum(steady)) if sum(steady) else None,
+        "steady_records_per_s": round(steady_rate) if steady_rate else None,
         "first_batch_s": round(latencies[0], 2) if latencies else None,
         "batch_p50_s": round(statistics.median(steady), 3) if steady else None,
         "batch_p99_s": round(percentile(steady, 0.99), 3) if steady else None,
@@ -233,8 +240,31 @@ def run_spark(
         "max_records_per_batch": batch,
         "driver_rss_mb": round(rss.python_mb),
         "jvm_rss_mb": round(rss.jvm_mb),
+        "driver_rss_growth_mb": round(rss.python_mb - rss.python_start_mb),
+        "jvm_rss_growth_mb": round(rss.jvm_mb - rss.jvm_start_mb),
         "_digest": digest,
     }
+
+
+def batch_times(query: Any) -> list[float]:
+    return [p.durationMs.get("triggerExecution", 0) / 1000 for p in query.recentProgress]
+
+
+def steady_seconds_per_record(queries: list[Any]) -> float | None:
+    """Seconds per input record once started: per query, its batches after the first over the
+    rows they read (its only batch if it ran one), summed over the queries (on the task path a
+    record goes through each sub-topology's query in turn)."""
+    total = 0.0
+    for query in queries:
+        batches = [
+            (p.durationMs.get("triggerExecution", 0) / 1000, p.numInputRows)
+            for p in query.recentProgress
+        ]
+        later = batches[1:] if len(batches) > 1 else batches
+        rows = sum(n for _, n in later)
+        if rows:
+            total += sum(t for t, _ in later) / rows
+    return total or None
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -557,6 +587,8 @@ def memory_by_batch(results: list[dict]) -> list[dict]:
             "max_records_per_batch": [r["max_records_per_batch"] for r in rows],
             "driver_rss_mb": [r["driver_rss_mb"] for r in rows],
             "jvm_rss_mb": [r["jvm_rss_mb"] for r in rows],
+            "driver_rss_growth_mb": [r.get("driver_rss_growth_mb") for r in rows],
+            "jvm_rss_growth_mb": [r.get("jvm_rss_growth_mb") for r in rows],
         }
         for (run, name, keys), rows in sorted(groups.items())
         if len(rows) > 1
