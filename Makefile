@@ -34,7 +34,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check kstream store_backends tests examples bench cmd
 	$(VENV)/bin/ruff format --check kstream store_backends tests examples bench cmd
 	$(VENV)/bin/mypy
-	$(VENV)/bin/mypy --strict kstream/dsl
+	$(VENV)/bin/mypy --strict --cache-dir .mypy_cache/strict kstream/dsl
 
 # lint runs beside the tests (it needs a few seconds of one core; the suite's last minute has
 # cores to spare); either failing fails `make test`
