@@ -156,8 +156,8 @@ class PeakRss:
         self.jvm_mb = 0.0
         # what the processes held before the run (memory earlier runs left in use)
         self.python_start_mb = rss_mb(os.getpid()) or 0.0
-        jvm = jvm_pid()
-        self.jvm_start_mb = (rss_mb(jvm) or 0.0) if jvm is not None else 0.0
+        self._jvm = jvm_pid()
+        self.jvm_start_mb = (rss_mb(self._jvm) or 0.0) if self._jvm is not None else 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
@@ -170,24 +170,26 @@ class PeakRss:
         self._thread.join()
 
     def _sample(self) -> None:
-        jvm = jvm_pid()
         while True:
             self.python_mb = max(self.python_mb, rss_mb(os.getpid()) or 0.0)
-            if jvm is not None:
-                self.jvm_mb = max(self.jvm_mb, rss_mb(jvm) or 0.0)
+            if self._jvm is not None:
+                self.jvm_mb = max(self.jvm_mb, rss_mb(self._jvm) or 0.0)
             if self._stop.wait(0.2):
                 return
 
 
-def rss_mb(pid: int) -> float | None:
+def proc_status(pid: int | str) -> dict[str, str]:
+    """`/proc/<pid>/status` as a dict (empty if the process is gone)."""
     try:
         with open(f"/proc/{pid}/status", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
+            return {k: v.strip() for k, v in (line.split(":", 1) for line in f if ":" in line)}
     except OSError:
-        return None
-    return None
+        return {}
+
+
+def rss_mb(pid: int) -> float | None:
+    rss = proc_status(pid).get("VmRSS")
+    return int(rss.split()[0]) / 1024 if rss else None
 
 
 def run_spark(
@@ -213,14 +215,15 @@ def run_spark(
     # the task path runs one query per sub-topology, upstream (the input topic's) first:
     # records count what was read from the input; batch times are those of every query
     queries = [q.query] if hasattr(q, "query") else list(q.queries)
-    progress = [p for query in queries for p in query.recentProgress]
+    reports = [list(query.recentProgress) for query in queries]
     q.close()
-    latencies = [p.durationMs.get("triggerExecution", 0) / 1000 for p in progress]
-    rows = sum(records_read(p) for p in queries[0].recentProgress)
+    per_query = [[batch_of(p) for p in rs] for rs in reports]
+    latencies = [t for batches in per_query for t, _ in batches]
+    rows = sum(records_read(p) for p in reports[0])
     # every batch after each query's first (which starts its Python workers)
-    steady = [b for query in queries for b in batch_times(query)[1:]] or latencies
+    steady = [t for batches in per_query for t, _ in batches[1:]] or latencies
     written, digest = final_results(bootstrap, out, name)
-    steady_cost = steady_seconds_per_record(queries)
+    steady_cost = steady_seconds_per_record(per_query)
     steady_rate = 1 / steady_cost if steady_cost else None
     return {
         "workload": name,
@@ -246,20 +249,17 @@ def run_spark(
     }
 
 
-def batch_times(query: Any) -> list[float]:
-    return [p.durationMs.get("triggerExecution", 0) / 1000 for p in query.recentProgress]
+def batch_of(progress: Any) -> tuple[float, int]:
+    """(trigger seconds, input rows) of one micro-batch's progress report."""
+    return progress.durationMs.get("triggerExecution", 0) / 1000, progress.numInputRows
 
 
-def steady_seconds_per_record(queries: list[Any]) -> float | None:
+def steady_seconds_per_record(per_query: list[list[tuple[float, int]]]) -> float | None:
     """Seconds per input record once started: per query, its batches after the first over the
     rows they read (its only batch if it ran one), summed over the queries (on the task path a
     record goes through each sub-topology's query in turn)."""
     total = 0.0
-    for query in queries:
-        batches = [
-            (p.durationMs.get("triggerExecution", 0) / 1000, p.numInputRows)
-            for p in query.recentProgress
-        ]
+    for batches in per_query:
         later = batches[1:] if len(batches) > 1 else batches
         rows = sum(n for _, n in later)
         if rows:
@@ -276,15 +276,10 @@ def jvm_pid() -> int | None:
     """The Spark JVM this process started (its child `java`), from /proc."""
     me = str(os.getpid())
     for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/status", encoding="utf-8") as f:
-                status = dict(line.split(":", 1) for line in f if ":" in line)
-        except OSError:
-            continue
-        if status.get("PPid", "").strip() == me and status.get("Name", "").strip() == "java":
-            return int(pid)
+        if pid.isdigit():
+            status = proc_status(pid)
+            if status.get("PPid") == me and status.get("Name") == "java":
+                return int(pid)
     return None
 
 

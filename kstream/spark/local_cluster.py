@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,16 +22,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
+from kstream.kafka.broker import free_port
+
 MASTER = "org.apache.spark.deploy.master.Master"
 WORKER = "org.apache.spark.deploy.worker.Worker"
 EXECUTOR = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 START_TIMEOUT_S = 120.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def descendants(pid: int) -> list[int]:
