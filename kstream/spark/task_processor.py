@@ -8,6 +8,9 @@ task's records of the batch. Its state is:
   small whatever the stores hold;
 - one `MapState` per store (`store.<name>`), read and written per user key through
   `kstream.spark.task_state.MapBackend`: a batch costs what it touches, not the store's size.
+  The entries of the batch's record keys are read together before the task runs (a store
+  where that guess mostly misses is listed in the metadata's `prefetch_off` and not guessed
+  for again), and the changes are written together after it.
 
 Spark's RocksDB state store provider (the session default) keeps these on the executors' disks
 and in the checkpoint. Window, session and dedup stores expire their own data by stream time
@@ -25,7 +28,8 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 
 from kstream.records import Record
 from kstream.spark.execute import ROW_ARROW_SCHEMA
-from kstream.spark.task_state import MapBackend, SparkMap
+from kstream.spark.state_client import SparkMap
+from kstream.spark.task_state import MapBackend
 from kstream.spark.tasks import TaskRun, _plan, records_of_frame
 
 META_STATE = "task"
@@ -78,12 +82,21 @@ class TaskProcessor(StatefulProcessor):
             return b
 
         task = TaskRun(plan, self.sub, partition, saved, backend)
+        guessless = set(saved.get("prefetch_off", ()))
         try:
+            keys = [r.key for r in records if r.key is not None]
+            for b in backends:
+                if b.name not in guessless:
+                    b.prefetch(keys)
             cols = task.run(records)
             for b in backends:
                 b.sync()
+                if b.prefetch_missed():
+                    guessless.add(b.name)
             meta = task.snapshot()
             meta["dirs"] = {name: d for name, d in dirs.items() if d}
+            if guessless:
+                meta["prefetch_off"] = sorted(guessless)
             self.meta.update((pickle.dumps(meta, protocol=5),))
         finally:
             task.close()

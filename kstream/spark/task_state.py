@@ -23,15 +23,17 @@ whole store, by their nature.
 Within a batch everything read is kept in memory, and every write too: `sync` writes the
 changed entries back (one Spark write per changed key, directory page or metadata entry) at
 the end of the batch. The directories' page counts travel in the task's metadata (`dirs`).
+Before the task runs, `prefetch` reads the entries of the batch's record keys together, and
+`sync` writes together: `kstream.spark.state_client` pipelines them to Spark's state server.
 """
 
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
-from kstream.state.keys import TERM
+from kstream.state.keys import TERM, esc
 from kstream.state.segments import META
 from store_backends.base import BatchedPoints, Cursor
 
@@ -52,70 +54,10 @@ class MapLike(Protocol):
 
     def items(self) -> Iterator[tuple[bytes, bytes]]: ...
 
+    def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]: ...
 
-class SparkMap:
-    """A `MapState` with schema `k binary` -> `v binary`, as a `MapLike`.
-
-    Every point call is one request to the JVM's state server. pyspark builds each request
-    through the schema (`toInternal`, numpy normalization) before pickling the row; for one
-    binary column that is `pickle.dumps((key,))`, which this class sends directly when the
-    pyspark in use exposes its state client as 4.x does (a third of the Python cost of a call),
-    else it goes through the public `MapState` methods.
-    """
-
-    def __init__(self, state: Any) -> None:
-        self.state = state
-        client = getattr(state, "_mapStateClient", None)
-        api = getattr(client, "_stateful_processor_api_client", None)
-        self._api = api if _has_wire_calls(api) else None
-        self._name = getattr(state, "_stateName", "")
-
-    def _call(self, **call: Any) -> bytes:
-        from pyspark.errors import PySparkRuntimeError
-        from pyspark.sql.streaming.proto import StateMessage_pb2 as m
-
-        api = self._api
-        assert api is not None
-        request = m.StateRequest(
-            stateVariableRequest=m.StateVariableRequest(
-                mapStateCall=m.MapStateCall(stateName=self._name, **call)
-            )
-        )
-        api._send_proto_message(request.SerializeToString())
-        status, error, value = api._receive_proto_message()
-        if status != 0:
-            raise PySparkRuntimeError(f"map state {self._name!r}: {error}")
-        return bytes(value)
-
-    def get(self, key: bytes) -> bytes | None:
-        if self._api is None:
-            row = self.state.getValue((key,))
-            return None if row is None else bytes(row[0])
-        from pyspark.sql.streaming.proto import StateMessage_pb2 as m
-
-        raw = self._call(getValue=m.GetValue(userKey=pickle.dumps((key,), protocol=5)))
-        return bytes(pickle.loads(raw)[0]) if raw else None
-
-    def put(self, key: bytes, value: bytes) -> None:
-        if self._api is None:
-            self.state.updateValue((key,), (value,))
-            return
-        from pyspark.sql.streaming.proto import StateMessage_pb2 as m
-
-        k, v = pickle.dumps((key,), protocol=5), pickle.dumps((value,), protocol=5)
-        self._call(updateValue=m.UpdateValue(userKey=k, value=v))
-
-    def remove(self, key: bytes) -> None:
-        if self._api is None:
-            self.state.removeKey((key,))
-            return
-        from pyspark.sql.streaming.proto import StateMessage_pb2 as m
-
-        self._call(removeKey=m.RemoveKey(userKey=pickle.dumps((key,), protocol=5)))
-
-    def items(self) -> Iterator[tuple[bytes, bytes]]:
-        for k, v in self.state.iterator():
-            yield bytes(k[0]), bytes(v[0])
+    def write_many(self, ops: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Put each (key, value); remove the key where the value is None."""
 
 
 class DictMap:
@@ -125,6 +67,7 @@ class DictMap:
         self.data = {} if data is None else data
         self.reads = 0
         self.writes = 0
+        self.rounds = 0  # calls of get_many / write_many: a round trip each over Spark's socket
 
     def get(self, key: bytes) -> bytes | None:
         self.reads += 1
@@ -142,11 +85,17 @@ class DictMap:
         self.reads += 1
         return iter(list(self.data.items()))
 
+    def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        self.rounds += 1
+        return [self.get(k) for k in keys]
 
-def _has_wire_calls(api: Any) -> bool:
-    return all(
-        callable(getattr(api, n, None)) for n in ("_send_proto_message", "_receive_proto_message")
-    )
+    def write_many(self, ops: Sequence[tuple[bytes, bytes | None]]) -> None:
+        self.rounds += 1
+        for k, v in ops:
+            if v is None:
+                self.remove(k)
+            else:
+                self.put(k, v)
 
 
 def user_key(kind: str, pk: bytes) -> bytes:
@@ -187,6 +136,8 @@ class MapBackend(BatchedPoints):
         self._dir_listed: dict[bytes, set[bytes]] = {}
         self._checkpoint: dict[str, Any] = {}
         self._closed = False
+        self._prefetched: set[bytes] = set()
+        self._asked: set[bytes] = set()
 
     def __repr__(self) -> str:
         return f"MapBackend({self.name!r}, {self.kind})"
@@ -195,22 +146,58 @@ class MapBackend(BatchedPoints):
 
     def _group(self, uk: bytes) -> dict[bytes, bytes]:
         """The entries of user key `uk` (segmented stores), read from Spark once per batch."""
+        self._asked.add(uk)
         got = self._entries.get(uk)
         if got is None:
-            raw = self.state.get(_DATA + uk)
-            got = {} if raw is None else pickle.loads(raw)
-            self._entries[uk] = got
-            self._segs_read[uk] = {pk[:8] for pk in got}
+            got = self._keep_group(uk, self.state.get(_DATA + uk))
+        return got
+
+    def _keep_group(self, uk: bytes, raw: bytes | None) -> dict[bytes, bytes]:
+        got: dict[bytes, bytes] = {} if raw is None else pickle.loads(raw)
+        self._entries[uk] = got
+        self._segs_read[uk] = {pk[:8] for pk in got}
         return got
 
     def _value(self, key: bytes) -> bytes | None:
         """The value of `key` (key-value stores), read from Spark once per batch."""
+        self._asked.add(key)
         if key in self._entries:
             v: bytes | None = self._entries[key]
             return v
         v = self.state.get(_DATA + key)
         self._entries[key] = v
         return v
+
+    def prefetch(self, record_keys: Iterable[bytes]) -> None:
+        """Read the entries of the batch's record keys in one pipelined round, before the
+        task runs: a store is most often keyed by its records' keys (the DSL repartitions
+        before a stateful step), and one read per key, one after another, costs more than the
+        task's processing. Dedup stores are keyed by something else; for other stores
+        `prefetch_missed` tells whether the guess was wrong."""
+        if self.kind == "dedup":
+            return
+        wanted = list(
+            dict.fromkeys(
+                uk
+                for uk in (esc(k) if self.segmented else k for k in record_keys)
+                if uk not in self._entries
+            )
+        )
+        if not wanted:
+            return
+        found = self.state.get_many([_DATA + uk for uk in wanted])
+        for uk, raw in zip(wanted, found, strict=True):
+            if self.segmented:
+                self._keep_group(uk, raw)
+            else:
+                self._entries[uk] = raw
+        self._prefetched.update(wanted)
+
+    def prefetch_missed(self) -> bool:
+        """Whether most of what `prefetch` read was never asked for (the store is keyed by
+        something other than its records' keys), judged on enough keys to tell."""
+        tried = len(self._prefetched)
+        return tried >= 16 and 2 * len(self._prefetched & self._asked) < tried
 
     def _read_meta(self) -> bytes | None:
         if self._meta_state == 0:
@@ -341,38 +328,31 @@ class MapBackend(BatchedPoints):
 
     def sync(self) -> None:
         """Write what this batch changed back to Spark's state (entries, directories, meta)."""
-        state = self.state
+        ops: list[tuple[bytes, bytes | None]] = []
         if not self.segmented:
-            for k in self._dirty:
-                v = self._entries[k]
-                if v is None:
-                    state.remove(_DATA + k)
-                else:
-                    state.put(_DATA + k, v)
+            ops.extend((_DATA + k, self._entries[k]) for k in self._dirty)
         else:
             added: dict[bytes, list[bytes]] = {}
             for uk in sorted(self._dirty):
                 group = self._entries[uk]
-                if group:
-                    state.put(_DATA + uk, pickle.dumps(group, protocol=5))
-                else:
-                    state.remove(_DATA + uk)
+                ops.append((_DATA + uk, pickle.dumps(group, protocol=5) if group else None))
                 before = self._segs_read[uk]
                 for seg in {pk[:8] for pk in group} - before:
                     added.setdefault(seg, []).append(uk)
-            self._drop_empty_directories(added)
+            self._drop_empty_directories(added, ops)
             for seg in sorted(added):
-                self._append(seg, added[seg])
+                self._append(seg, added[seg], ops)
             if self._meta_state == 2:
-                if self._meta is None:
-                    state.remove(_META)
-                else:
-                    state.put(_META, self._meta)
+                ops.append((_META, self._meta))
                 self._meta_state = 1
             self._segs_read = {uk: {pk[:8] for pk in g} for uk, g in self._entries.items()}
+        if ops:
+            self.state.write_many(ops)
         self._dirty.clear()
 
-    def _drop_empty_directories(self, added: dict[bytes, list[bytes]]) -> None:
+    def _drop_empty_directories(
+        self, added: dict[bytes, list[bytes]], ops: list[tuple[bytes, bytes | None]]
+    ) -> None:
         """A segment whose directory was read this batch and none of whose keys has entries in
         it any more (it expired) loses its directory."""
         for seg, listed in list(self._dir_listed.items()):
@@ -381,11 +361,11 @@ class MapBackend(BatchedPoints):
             if any(any(pk[:8] == seg for pk in self._entries[uk]) for uk in listed):
                 continue
             for page in range(self.dirs.pop(seg)[0]):
-                self.state.remove(_DIR + seg + page.to_bytes(4, "big"))
+                ops.append((_DIR + seg + page.to_bytes(4, "big"), None))
                 self._pages.pop((seg, page), None)
             del self._dir_listed[seg]
 
-    def _append(self, seg: bytes, keys: list[bytes]) -> None:
+    def _append(self, seg: bytes, keys: list[bytes], ops: list[tuple[bytes, bytes | None]]) -> None:
         pages, last = self.dirs.setdefault(seg, [0, 0])
         listed = self._dir_listed.get(seg)
         while keys:
@@ -398,7 +378,7 @@ class MapBackend(BatchedPoints):
             if listed is not None:
                 listed.update(take)
             last = len(page)
-            self.state.put(_DIR + seg + (pages - 1).to_bytes(4, "big"), pickle.dumps(page, 5))
+            ops.append((_DIR + seg + (pages - 1).to_bytes(4, "big"), pickle.dumps(page, 5)))
         self.dirs[seg] = [pages, last]
 
     # --- the rest of the backend contract ----------------------------------------------------

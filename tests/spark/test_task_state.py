@@ -222,3 +222,45 @@ def test_key_value_store_points_and_ranges() -> None:
     s = twin.begin()
     with s.all() as a, twin.ref.all() as b:
         assert list(a) == list(b)
+
+
+def test_a_prefetched_batch_reads_in_one_round_and_writes_in_one() -> None:
+    twin = Twin(_window_spec(retention=10_000, interval=1000))
+    s = twin.begin()
+    for i in range(300):
+        s.put_timestamped(f"u{i}", i, i, i)
+    twin.end()
+    twin.map.reads = twin.map.writes = twin.map.rounds = 0
+    s = twin.begin()
+    assert twin.backend is not None
+    ser = s.key_serde.to_bytes  # the records' keys, as the store encodes them
+    keys = [ser(f"u{i}") for i in range(0, 300, 2)] + [ser("new")]
+    opening = twin.map.reads  # the store reads its segment metadata when it opens
+    twin.backend.prefetch(keys + keys[:5])  # repeats are read once
+    reads_before = twin.map.reads
+    assert (twin.map.rounds, reads_before - opening) == (1, 151)
+    for i in range(0, 300, 2):
+        assert [w[1] for w in s.fetch_timestamped(f"u{i}", 0, 10_000)] == [i]
+        s.put_timestamped(f"u{i}", -i, 999, 999)
+    s.put_timestamped("new", 7, 999, 999)
+    twin.end()
+    assert twin.map.reads - reads_before <= 2  # the segment metadata, the directory's last page
+    assert twin.map.rounds == 2  # the prefetch, and one write of everything
+    assert not twin.backend.prefetch_missed()
+    s = twin.begin()
+    assert [w[1] for w in s.fetch_timestamped("u4", 0, 10_000)] == [4, -4]
+    assert [w[1] for w in s.fetch_timestamped("new", 0, 10_000)] == [7]
+
+
+def test_prefetch_missed_tells_a_store_keyed_by_something_else() -> None:
+    twin = Twin(_window_spec())
+    s = twin.begin()
+    assert twin.backend is not None
+    twin.backend.prefetch([s.key_serde.to_bytes(f"record-key-{i}") for i in range(40)])
+    for i in range(40):
+        s.put_timestamped(f"store-key-{i}", i, 5, 5)
+    twin.end()
+    assert twin.backend.prefetch_missed()
+    s = twin.begin()
+    assert len(s.fetch_all_timestamped(0, 10)) == 40  # nothing of the guessed keys was written
+    assert [w[1] for w in s.fetch_timestamped("store-key-3", 0, 10)] == [3]
