@@ -35,6 +35,8 @@ DEFAULTS: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.adaptive.enabled": "false",
     "spark.python.worker.reuse": "true",
+    # the stock daemon without a full GC per task and pyspark compiled per worker
+    "spark.python.daemon.module": "kstream.spark.daemon",
 }
 
 
