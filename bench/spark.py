@@ -27,6 +27,9 @@ process keeps memory an earlier run or read left it). On local[2] the JVM also r
 executors (their state stores included); on the cluster it is the driver alone, and
 `memory_by_batch_size` shows whether the driver's memory follows the batch size (it should
 not: no batch is collected to the driver).
+Before the measured runs each workload runs once on both engines over `--warmup` records
+(20,000 by default), unmeasured: otherwise the first Spark run alone pays for starting the
+executors' Python workers and for the JVM compiling its hot code.
 Both engines must write the same final results; the run fails otherwise. Prints a table, writes
 bench/results/spark.json (`runs`: one entry per master, with its configuration).
 
@@ -391,6 +394,12 @@ def main() -> None:
         help="run only these (repeatable); the results file keeps the other workloads' rows",
     )
     ap.add_argument(
+        "--warmup",
+        type=int,
+        default=20_000,
+        help="records each workload first runs on both engines, not measured (0: none)",
+    )
+    ap.add_argument(
         "--cluster",
         action="store_true",
         help="run Spark on a standalone cluster of two one-core workers started here, not local[2]",
@@ -410,6 +419,7 @@ def main() -> None:
         broker = stack.enter_context(EmbeddedBroker())
         tmp = stack.enter_context(tempfile.TemporaryDirectory())
         bs = broker.bootstrap_servers
+        warm = warm_up(spark, bs, chosen, args.warmup, tmp)
         sources, spark_rows = {}, {}
         for name, k in runs:
             slug = f"{name.replace(' ', '-')}-{k}"
@@ -423,6 +433,9 @@ def main() -> None:
                 )
                 spark_rows[(name, k, batch)] = {**row, "keys": k, "master": master}
         spark.stop()
+        for name, src in warm.items():
+            slug = f"warm-{name.replace(' ', '-')}"
+            run_native(bs, name, src, args.warmup, os.path.join(tmp, "warm-native"), slug)
         native_rows = {}
         for name, k in runs:
             slug = f"{name.replace(' ', '-')}-{k}"
@@ -504,6 +517,23 @@ def main() -> None:
     with open(path, "w") as f:
         json.dump(out, f, indent=2)
         f.write("\n")
+
+
+def warm_up(spark: Any, bs: str, chosen: list[str], records: int, tmp: str) -> dict[str, str]:
+    """Run each workload once on Spark over `records` records, unmeasured, so the first measured
+    run does not pay alone for starting the executors' Python workers and compiling the JVM's
+    hot code (the native engine warms up likewise before its runs). Returns the input topics."""
+    if records <= 0:
+        return {}
+    sources = {}
+    for name in chosen:
+        slug = f"warm-{name.replace(' ', '-')}"
+        src = sources[name] = f"bench-{slug}-in"
+        with Admin(bs) as admin:
+            admin.create_topic(src, PARTITIONS)
+        produce(bs, src, records, 100)
+        run_spark(spark, bs, name, src, max(records // 4, 1), os.path.join(tmp, "warm"), slug)
+    return sources
 
 
 def start_spark(stack: contextlib.ExitStack, cluster: bool) -> tuple[str, Any]:
