@@ -68,9 +68,11 @@ class DictMap:
         self.reads = 0
         self.writes = 0
         self.rounds = 0  # calls of get_many / write_many: a round trip each over Spark's socket
+        self.single_reads = 0  # reads by `get`: a round trip each
 
     def get(self, key: bytes) -> bytes | None:
         self.reads += 1
+        self.single_reads += 1
         return self.data.get(key)
 
     def put(self, key: bytes, value: bytes) -> None:
@@ -87,7 +89,8 @@ class DictMap:
 
     def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
         self.rounds += 1
-        return [self.get(k) for k in keys]
+        self.reads += len(keys)
+        return [self.data.get(k) for k in keys]
 
     def write_many(self, ops: Sequence[tuple[bytes, bytes | None]]) -> None:
         self.rounds += 1
@@ -157,6 +160,16 @@ class MapBackend(BatchedPoints):
         self._entries[uk] = got
         self._segs_read[uk] = {pk[:8] for pk in got}
         return got
+
+    def _read_groups(self, uks: list[bytes]) -> None:
+        """Read the groups of `uks` not read yet in one pipelined round (a range across keys,
+        e.g. expiring a segment, reads every key listed in its directory)."""
+        missing = [uk for uk in uks if uk not in self._entries]
+        if missing:
+            for uk, raw in zip(
+                missing, self.state.get_many([_DATA + uk for uk in missing]), strict=True
+            ):
+                self._keep_group(uk, raw)
 
     def _value(self, key: bytes) -> bytes | None:
         """The value of `key` (key-value stores), read from Spark once per batch."""
@@ -263,7 +276,9 @@ class MapBackend(BatchedPoints):
         if one is not None:
             return [(k, v) for k, v in self._group(one).items() if _in(k, lo, hi)]
         out: list[tuple[bytes, bytes]] = []
-        for uk in self._keys_in_segments(lo, hi):
+        keys = self._keys_in_segments(lo, hi)
+        self._read_groups(keys)
+        for uk in keys:
             out.extend((k, v) for k, v in self._group(uk).items() if _in(k, lo, hi))
         if _in(META, lo, hi):
             meta = self._read_meta()

@@ -13,6 +13,7 @@ from typing import Any
 from kstream.records import Windowed
 from kstream.spark.task_state import PAGE, DictMap, MapBackend
 from kstream.state import StoreSpec, open_store
+from kstream.state.keys import esc
 from kstream.state.window import TimestampedSerde
 from store_backends.memory import MemoryBackend
 
@@ -264,3 +265,19 @@ def test_prefetch_missed_tells_a_store_keyed_by_something_else() -> None:
     s = twin.begin()
     assert len(s.fetch_all_timestamped(0, 10)) == 40  # nothing of the guessed keys was written
     assert [w[1] for w in s.fetch_timestamped("store-key-3", 0, 10)] == [3]
+
+
+def test_expiring_a_segment_reads_its_keys_in_one_round() -> None:
+    twin = Twin(_window_spec(retention=20, interval=10))
+    s = twin.begin()
+    for i in range(500):
+        s.put_timestamped(f"k{i}", i, 5, 5)
+    twin.end()
+    twin.map.reads = twin.map.single_reads = 0
+    for t in (100, 101):  # stream time moves past the old segment's retention: it is purged
+        s = twin.begin()
+        s.put_timestamped("late", t, t, 100)
+        twin.end()
+    assert [k for k in twin.map.data if k[:1] == b"g"] == [b"g" + esc(s.key_serde.to_bytes("late"))]
+    assert twin.map.reads >= 500  # every key listed in the segment's directory was read...
+    assert twin.map.single_reads <= 10  # ...together (one by one: metadata, pages, "late")
