@@ -24,29 +24,22 @@ from typing import Any
 
 
 def installed_pyspark_first(path: list[str]) -> list[str]:
-    """`path` with Spark's own pyspark and py4j zips after the other entries, when a pyspark
-    package installed in one of those entries ships those zips (so they are its copies)."""
-    zips = [p for p in path if _is_spark_zip(p)]
-    if not zips:
+    """`path` with the zips inside an importable pyspark package (Spark's `python/lib`
+    copies of pyspark and py4j: the very same modules) moved to its end."""
+    package = next(
+        (
+            os.path.join(entry or os.getcwd(), "pyspark")
+            for entry in path
+            if not entry.endswith((".zip", ".jar"))
+            and os.path.isfile(os.path.join(entry or os.getcwd(), "pyspark", "__init__.py"))
+        ),
+        None,
+    )
+    if package is None:
         return path
-    rest = [p for p in path if p not in zips]
-    homes = {os.path.realpath(os.path.join(os.path.dirname(z), "..", "..")) for z in zips}
-    installed = {
-        os.path.realpath(os.path.join(p, "pyspark"))
-        for p in rest
-        if p and os.path.isfile(os.path.join(p, "pyspark", "__init__.py"))
-    }
-    if not homes <= installed:
-        return path
-    return rest + zips
-
-
-def _is_spark_zip(p: str) -> bool:
-    name = os.path.basename(p)
-    parent = os.path.dirname(p)
-    return (
-        name == "pyspark.zip" or (name.startswith("py4j-") and name.endswith(".zip"))
-    ) and os.path.basename(parent) == "lib"
+    lib = os.path.join(package, "python", "lib") + os.sep
+    zips = [p for p in path if p.startswith(lib) and p.endswith(".zip")]
+    return [p for p in path if p not in zips] + zips
 
 
 class _YoungCollections:

@@ -39,8 +39,11 @@ class StateServerError(RuntimeError):
 def exchange(sock: Any, requests: Sequence[bytes]) -> list[bytes]:
     """Send every request (serialized `StateRequest`s) and return the answers, in order.
 
-    The socket is switched to non-blocking for the exchange and restored after.
+    The socket is switched to non-blocking for the exchange and restored after. One request
+    goes the plain way, send then read: the server reads a whole request before answering.
     """
+    if len(requests) == 1:
+        return [_call(sock, requests[0])]
     data = memoryview(b"".join(_HEAD.pack(0, len(r)) + r for r in requests))
     sent = 0
     buf = bytearray()
@@ -81,6 +84,22 @@ def exchange(sock: Any, requests: Sequence[bytes]) -> list[bytes]:
     if pos != len(buf):
         raise StateServerError(f"the state server sent {len(buf) - pos} bytes nobody asked for")
     return answers
+
+
+def _call(sock: Any, request: bytes) -> bytes:
+    sock.sendall(_HEAD.pack(0, len(request)) + request)
+    (size,) = _LEN.unpack(_recv_exactly(sock, 4, "the answer's length"))
+    return _recv_exactly(sock, size, "the answer")
+
+
+def _recv_exactly(sock: Any, n: int, what: str) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        got = sock.recv(n - len(buf))
+        if not got:
+            raise StateServerError(f"the state server closed its socket before {what}")
+        buf += got
+    return bytes(buf)
 
 
 class SparkMap:
