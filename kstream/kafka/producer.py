@@ -26,7 +26,7 @@ from confluent_kafka import Producer as _RawProducer
 from kstream.duration import DurationLike
 from kstream.errors import ConfigError, KafkaClientError, ProduceError, TopicError
 from kstream.kafka.client import ErrorLog, build_config, check_connected, connect_timeout_s
-from kstream.kafka.errors import FatalTransactionError, map_error
+from kstream.kafka.errors import FatalTransactionError, TransactionAbortableError, map_error
 from kstream.kafka.roles import client_config
 
 __all__ = ["DeliveryFailure", "Producer"]
@@ -241,6 +241,14 @@ class Producer:
                 )
         if fatal is not None:  # fenced or unusable: the transaction error says why
             return map_error(fatal, self._ctx(f"producing to {where}"), transactional=True)
+        if self.transactional and raised is not None and raised.code() == KafkaError._STATE:
+            # the transaction is in an error state (e.g. after an abort that timed out), not
+            # the record at fault: abort and retry the batch rather than let the error policy
+            # skip a record
+            return TransactionAbortableError(
+                self._ctx(f"producing to {where}: the transaction is in an error state"),
+                code=raised.name(),
+            )
         exc = map_error(e, f"producing to {where}")
         if type(exc) in (KafkaClientError, TopicError):
             exc = ProduceError(str(exc), code=exc.code, retriable=exc.retriable)

@@ -246,3 +246,19 @@ def test_idempotent_producer_and_seek_pause_resume(
     assert c.partitions_for(topic_name) == [0, 1]
     assert c.partitions_for(f"missing-{topic_name}") == []
     c.close()
+
+
+def test_a_transaction_in_an_error_state_is_not_blamed_on_the_record(
+    kafka_broker: EmbeddedBroker, admin: Admin, topic_name: str, unique_name: Callable[[str], str]
+) -> None:
+    # librdkafka refuses a transactional produce outside a transaction as "Erroneous state";
+    # the same code comes when an abort timed out: the record is not at fault, so it must not
+    # be a ProduceError (which the error policy may skip) but a retry of the batch
+    from kstream.kafka.errors import TransactionAbortableError
+
+    admin.create_topic(topic_name, 1)
+    p = Producer(kafka_broker.bootstrap_servers, transactional_id=unique_name("tx"))
+    with pytest.raises(TransactionAbortableError) as e:
+        p.produce(topic_name, b"v")
+    assert e.value.code == "_STATE"
+    assert not isinstance(e.value, ProduceError)
