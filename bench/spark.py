@@ -70,6 +70,7 @@ from kstream.kafka.broker import EmbeddedBroker  # noqa: E402
 from kstream.kafka.consumer import Consumer  # noqa: E402
 from kstream.kafka.producer import Producer  # noqa: E402
 from kstream.runtime import App, AppState, caught_up, read_unique  # noqa: E402
+from kstream.spark.progress import batch_records  # noqa: E402
 from kstream.topology.topology import Topology  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -253,8 +254,9 @@ def run_spark(
 
 
 def batch_of(progress: Any) -> tuple[float, int]:
-    """(trigger seconds, input rows) of one micro-batch's progress report."""
-    return progress.durationMs.get("triggerExecution", 0) / 1000, progress.numInputRows
+    """(trigger seconds, Kafka records read) of one micro-batch's progress report."""
+    data = json.loads(progress.json)
+    return progress.durationMs.get("triggerExecution", 0) / 1000, batch_records(data)
 
 
 def steady_seconds_per_record(per_query: list[list[tuple[float, int]]]) -> float | None:

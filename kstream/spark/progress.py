@@ -47,6 +47,19 @@ def source_records(source: dict[str, Any]) -> int | None:
     )
 
 
+def batch_records(data: dict[str, Any]) -> int:
+    """Kafka records one batch (a progress report as a dict) read from all its sources.
+
+    Not Spark's `numInputRows`: the task path's rows carry many records each
+    (`kstream.spark.packing`). A source that is not kstream's counts the rows Spark read.
+    """
+    sources = data.get("sources") or []
+    counted = [source_records(s) for s in sources]
+    if not sources or None in counted:
+        return int(data.get("numInputRows") or 0)
+    return sum(x for x in counted if x is not None)
+
+
 def _offsets(raw: Any) -> dict[str, dict[str, int]] | None:
     if raw is None:
         return None
@@ -84,10 +97,7 @@ class ProgressLog:
             return
         self._last[qid] = batch
         sources = data.get("sources") or []
-        counted = [source_records(s) for s in sources]
-        records = sum(x for x in counted if x is not None)
-        if not sources or None in counted:  # not a kstream source: the rows Spark read
-            records = int(data.get("numInputRows") or 0)
+        records = batch_records(data)
         ms = int((data.get("durationMs") or {}).get("triggerExecution") or 0)
         lags = [source_lag(s) for s in sources]
         known = [x for x in lags if x is not None]

@@ -394,7 +394,7 @@ def _start_tasks(
     from pyspark.sql import functions as F
 
     from kstream.kafka.admin import Admin
-    from kstream.spark import execute, source, tasks
+    from kstream.spark import execute, packing, source, tasks
     from kstream.spark.sink import TransactionalSink, ensure_marker_topic
 
     app_id = plan.app_id
@@ -439,9 +439,12 @@ def _start_tasks(
                         plan.sources[sid],
                         kafka=cfg.kafka,
                         max_records_per_batch=max_records_per_batch,
-                        transform=None
+                        transform=(packing.pack_input, packing.INPUT_SCHEMA)
                         if sid in plan.stateful
-                        else (tasks.stateless_function(blob, sid), tasks.ROW_SCHEMA),
+                        else (
+                            tasks.stateless_function(blob, sid, slots[sid]),
+                            packing.OUTPUT_SCHEMA,
+                        ),
                     )
                 )
                 .load()
@@ -456,7 +459,10 @@ def _start_tasks(
                     raw.withColumn("task", task)
                     .groupBy("task")
                     .transformWithStateInPandas(
-                        TaskProcessor(blob, sid, labels), tasks.ROW_SCHEMA, "append", "none"
+                        TaskProcessor(blob, sid, labels, slots[sid]),
+                        packing.OUTPUT_SCHEMA,
+                        "append",
+                        "none",
                     )
                 )
             else:
@@ -469,7 +475,7 @@ def _start_tasks(
                 slots=slots[sid],
                 partitions=plan.partitions,
                 guarantee=guarantee,
-                ranked=True,
+                packed=True,
             )
             location = os.path.join(checkpoint_dir, f"subtopology-{sid}")
             clear_unfinished_start(spark, location)

@@ -151,16 +151,6 @@ def ranked(df: Any) -> Any:
     return df.select(*COLUMNS).withColumn("seq", (F.row_number().over(w) - 1).cast("long"))
 
 
-def with_slots(df: Any, slots: int) -> Any:
-    """`df` (`COLUMNS`, `part` set wherever known) with each row's write slot as column `slot`:
-    `slot_of` as a Spark expression (Spark's crc32 is zlib's), so no Python step is needed."""
-    from pyspark.sql import functions as F
-
-    part = F.greatest(F.coalesce(F.col("part"), F.lit(-1)), F.lit(0)).cast("long")
-    slot = F.pmod(F.crc32(F.col("topic").cast("binary")) + part, F.lit(slots))
-    return df.select(*COLUMNS).withColumn("slot", slot.cast("int"))
-
-
 def ranks(cols: Mapping[str, list[Any]]) -> list[int]:
     """`ranked` for rows given as columns, in this process."""
     n = len(cols["seq"])
@@ -323,15 +313,25 @@ def _produce_all(producer: Any, rows: list[tuple[Any, ...]]) -> None:
 
 
 def write_function(
-    app_id: str, bootstrap_servers: str, kafka: Mapping[str, Any], guarantee: str, batch_id: int
+    app_id: str,
+    bootstrap_servers: str,
+    kafka: Mapping[str, Any],
+    guarantee: str,
+    batch_id: int,
+    packed: bool = False,
 ) -> Any:
-    """The `applyInArrow` function that writes one slot's rows on an executor."""
+    """The `applyInArrow` function that writes one slot's rows on an executor (given as
+    `COLUMNS`, or packed: `kstream.spark.packing.OUTPUT_SCHEMA`)."""
     kafka = dict(kafka)
 
     def write(key: tuple[Any, ...], table: Any) -> Any:
         import pyarrow as pa
 
+        from kstream.spark.packing import unpack_output
+
         slot = int(key[0].as_py())
+        if packed:
+            table = unpack_output(table.column("rows").to_pylist())
         # clients per write: a cached producer would be fenced by whichever worker wrote the
         # slot last, and a fenced producer's retries cost more than a new one
         writer = SlotWriter(app_id, bootstrap_servers, kafka, slot, guarantee)
@@ -356,10 +356,11 @@ class TransactionalSink:
     `write` (rows given as columns) writes in this process instead, slot by slot, as the
     executors would: for tools and tests without a query.
 
-    With `ranked`, the rows come with their `seq` already their rank among their input
-    record's outputs and `part` set wherever the destination is known (the task path's rows):
-    the batch then goes to the slots in one shuffle, with neither the window that ranks the
-    rows nor a Python step that places them.
+    With `packed`, the batch comes as rows of `kstream.spark.packing.OUTPUT_SCHEMA`: each a
+    slot's rows from one task, packed, with `seq` already the row's rank among its input
+    record's outputs (the task path's rows). The batch then goes to the slots in one shuffle
+    of a few rows, with neither the window that ranks the rows nor a Python step that places
+    them.
     """
 
     def __init__(
@@ -371,7 +372,7 @@ class TransactionalSink:
         slots: int = 1,
         partitions: Mapping[str, int] | None = None,
         guarantee: str = "exactly_once",
-        ranked: bool = False,
+        packed: bool = False,
     ) -> None:
         if guarantee not in GUARANTEES:
             raise ValueError(f"guarantee must be one of {GUARANTEES}, got {guarantee!r}")
@@ -381,7 +382,7 @@ class TransactionalSink:
         self.slots = max(int(slots), 1)
         self.partitions = dict(partitions or {})
         self.guarantee = guarantee
-        self.ranked = ranked
+        self.packed = packed
         self._local: dict[int, SlotWriter] = {}
         self.batches_written = 0
         self.batches_skipped = 0
@@ -390,12 +391,12 @@ class TransactionalSink:
 
     def __call__(self, df: Any, batch_id: int) -> None:
         fn = write_function(
-            self.app_id, self.bootstrap_servers, self.kafka, self.guarantee, batch_id
+            self.app_id, self.bootstrap_servers, self.kafka, self.guarantee, batch_id, self.packed
         )
         from pyspark.sql.types import IntegerType, StructField, StructType
 
-        if self.ranked:
-            placed = with_slots(df, self.slots)
+        if self.packed:
+            placed = df
         else:
             rows = ranked(df)
             with_slot = StructType([*rows.schema.fields, StructField("slot", IntegerType())])

@@ -27,10 +27,10 @@ from typing import Any
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from kstream.records import Record
-from kstream.spark.execute import ROW_ARROW_SCHEMA
+from kstream.spark.packing import pack_by_slot, unpack_input
 from kstream.spark.state_client import SparkMap
 from kstream.spark.task_state import MapBackend
-from kstream.spark.tasks import TaskRun, _plan, records_of_frame
+from kstream.spark.tasks import TaskRun, _plan
 
 META_STATE = "task"
 META_SCHEMA = "blob binary"
@@ -43,12 +43,17 @@ def store_state_name(store: str) -> str:
 
 
 class TaskProcessor(StatefulProcessor):
-    """Runs task (sub-topology `sub`, partition p) for the group whose key is `labels[p]`."""
+    """Runs task (sub-topology `sub`, partition p) for the group whose key is `labels[p]`.
 
-    def __init__(self, blob: bytes, sub: int, labels: Sequence[int]) -> None:
+    Its input rows and its outputs are packed (`kstream.spark.packing`): records in, one row
+    per packed source batch; out, one row per write slot of the query's `slots`.
+    """
+
+    def __init__(self, blob: bytes, sub: int, labels: Sequence[int], slots: int) -> None:
         self.blob = blob
         self.sub = sub
         self.labels = list(labels)
+        self.slots = slots
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         plan = _plan(self.blob)
@@ -69,7 +74,7 @@ class TaskProcessor(StatefulProcessor):
         partition = self.partition_of[int(key[0])]
         records: list[Record] = []
         for pdf in rows:
-            records.extend(records_of_frame(pdf))
+            records.extend(unpack_input(pdf["rows"].tolist()))
         got = self.meta.get() if self.meta.exists() else None
         saved: dict[str, Any] = {} if got is None else pickle.loads(bytes(got[0]))
         dirs: dict[str, dict[bytes, list[int]]] = saved.get("dirs", {})
@@ -100,8 +105,10 @@ class TaskProcessor(StatefulProcessor):
             self.meta.update((pickle.dumps(meta, protocol=5),))
         finally:
             task.close()
-        if cols["seq"]:  # pyspark cannot convert an empty frame of this schema
-            yield pd.DataFrame(cols, columns=ROW_ARROW_SCHEMA.names)
+        packed = pack_by_slot(cols, self.slots)
+        if packed:  # pyspark cannot convert an empty frame of this schema
+            slots = sorted(packed)
+            yield pd.DataFrame({"slot": slots, "rows": [packed[s] for s in slots]})
 
     def close(self) -> None:
         return None

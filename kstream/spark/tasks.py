@@ -62,10 +62,10 @@ from kstream.dsl import processors as p
 from kstream.errors import TopologyError
 from kstream.records import Headers, Record
 from kstream.serde import BUILTIN, Serde
-from kstream.spark.execute import ROW_ARROW_SCHEMA, ROW_SCHEMA, input_records, records_from_columns
+from kstream.spark.execute import ROW_ARROW_SCHEMA, ROW_SCHEMA, input_records
 from kstream.spark.order import merge_by_head
 from kstream.spark.sink import destination
-from kstream.spark.source import decode_headers, encode_headers
+from kstream.spark.source import encode_headers
 from kstream.state.provenance import HEADER, HighMarks, header_value
 from kstream.topology.compiled import CompiledTopology, compile_topology
 from kstream.topology.processor import PunctuationType
@@ -77,7 +77,6 @@ __all__ = [
     "TaskRun",
     "build_task_plan",
     "merge_by_time",
-    "records_of_frame",
     "stateless_function",
 ]
 
@@ -277,7 +276,7 @@ def _processor_class(node: ProcessorDef) -> type | None:
 class _Collector:
     """Where the task's sinks write: rows of the sink's schema, provenance kept.
 
-    The rows are ready for the sink's slots as they are (`TransactionalSink(ranked=True)`):
+    The rows are ready for the sink's slots as they are (`TransactionalSink(packed=True)`):
     `seq` is the row's rank among the outputs of its input record, and `part` the partition
     the row goes to wherever it is known (its own, else its key's). Every output of an input
     record comes from the task that read the record, in the one micro-batch that holds it, so
@@ -526,25 +525,17 @@ def _outgoing_headers(headers: Headers) -> bytes | None:
     return encode_headers([h for h in headers if h[0] != HEADER])
 
 
-def records_of_frame(pdf: Any) -> list[Record]:
-    """A pandas frame of the source's rows as records (key and value still bytes)."""
-    return records_from_columns(
-        pdf["topic"].tolist(),
-        pdf["partition"].tolist(),
-        pdf["offset"].tolist(),
-        pdf["timestamp"].tolist(),
-        pdf["key"].tolist(),
-        pdf["value"].tolist(),
-        [decode_headers(h) for h in pdf["headers"].tolist()],
-    )
-
-
 def stateless_function(
-    blob: bytes, sub: int
+    blob: bytes, sub: int, slots: int
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """Function of a sub-topology without state, run inside the read: a task per partition."""
+    """Function of a sub-topology without state, run inside the read: a task per partition.
+
+    Its outputs leave packed per write slot (`kstream.spark.packing.OUTPUT_SCHEMA`).
+    """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from kstream.spark.packing import output_batch, pack_by_slot
+
         plan = _plan(blob)
         tasks: dict[int, TaskRun] = {}
         try:
@@ -558,7 +549,7 @@ def stateless_function(
                         task = tasks[part] = TaskRun(plan, sub, part, {})
                     cols = task.run(records)
                     if cols["seq"]:
-                        yield pa.RecordBatch.from_pydict(cols, schema=ROW_ARROW_SCHEMA)
+                        yield output_batch(pack_by_slot(cols, slots))
         finally:
             for task in tasks.values():
                 task.close()

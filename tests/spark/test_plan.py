@@ -186,19 +186,78 @@ def test_grouping_labels_spread_evenly_over_spark_partitions(spark: Any) -> None
     assert [h % 1024 for h in hashes[STATE_BUCKETS:]] == list(range(6))
 
 
-def test_slots_computed_by_spark_are_the_sinks_own(spark: Any) -> None:
-    """The task path's sink places rows with a Spark expression: the same slot as `slot_of`
-    gives for the row's destination, for every topic name, partition and a missing one."""
-    from kstream.spark.execute import ROW_SCHEMA
-    from kstream.spark.sink import slot_of, with_slots
+def test_packed_outputs_go_to_the_sinks_slots_in_order() -> None:
+    """A task's outputs, packed per write slot, unpack to the very rows it gave: each in the
+    slot `slot_of` names for its destination, in the task's order within the slot."""
+    from kstream.spark.execute import ROW_ARROW_SCHEMA
+    from kstream.spark.packing import output_batch, pack_by_slot, unpack_output
+    from kstream.spark.sink import slot_of
 
     topics = ["out", "counts-app-repartition", "ümlaut-topic", "x" * 200, ""]
+    dests = [(t, p) for t in topics for p in (None, 0, 1, 7, 63)]
     rows = [
-        (None, t, b"k", b"v", 0, part, "in", 0, i, 0, None, None)
-        for i, (t, part) in enumerate((t, p) for t in topics for p in (None, 0, 1, 7, 63))
+        {
+            "dest": None,
+            "topic": t,
+            "k": None if i % 7 == 0 else b"k%d" % i,
+            "v": None if i % 5 == 0 else b"v" * i,
+            "ts": 1_000 + i,
+            "part": part,
+            "ptopic": "in",
+            "ppart": i % 3,
+            "poff": i,
+            "seq": i % 2,
+            "grp": None,
+            "h": b"\x00\x01" if i % 4 == 0 else None,
+        }
+        for i, (t, part) in enumerate(dests * 2)
     ]
-    df = spark.createDataFrame(rows, ROW_SCHEMA)
+    cols = {n: [r[n] for r in rows] for n in ROW_ARROW_SCHEMA.names}
     for slots in (1, 2, 5, 64):
-        got = [(r.poff, r.slot) for r in with_slots(df, slots).collect()]
-        want = [(r[8], slot_of(r[1], -1 if r[5] is None else r[5], slots)) for r in rows]
-        assert sorted(got) == sorted(want)
+        packed = pack_by_slot(cols, slots)
+        batch = output_batch(packed)
+        assert batch.column("slot").to_pylist() == sorted(packed)
+        for slot, blob in packed.items():
+            got = unpack_output([blob]).to_pylist()
+            want = [
+                r
+                for r in rows
+                if slot_of(r["topic"], -1 if r["part"] is None else r["part"], slots) == slot
+            ]
+            assert got == want
+        assert sum(len(unpack_output([b])) for b in packed.values()) == len(rows)
+    assert pack_by_slot({n: [] for n in ROW_ARROW_SCHEMA.names}, 4) == {}
+
+
+def test_packed_source_batches_give_the_records_read() -> None:
+    """A read task's Arrow batch, packed into one row, gives the task the same records."""
+    import pyarrow as pa
+
+    from kstream.spark.execute import input_records
+    from kstream.spark.packing import pack_input, unpack_input
+    from kstream.spark.source import ARROW_SCHEMA, encode_headers
+
+    def batch(part: int, first: int, n: int) -> pa.RecordBatch:
+        return pa.RecordBatch.from_pydict(
+            {
+                "topic": ["in"] * n,
+                "partition": [part] * n,
+                "offset": list(range(first, first + n)),
+                "timestamp": [10 * o for o in range(first, first + n)],
+                "key": [None if o % 3 == 0 else b"k%d" % o for o in range(first, first + n)],
+                "value": [b"v%d" % o for o in range(first, first + n)],
+                "headers": [
+                    encode_headers([("h", b"%d" % o)]) if o % 2 else None
+                    for o in range(first, first + n)
+                ],
+            },
+            schema=ARROW_SCHEMA,
+        )
+
+    batches = [batch(2, 0, 5), batch(2, 5, 0), batch(0, 40, 3)]
+    rows = list(pack_input(batches))
+    assert [r.column("partition").to_pylist() for r in rows] == [[2], [0]]  # empty: no row
+    got = unpack_input([r.column("rows")[0].as_py() for r in rows])
+    want = input_records(batches[0]) + input_records(batches[2])
+    assert got == want
+    assert [(r.offset, list(r.headers)) for r in got[:2]] == [(0, []), (1, [("h", b"1")])]
