@@ -4,10 +4,11 @@ Spark calls `handleInputRows` once per task (sub-topology, partition) and micro-
 task's records of the batch. Its state is:
 
 - `task`, a `ValueState`: the task's metadata (stream time, punctuation schedules, provenance
-  high marks, the global tables' copies and offsets, the store directories' page counts),
-  small whatever the stores hold;
+  high marks, the global tables' copies and offsets, the store directories' page counts and
+  bucket layouts), small whatever the stores hold;
 - one `MapState` per store (`store.<name>`), read and written per user key through
-  `kstream.spark.task_state.MapBackend`: a batch costs what it touches, not the store's size.
+  `kstream.spark.task_state.MapBackend`, the user keys' entries kept in hash buckets of about
+  32 keys each (`kstream.spark.buckets`): a batch costs what it touches, not the store's size.
   The entries of the batch's record keys are read together before the task runs (a store
   where that guess mostly misses is listed in the metadata's `prefetch_off` and not guessed
   for again), and the changes are written together after it.
@@ -26,16 +27,20 @@ from typing import Any
 
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
+from kstream.errors import TopologyError
 from kstream.records import Record
+from kstream.spark.buckets import BucketedMap
 from kstream.spark.packing import pack_by_slot, unpack_input
 from kstream.spark.state_client import SparkMap
-from kstream.spark.task_state import MapBackend
+from kstream.spark.task_state import DATA_TAG, MapBackend
 from kstream.spark.tasks import TaskRun, _plan
 
 META_STATE = "task"
 META_SCHEMA = "blob binary"
 MAP_KEY_SCHEMA = "k binary"
 MAP_VALUE_SCHEMA = "v binary"
+LAYOUT = 2
+"""How the stores sit in Spark's state: 2 = user keys in hash buckets (`BucketedMap`)."""
 
 
 def store_state_name(store: str) -> str:
@@ -77,12 +82,20 @@ class TaskProcessor(StatefulProcessor):
             records.extend(unpack_input(pdf["rows"].tolist()))
         got = self.meta.get() if self.meta.exists() else None
         saved: dict[str, Any] = {} if got is None else pickle.loads(bytes(got[0]))
+        if saved and self.maps and saved.get("layout") != LAYOUT:
+            raise TopologyError(
+                f"sub-topology {self.sub}'s Spark state was written by a kstream that kept its "
+                "stores in another layout: start the query from a new checkpoint (and reset "
+                "the app's topics)"
+            )
         dirs: dict[str, dict[bytes, list[int]]] = saved.get("dirs", {})
+        layouts: dict[str, dict[str, int]] = saved.get("buckets", {})
         backends: list[MapBackend] = []
 
         def backend(spec: Any) -> MapBackend:
             store_dirs = dirs.setdefault(spec.name, {})
-            b = MapBackend(spec.name, spec.kind, self.maps[spec.name], store_dirs)
+            buckets = BucketedMap(self.maps[spec.name], layouts.setdefault(spec.name, {}), DATA_TAG)
+            b = MapBackend(spec.name, spec.kind, buckets, store_dirs)
             backends.append(b)
             return b
 
@@ -100,6 +113,8 @@ class TaskProcessor(StatefulProcessor):
                     guessless.add(b.name)
             meta = task.snapshot()
             meta["dirs"] = {name: d for name, d in dirs.items() if d}
+            meta["buckets"] = layouts
+            meta["layout"] = LAYOUT
             if guessless:
                 meta["prefetch_off"] = sorted(guessless)
             self.meta.update((pickle.dumps(meta, protocol=5),))

@@ -41,6 +41,8 @@ PAGE = 4096
 """User keys per directory page: bounds what appending to a segment's directory rewrites."""
 
 _DATA, _DIR, _META = b"g", b"d", b"m"
+DATA_TAG = _DATA
+"""The tag of the entries that hold user keys' data (the ones worth keeping in buckets)."""
 
 
 class MapLike(Protocol):
