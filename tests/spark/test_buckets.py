@@ -7,6 +7,7 @@ over the same map and layout, as a task does per micro-batch.
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -108,3 +109,38 @@ def test_other_keys_pass_through_one_by_one() -> None:
     m.remove(b"m-meta")
     m.remove(TAG + b"k")
     assert sorted(inner.data) == [b"d-page"]
+
+
+class _Meta:
+    """A task's metadata `ValueState`, as written by a kstream before the buckets."""
+
+    def __init__(self, saved: dict[str, Any]) -> None:
+        self.saved = pickle.dumps(saved, protocol=5)
+
+    def exists(self) -> bool:
+        return True
+
+    def get(self) -> tuple[bytes]:
+        return (self.saved,)
+
+
+def test_a_task_refuses_state_kept_in_another_layout() -> None:
+    """State a task cannot read as it is must not pass for empty: the task names what to do."""
+    import pytest
+
+    from kstream.dsl import StreamBuilder
+    from kstream.errors import TopologyError
+    from kstream.spark.task_processor import TaskProcessor
+    from kstream.spark.tasks import build_task_plan
+
+    b = StreamBuilder()
+    b.stream("in").group_by_key().count().to_stream().to("out")
+    plan = build_task_plan(b.build(), "layout-app")
+    (sub,) = plan.stateful
+    stores = plan.compiled.subtopologies[sub].stores
+    task = TaskProcessor(plan.blob(), sub, [7], slots=1)
+    task.partition_of = {7: 0}
+    task.maps = {name: DictMap() for name in stores}  # type: ignore[misc]
+    task.meta = _Meta({"stream_time": 5, "dirs": {}})  # type: ignore[assignment]
+    with pytest.raises(TopologyError, match=f"sub-topology {sub}'s Spark state .* new checkpoint"):
+        list(task.handleInputRows((7,), iter([]), None))
