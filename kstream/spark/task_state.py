@@ -362,7 +362,8 @@ class MapBackend(BatchedPoints):
             if self._meta_state == 2:
                 ops.append((_META, self._meta))
                 self._meta_state = 1
-            self._segs_read = {uk: {pk[:8] for pk in g} for uk, g in self._entries.items()}
+            for uk in self._dirty:  # what the store now holds of the keys written
+                self._segs_read[uk] = {pk[:8] for pk in self._entries[uk]}
         if ops:
             self.state.write_many(ops)
         self._dirty.clear()
