@@ -127,10 +127,14 @@ class Collector:
     (topic, partition), a counter and one pack.
     """
 
-    __slots__ = ("counters", "produced", "rt")
+    __slots__ = ("_client_produce", "_producer", "counters", "produced", "rt")
 
     def __init__(self, rt: RuntimeTask) -> None:
         self.rt = rt
+        # the task's producer and its client's produce (None: the producer has none, e.g. a
+        # mock); looked up again when the task gets a new producer
+        self._producer: Any = None
+        self._client_produce: Any = None
         # (source topic, source partition) -> (header encoder, topic bytes, source offset ->
         # outputs so far); cleared with each commit period (apply, rollback)
         self.counters: dict[tuple[str, int], tuple[Any, bytes, dict[int, int]]] = {}
@@ -170,8 +174,28 @@ class Collector:
                 idx = seen.get(offset, 0)
                 seen[offset] = idx + 1
                 hdrs.append((HEADER, enc(offset, idx, tb)))
+        producer = rt.producer
+        if producer is not self._producer:
+            self._producer = producer
+            self._client_produce = getattr(producer, "client_produce", None)
+        fast = self._client_produce
+        if fast is not None:
+            # Producer.produce's common case, inlined; anything it raises (a full queue, a
+            # client error) goes to the full call below, which retries or names the error
+            try:
+                if partition is None:
+                    fast(topic, value, key, timestamp=timestamp or 0, headers=hdrs or None)
+                else:
+                    fast(
+                        topic, value, key, partition, timestamp=timestamp or 0, headers=hdrs or None
+                    )
+                produced = self.produced
+                produced[topic] = produced.get(topic, 0) + 1
+                return
+            except Exception:
+                pass
         try:
-            rt.producer.produce(topic, value, key, partition, timestamp, hdrs)
+            producer.produce(topic, value, key, partition, timestamp, hdrs)
             produced = self.produced
             produced[topic] = produced.get(topic, 0) + 1
         except ProduceError as e:

@@ -8,6 +8,7 @@ instead of being checked on every call.
 from __future__ import annotations
 
 import functools
+import inspect
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -94,14 +95,21 @@ def _sampled(
     """`fn`, counted on every call and timed on one call in `every`.
 
     This runs once or twice per record in an aggregation, so the untimed path is kept to a
-    countdown and a call: a keyword dict is unpacked only when the caller passed one (most
-    store calls are positional), and the clock and `record` run only on the timed call.
+    countdown and a call, and the clock and `record` run only on the timed call. When `fn`
+    takes a fixed list of parameters (the stores' hot operations do), the wrapper is made with
+    the same parameters: CPython then calls through it without packing an argument tuple,
+    which took 60-80 ns off each call, a third of the wrapper's cost (bench/engine_cpu.py).
     """
+    params = _fixed_parameters(fn)
+    if params is not None:
+        factory = _factory(params)
+        wrapper: Callable[..., Any] = factory(fn, time.perf_counter, record, name, part, op, every)
+        return functools.wraps(fn)(wrapper)
     clock = time.perf_counter
     left = every
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def any_wrapper(*args: Any, **kwargs: Any) -> Any:
         nonlocal left
         left -= 1
         if left:
@@ -113,7 +121,59 @@ def _sampled(
         finally:
             record(name, part, op, clock() - t0, count=every)
 
+    return any_wrapper
+
+
+_SAMPLED_TEMPLATE = """
+def factory(fn, clock, record, name, part, op, every):
+    left = every
+    def wrapper({params}):
+        nonlocal left
+        left -= 1
+        if left:
+            return fn({args})
+        left = every
+        t0 = clock()
+        try:
+            return fn({args})
+        finally:
+            record(name, part, op, clock() - t0, count=every)
     return wrapper
+"""
+
+
+def _fixed_parameters(fn: Callable[..., Any]) -> tuple[str, ...] | None:
+    """The parameter names of `fn` if it takes only plain required or defaulted
+    positional-or-keyword parameters, else None (a generic wrapper then)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    names = []
+    for p in sig.parameters.values():
+        if p.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD or not p.name.isidentifier():
+            return None
+        if p.default is not inspect.Parameter.empty:
+            return None  # a default would have to be copied: keep such calls generic
+        names.append(p.name)
+    if len(set(names)) != len(names) or set(names) & _FACTORY_NAMES:
+        return None
+    return tuple(names)
+
+
+_FACTORY_NAMES = frozenset({"fn", "clock", "record", "name", "part", "op", "every", "left", "t0"})
+
+
+@functools.cache
+def _factory(params: tuple[str, ...]) -> Callable[..., Callable[..., Any]]:
+    """A wrapper factory for functions of these parameters, compiled once per shape."""
+    joined = ", ".join(params)
+    # the wrapper takes the same names, so callers may pass them by keyword; it passes them on
+    # by position, the cheapest call
+    namespace: dict[str, Any] = {}
+    exec(_SAMPLED_TEMPLATE.format(params=joined, args=joined), namespace)
+    factory: Callable[..., Callable[..., Any]] = namespace["factory"]
+    return factory
 
 
 def _timed(

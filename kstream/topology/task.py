@@ -129,19 +129,28 @@ class SourceNode(Node):
         if ks.needs_context or vs.needs_context:
             records = self._with_context(records)
         else:
-            kd, vd = ks.from_bytes, vs.from_bytes
+            # the serdes' C functions where they have them; on any exception (a None, bad
+            # bytes) the full function decides: a value, or the serde's own error
+            kfull, vfull = ks.from_bytes, vs.from_bytes
+            kd, vd = ks.c_from_bytes or kfull, vs.c_from_bytes or vfull
             bad: set[int] | None = None
             for r in records:
                 try:
                     k = kd(r.key)
-                except Exception as e:
-                    bad = self._bad(bad, e, r, "key")
-                    continue
+                except Exception:
+                    try:
+                        k = kfull(r.key)
+                    except Exception as e:
+                        bad = self._bad(bad, e, r, "key")
+                        continue
                 try:
                     v = vd(r.value)
-                except Exception as e:
-                    bad = self._bad(bad, e, r, "value")
-                    continue
+                except Exception:
+                    try:
+                        v = vfull(r.value)
+                    except Exception as e:
+                        bad = self._bad(bad, e, r, "value")
+                        continue
                 r.key = k
                 r.value = v
             if bad is not None:
@@ -231,7 +240,10 @@ class SinkNode(Node):
         send = task.collector.send
         ks, vs = self.key_serde, self.value_serde
         ctx_needed = ks.needs_context or vs.needs_context
-        kser, vser = ks.to_bytes, vs.to_bytes
+        # the serdes' C functions where they have them, the full ones when those raise (see
+        # SourceNode)
+        kfull, vfull = ks.to_bytes, vs.to_bytes
+        kser, vser = ks.c_to_bytes or kfull, vs.c_to_bytes or vfull
         part = self.partitioner
         n = task.collector.partitions_for(topic) if part is not None else 0
         for r in records:
@@ -240,8 +252,14 @@ class SinkNode(Node):
                     k = ks.serialize(r.key, SerdeContext(topic, r.headers, True))
                     v = vs.serialize(r.value, SerdeContext(topic, r.headers, False))
                 else:
-                    k = kser(r.key)
-                    v = vser(r.value)
+                    try:
+                        k = kser(r.key)
+                    except Exception:
+                        k = kfull(r.key)
+                    try:
+                        v = vser(r.value)
+                    except Exception:
+                        v = vfull(r.value)
                 p = part(r.key, r.value, n) if part is not None else None
             except Exception as e:
                 task.report(e, r, f"sink {self.name!r} (topic {topic!r})")

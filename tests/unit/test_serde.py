@@ -202,3 +202,65 @@ def test_auto_unsafe_pickle_migrates_old_state() -> None:
     # it writes data types exactly as "auto" does, so migrated state is read by "auto" later
     assert s.to_bytes({"a": (1, 2)}) == serde("auto").to_bytes({"a": (1, 2)})
     assert serde("auto").from_bytes(s.to_bytes([1, "x"])) == [1, "x"]
+
+
+# --- the C functions the batch paths call first --------------------------------------------
+
+_INPUTS: list[Any] = [
+    None,
+    b"",
+    b"plain",
+    "h\u00e9llo".encode(),
+    b"\xff\xfe not utf-8",
+    b'{"a": [1, 2.5, null]}',
+    b"{not json",
+    b"42",
+    bytearray(b"ab"),
+    "text",
+    "",
+    7,
+    3.5,
+    {"k": 1},
+    [1, "x"],
+    True,
+]
+
+
+def _outcome(fn: Any, arg: Any) -> tuple[str, Any]:
+    try:
+        return "value", fn(arg)
+    except Exception as e:  # the kind of failure is what matters here
+        return "error", type(e).__name__
+
+
+@pytest.mark.parametrize("name", ["string", "json", "bytes"])
+@pytest.mark.parametrize("arg", _INPUTS, ids=repr)
+def test_a_serdes_c_functions_agree_with_its_full_functions_or_raise(name: str, arg: Any) -> None:
+    """The source and sink call `c_from_bytes` / `c_to_bytes` first and the full function when
+    they raise: so wherever the C function returns, it must return what the full one does,
+    and the full one then decides every other input (None passes through, bad input is a
+    SerdeError)."""
+    s = serde(name)
+    pairs = [(s.c_to_bytes, s.to_bytes)]
+    if arg is None or isinstance(arg, bytes | bytearray):  # what a deserializer is given
+        pairs.append((s.c_from_bytes, s.from_bytes))
+    assert s.c_to_bytes is not None or s.c_from_bytes is not None
+    for c_fn, full in pairs:
+        if c_fn is None:
+            continue
+        kind, got = _outcome(c_fn, arg)
+        if kind == "value":
+            full_kind, expected = _outcome(full, arg)
+            assert (full_kind, expected) == ("value", got)
+            assert type(expected) is type(got)
+    if arg is None:
+        assert s.c_from_bytes is None or _outcome(s.c_from_bytes, None)[0] == "error"
+        assert s.c_to_bytes is None or _outcome(s.c_to_bytes, None)[0] == "error"
+        assert s.from_bytes(None) is None and s.to_bytes(None) is None
+
+
+def test_serdes_without_c_functions_leave_them_unset() -> None:
+    custom = Serde(lambda v: v, lambda b: b)
+    assert custom.c_to_bytes is None and custom.c_from_bytes is None
+    assert serde("long").c_from_bytes is None
+    assert serde("json").c_to_bytes is None  # orjson writes None as b"null", a tombstone is None

@@ -42,6 +42,47 @@ def test_instrumented_store_reports_each_operation(tmp_path: Path) -> None:
     assert rec.ops == [("kv", 2, "put"), ("kv", 2, "get"), ("kv", 2, "range"), ("kv", 2, "flush")]
 
 
+class SampledRecorder:
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def record_operation(
+        self, store: str, partition: int, op: str, seconds: float, count: int = 1
+    ) -> None:
+        assert seconds >= 0
+        self.counts[op] = self.counts.get(op, 0) + count
+
+    def record_restore(self, *args: object) -> None:
+        pass
+
+
+def test_sampled_wrappers_count_in_steps_and_keep_each_operations_call_forms(
+    tmp_path: Path,
+) -> None:
+    """Operations with plain parameters get a wrapper of the same parameters (no argument
+    tuple per call); it takes the same positional and keyword calls, returns the same results
+    and counts in steps of `sample_every`, like the generic wrapper of the others."""
+    rec = SampledRecorder()
+    spec = stores.window("w", retention="1h", window_size="1m")
+    ws = open_store(spec, app_id="a", partition=0, state_dir=str(tmp_path))
+    instrument(ws, rec, sample_every=4)
+    put = ws.put_timestamped  # type: ignore[attr-defined]
+    get = ws.get_timestamped  # type: ignore[attr-defined]
+    assert put.__name__ == "put_timestamped" and put.__wrapped__ is not None
+    for i in range(6):
+        put("k", i, 1_000 + i, 0)
+        put(key="j", value=i, timestamp=2_000 + i, start=60_000)
+    assert get("k", 0) == (5, 1_005)
+    assert get(key="j", start=60_000) == (5, 2_005)
+    with pytest.raises(TypeError):
+        get("k")  # a missing argument is still the caller's error, not the wrapper's
+    assert rec.counts["put_timestamped"] == 12  # 12 calls: timed 3 times, each standing for 4
+    assert rec.counts.get("get_timestamped", 0) == 0  # 2 calls (+1 refused): not yet sampled
+    for _ in range(2):
+        get("k", 0)
+    assert rec.counts["get_timestamped"] == 4
+
+
 def test_lru_evicts_least_recently_used_locally() -> None:
     be = LRUBackend(3)
     for k in (b"a", b"b", b"c"):

@@ -344,3 +344,35 @@ def test_collector_can_ask_the_task_for_provenance() -> None:
     col.task = Task(t.compile("app"), 0, 0, collector=col)
     col.task.process([Record(b"a", b"x", 0, (), "in", 3, 7), Record(b"b", b"y", 1, (), "in", 3, 8)])
     assert sent == [(b"a", ("in", 3, 7)), (b"b", ("in", 3, 8))]
+
+
+def test_null_keys_and_values_pass_through_sources_and_sinks_of_every_builtin_serde() -> None:
+    """Sources and sinks call a serde's C function first (str.encode, bytes.decode,
+    orjson.loads) and its full function when that raises: None still passes through as
+    None, and raw bytes come out as they went in (compact JSON round-trips byte for byte)."""
+    for key_serde, value_serde in [("string", "json"), ("bytes", "string"), ("json", "bytes")]:
+        t = Topology().add_source("src", "in", key_serde, value_serde)
+        t.add_sink("out", "out", "src", key_serde, value_serde)
+        with TopologyTestDriver(t) as d:
+            d.pipe_raw("in", None, None, 1)
+            d.pipe_raw("in", b'"k"', b'{"v":1}', 2)
+            d.pipe_raw("in", None, b'"v"', 3)
+            d.pipe_raw("in", b'"k"', None, 4)
+            got = [(r.key, r.value, r.timestamp) for r in d.output_topic("out").read_records()]
+        assert got == [
+            (None, None, 1),
+            (b'"k"', b'{"v":1}', 2),
+            (None, b'"v"', 3),
+            (b'"k"', None, 4),
+        ], (key_serde, value_serde)
+
+
+def test_a_sink_names_a_value_its_serde_cannot_write() -> None:
+    class AnInt(Processor):
+        def process(self, record: Record) -> None:
+            self.ctx.forward(record.with_key(7))
+
+    t = pipeline(("int", AnInt)).add_sink("out", "out", "int", "string", "string")
+    with TopologyTestDriver(t) as d, pytest.raises(RecordError) as ei:
+        d.input_topic("in", "string", "string").pipe("a", "x")
+    assert "sink 'out'" in str(ei.value) and "string serde expects str, got int" in str(ei.value)

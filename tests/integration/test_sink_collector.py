@@ -1,0 +1,93 @@
+"""The runtime's sink collector against the real broker: its inlined produce call falls back to
+`Producer.produce` (a full queue is drained and retried, a client error is named)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kstream.errors import ProduceError
+from kstream.kafka import Admin, Consumer, EmbeddedBroker, Producer
+from kstream.records import Record
+from kstream.runtime.tasks import Collector
+from kstream.state.provenance import HEADER, from_headers
+
+
+class TaskStandIn:
+    """What the collector reads of a runtime task: the current record, the error report."""
+
+    def __init__(self) -> None:
+        self.current: Record | None = None
+        self.reported: list[tuple[type, str]] = []
+
+    def report(self, exc: BaseException, record: Record, where: str) -> None:
+        self.reported.append((type(exc), where))
+
+
+class RuntimeTaskStandIn:
+    def __init__(self, producer: Producer) -> None:
+        self.task = TaskStandIn()
+        self.producer = producer
+
+
+def test_a_full_queue_is_drained_and_every_record_is_written_once_in_order(
+    kafka_broker: EmbeddedBroker, topic_name: str, unique_name: Callable[[str], str]
+) -> None:
+    Admin(kafka_broker.bootstrap_servers).create_topic(topic_name, 1)
+    # a queue of 5 records that the producer holds for 50 ms: most sends find it full
+    producer = Producer(
+        kafka_broker.bootstrap_servers,
+        kafka={"queue.buffering.max.messages": 5, "linger.ms": 50},
+    )
+    full_calls: list[int] = []
+    full_produce = producer.produce
+
+    def counted(*args: Any) -> None:
+        full_calls.append(1)
+        full_produce(*args)
+
+    producer.produce = counted  # type: ignore[method-assign]
+    rt: Any = RuntimeTaskStandIn(producer)
+    collector = Collector(rt)
+    n = 60
+    for i in range(n):
+        rt.task.current = Record(b"in", b"in", 0, (), "source-topic", 3, 100 + i)
+        collector.send(topic_name, b"k%d" % i, b"v%d" % i, 1_000 + i, (), 0)
+    producer.flush(30)
+    assert collector.produced == {topic_name: n}
+    assert 0 < len(full_calls) < n  # the inlined call queued some; a full queue sent the rest
+    consumer = Consumer(
+        kafka_broker.bootstrap_servers,
+        group_id=unique_name("g"),
+        kafka={"auto.offset.reset": "earliest"},
+    )
+    consumer.subscribe([topic_name])
+    got: list[Any] = []
+    deadline = time.monotonic() + 20
+    while len(got) < n and time.monotonic() < deadline:
+        got.extend(consumer.consume_batch(100, 0.2))
+    consumer.close()
+    assert [(m.key(), m.value(), m.timestamp()[1]) for m in got] == [
+        (b"k%d" % i, b"v%d" % i, 1_000 + i) for i in range(n)
+    ]
+    provenance = [from_headers(m.headers()) for m in got]
+    assert [(p.topic, p.partition, p.offset, p.output_index) for p in provenance if p] == [
+        ("source-topic", 3, 100 + i, 0) for i in range(n)
+    ]
+    assert all(sum(1 for k, _ in m.headers() if k == HEADER) == 1 for m in got)
+    producer.close()
+
+
+def test_a_record_the_client_refuses_is_reported_against_its_input_record(
+    kafka_broker: EmbeddedBroker, topic_name: str
+) -> None:
+    Admin(kafka_broker.bootstrap_servers).create_topic(topic_name, 2)
+    producer = Producer(kafka_broker.bootstrap_servers)
+    rt: Any = RuntimeTaskStandIn(producer)
+    collector = Collector(rt)
+    rt.task.current = Record(b"in", b"in", 0, (), "source-topic", 0, 5)
+    collector.send(topic_name, b"k", b"v", 1, (), 9)  # partition 9 of 2
+    assert rt.task.reported == [(ProduceError, f"producing to topic {topic_name!r}")]
+    assert collector.produced == {}
+    producer.close()
