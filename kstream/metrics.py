@@ -12,7 +12,9 @@ path (single writer, and a scrape that sees a batch half-applied is harmless).
 Each App gets its own `CollectorRegistry`, so two apps in one process do not clash. Every
 series of that registry, the standard `process_*` and `python_*` ones included, carries the
 constant labels `app_id` and `instance_id`, so that one Prometheus (and one dashboard) can hold
-many apps and tell them apart without joining on `kstream_app_info`.
+many apps and tell them apart without joining on `kstream_app_info`. The families and the
+registry live in `kstream.metrics_exposition`, loaded on the first scrape: a process that never
+serves its metrics does not import prometheus_client (about 20 ms of CPU at every start).
 """
 
 from __future__ import annotations
@@ -21,24 +23,13 @@ import bisect
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
-
-from prometheus_client import (
-    CollectorRegistry,
-    GCCollector,
-    PlatformCollector,
-    ProcessCollector,
-    generate_latest,
-)
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
-from prometheus_client.registry import Collector
+from typing import TYPE_CHECKING, Any
 
 from kstream.state.metrics import TIMED_OPERATIONS
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import Metric
 
 __all__ = [
     "APP_STATES",
@@ -137,7 +128,7 @@ class Metrics:
         self.app_id = app_id
         self.instance_id = instance_id
         self.guarantee = guarantee
-        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        self._registry: CollectorRegistry | None = None
         self._lock = threading.Lock()
         self.state = "CREATED"
         self.consumed: dict[tuple[str, int], int] = {}
@@ -169,8 +160,20 @@ class Metrics:
         for s in stores:
             self.restored_by_store.setdefault(s, 0)
             self.store_entries.setdefault(s, 0)
-        self.registry.register(_Collector(self))
-        self.registry.register(_Labelled(_runtime_registry(), self.constant_labels))
+        if registry is not None:  # the caller's registry: the series go there from now on
+            from kstream.metrics_exposition import register
+
+            self._registry = register(self, registry)
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        """This app's Prometheus registry (made on first use)."""
+        with self._lock:
+            if self._registry is None:
+                from kstream.metrics_exposition import new_registry
+
+                self._registry = new_registry(self)
+            return self._registry
 
     def constant_labels(self) -> dict[str, str]:
         """The labels every series of this registry carries (read at scrape time, because
@@ -335,220 +338,12 @@ class Metrics:
 
     def render(self) -> bytes:
         """The Prometheus text exposition of this app's registry."""
-        return generate_latest(self.registry)
+        from kstream.metrics_exposition import render
+
+        return render(self.registry)
 
     def collect(self) -> Iterator[Metric]:
         """This app's kstream families, with the constant labels (not the process ones)."""
-        yield from _Collector(self).collect()
+        from kstream.metrics_exposition import labelled_families
 
-
-class _Collector(Collector):
-    def __init__(self, metrics: Metrics) -> None:
-        self._m = metrics
-
-    def collect(self) -> Iterator[Metric]:
-        labels = self._m.constant_labels()
-        for fam in _families(self._m):
-            yield _with_labels(fam, labels)
-
-
-class _Labelled(Collector):
-    """Another registry's series with this app's constant labels added."""
-
-    def __init__(self, inner: CollectorRegistry, labels: Callable[[], dict[str, str]]) -> None:
-        self._inner = inner
-        self._labels = labels
-
-    def collect(self) -> Iterator[Metric]:
-        labels = self._labels()
-        for fam in self._inner.collect():
-            yield _with_labels(fam, labels)
-
-
-def _runtime_registry() -> CollectorRegistry:
-    """prometheus_client's process (CPU, memory, file descriptors), garbage collector and
-    platform collectors, which an App's own registry would otherwise lack."""
-    reg = CollectorRegistry(auto_describe=True)
-    ProcessCollector(registry=reg)
-    GCCollector(registry=reg)
-    PlatformCollector(registry=reg)
-    return reg
-
-
-def _with_labels(fam: Metric, labels: dict[str, str]) -> Metric:
-    """`fam` with `labels` on every sample (a family's own label of the same name wins)."""
-    fam.samples = [s._replace(labels={**labels, **s.labels}) for s in fam.samples]
-    return fam
-
-
-def _counter(name: str, doc: str, labels: list[str], items: Iterable[Any]) -> Metric:
-    fam = CounterMetricFamily(name, doc, labels=labels)
-    for key, value in items:
-        fam.add_metric([str(k) for k in key], float(value))
-    return fam
-
-
-def _histogram(name: str, doc: str, h: _Histogram, labels: list[str] | None = None) -> Metric:
-    fam = HistogramMetricFamily(name, doc, labels=labels)
-    fam.add_metric([], h.buckets(), h.sum)
-    return fam
-
-
-def _families(m: Metrics) -> Iterator[Metric]:
-    info = GaugeMetricFamily(
-        "kstream_app_info",
-        "Always 1; the labels name the app, this instance and its processing guarantee.",
-        labels=["app_id", "instance_id", "guarantee"],
-    )
-    info.add_metric([m.app_id, m.instance_id, m.guarantee], 1.0)
-    yield info
-    state = GaugeMetricFamily(
-        "kstream_app_state", "1 for the app's current state, 0 for the others.", labels=["state"]
-    )
-    for s in APP_STATES:
-        state.add_metric([s], 1.0 if m.state == s else 0.0)
-    yield state
-    up = GaugeMetricFamily("kstream_app_start_time_seconds", "When the app started (Unix time).")
-    up.add_metric([], m.started)
-    yield up
-
-    yield _counter(
-        "kstream_records_consumed",
-        "Input records consumed, per input partition.",
-        ["topic", "partition"],
-        sorted(m.consumed.items()),
-    )
-    yield _counter(
-        "kstream_records_produced",
-        "Output records produced (sinks and dead letters, not changelogs), per topic.",
-        ["topic"],
-        [((t,), n) for t, n in sorted(m.produced_by_topic.items())],
-    )
-    yield _counter(
-        "kstream_records_processed",
-        "Input records that went through the topology (retried batches count again).",
-        [],
-        [((), m.processed_total)],
-    )
-    yield _counter(
-        "kstream_records_dropped",
-        "Records dropped, by reason (skipped errors, duplicates, late records, expired windows, "
-        "null keys or values that the operator cannot use).",
-        ["reason"],
-        [((r,), n) for r, n in sorted(m.dropped_by_reason.items())],
-    )
-    yield _counter(
-        "kstream_dedup_dropped",
-        "DEPRECATED, removed in the next release: the same count as "
-        'kstream_records_dropped_total{reason="duplicate"}, which should be used instead '
-        "(inputs whose provenance id was seen before).",
-        [],
-        [((), m.dedup_dropped_total)],
-    )
-    yield _counter(
-        "kstream_dlq_records",
-        "Records sent to the dead-letter topic, by kind of error.",
-        ["reason"],
-        [((r,), n) for r, n in sorted(m.dlq_by_reason.items())],
-    )
-    yield _histogram("kstream_batch_records", "Records per batch.", m.batch_size)
-    yield _histogram(
-        "kstream_batch_duration_seconds", "Time to process one batch.", m.batch_duration
-    )
-    yield _counter(
-        "kstream_commits", "Commits (offsets, or transactions).", [], [((), m.commits_total)]
-    )
-    yield _histogram(
-        "kstream_commit_duration_seconds", "Time to commit (all tasks).", m.commit_duration
-    )
-    yield _counter(
-        "kstream_transactions_committed",
-        "Kafka transactions committed (exactly-once).",
-        [],
-        [((), m.txn_committed)],
-    )
-    yield _counter(
-        "kstream_transactions_aborted",
-        "Kafka transactions aborted (the batch is retried).",
-        [],
-        [((), m.txn_aborted)],
-    )
-    yield _histogram(
-        "kstream_end_to_end_latency_seconds",
-        "Time from an input record's timestamp to the end of the batch that processed it; "
-        f"sampled: one input record in {LATENCY_SAMPLE_EVERY} is observed, so _count is about "
-        f"1/{LATENCY_SAMPLE_EVERY} of the records consumed.",
-        m.latency,
-    )
-    lag = GaugeMetricFamily(
-        "kstream_consumer_lag",
-        "Records between the committed position and the fetch high watermark, per partition.",
-        labels=["topic", "partition"],
-    )
-    for (t, p), n in sorted(list(m.lag.items())):
-        lag.add_metric([t, str(p)], float(n))
-    yield lag
-    lag_s = GaugeMetricFamily(
-        "kstream_consumer_lag_seconds",
-        "Per partition: 0 when kstream_consumer_lag is 0, else now minus the timestamp of the "
-        "last record consumed (how old the position is); absent until a record was consumed.",
-        labels=["topic", "partition"],
-    )
-    for (t, p), secs in sorted(m.lag_seconds().items()):
-        lag_s.add_metric([t, str(p)], secs)
-    yield lag_s
-    yield _counter(
-        "kstream_rebalances", "Rebalances seen by this instance.", [], [((), m.rebalances_total)]
-    )
-    assigned = GaugeMetricFamily(
-        "kstream_assigned_partitions", "Input partitions assigned to this instance."
-    )
-    assigned.add_metric([], float(len(m.assigned)))
-    yield assigned
-    restoring = GaugeMetricFamily(
-        "kstream_restoring_tasks", "Tasks whose stores are being restored from changelogs."
-    )
-    restoring.add_metric([], float(m.restoring_tasks))
-    yield restoring
-    yield _counter(
-        "kstream_restore_records",
-        "Changelog records applied while restoring, per store.",
-        ["store"],
-        [((s,), n) for s, n in sorted(m.restored_by_store.items())],
-    )
-    yield _counter(
-        "kstream_store_operations",
-        "State store operations (calls), per store and operation; exact in steps of "
-        f"{STORE_TIMING_SAMPLE_EVERY}.",
-        ["store", "operation"],
-        sorted(list(m.store_ops.items())),
-    )
-    fam = HistogramMetricFamily(
-        "kstream_store_operation_duration_seconds",
-        f"Latency of state store calls; sampled: one call in {STORE_TIMING_SAMPLE_EVERY} per "
-        "store and operation is timed, so _count counts timed calls, not operations "
-        "(kstream_store_operations_total counts those). Scans are timed until the cursor "
-        "exists.",
-        labels=["store", "operation"],
-    )
-    for (store, op), h in sorted(list(m.store_latency.items())):
-        fam.add_metric([store, op], h.buckets(), h.sum)
-    yield fam
-    entries = GaugeMetricFamily(
-        "kstream_store_entries",
-        "Approximate entries per state store, summed over this instance's partitions "
-        f"(committed state, without the batch in flight; read every {STORE_SIZE_INTERVAL_S:g} s).",
-        labels=["store"],
-    )
-    for store, n in sorted(m.store_entries.items()):
-        entries.add_metric([store], float(n))
-    yield entries
-    size = GaugeMetricFamily(
-        "kstream_store_size_bytes",
-        "Bytes the state store's data occupies (pages in use), summed over this instance's "
-        "partitions; only for backends that can tell cheaply (LMDB).",
-        labels=["store"],
-    )
-    for store, n in sorted(m.store_bytes.items()):
-        size.add_metric([store], float(n))
-    yield size
+        yield from labelled_families(self)
