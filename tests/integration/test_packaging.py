@@ -27,13 +27,21 @@ ROOT = Path(__file__).parents[2]
 SOURCES = ("kstream", "store_backends", "examples", "grafana", "pyproject.toml", "README.md")
 
 
+def outside_env() -> dict[str, str]:
+    """This process's environment minus what points at the work tree: Spark sessions started
+    earlier in the same test process put their `sys.path` (the repository root included) into
+    `PYTHONPATH`, and through it pip saw the work tree's kstream as installed and skipped the
+    wheel, and `import kstream` found the work tree."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+
+
 @dataclass
 class Installed:
     bin: Path
     home: Path  # a directory outside the repository, the commands' working directory
 
     def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+        env = outside_env()
         return subprocess.run(
             [str(self.bin / "kstreamd"), *args],
             cwd=self.home,
@@ -61,6 +69,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
         text=True,
         timeout=300,
+        env=outside_env(),
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (whl,) = out.glob("kstream-*.whl")
@@ -80,6 +89,7 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
                 "import sysconfig; print(sysconfig.get_path('purelib'))",
             ],
             text=True,
+            env=outside_env(),
         ).strip()
     )
     # the dependencies from this virtualenv; its .pth files (the editable kstream) are not read
@@ -87,9 +97,10 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(bin_dir / "python"), "install",
          "--no-deps", "--no-index", "-q", str(wheel)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=300, env=outside_env(),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (bin_dir / "kstreamd").exists(), "pip skipped the wheel:\n" + proc.stdout + proc.stderr
     home = tmp_path_factory.mktemp("home")
     yield Installed(bin_dir, home)
 
@@ -114,6 +125,7 @@ def test_the_installed_kstream_is_the_wheel_not_the_work_tree(installed: Install
     proc = subprocess.run(
         [str(installed.bin / "python"), "-c", "import kstream; print(kstream.__file__)"],
         cwd=installed.home,
+        env=outside_env(),
         capture_output=True,
         text=True,
         timeout=60,
