@@ -145,7 +145,40 @@ class Config:
             raise ConfigError(f"kafka: setting names must be strings, got {bad!r}")
         validate_security(self.kafka)
         validate_librdkafka(self.kafka)
+        validate_engine_owned(self.kafka)
         set_(self, "kafka", dict(self.kafka))
+
+
+# librdkafka settings kstream's own consumers depend on: (the value they need, why)
+_ENGINE_OWNED: dict[str, tuple[bool, str]] = {
+    "enable.partition.eof": (
+        True,
+        "its consumers need partition-EOF events to finish restoring stores and bootstrapping "
+        "global tables, and to measure lag (with it off a restore waits until it times out)",
+    ),
+    "enable.auto.commit": (
+        False,
+        "input offsets are committed with the outputs they produced (inside the transaction "
+        "under exactly_once), never in the background",
+    ),
+}
+
+
+def validate_engine_owned(kafka: Mapping[str, Any]) -> None:
+    """Refuse a `kafka` value that would break what kstream's own clients rely on (Kafka
+    Streams overrides such consumer settings with a warning; here they are an error at
+    start-up, naming the key, rather than a restore that hangs or offsets committed early)."""
+    for key, (needed, why) in _ENGINE_OWNED.items():
+        if key not in kafka:
+            continue
+        value = kafka[key]
+        text = str(value).strip().lower()
+        flag = {"true": True, "1": True, "false": False, "0": False}.get(text)
+        if flag is not needed:
+            raise ConfigError(
+                f"kafka[{key!r}] = {value!r}: kstream sets {key} to {str(needed).lower()} "
+                f"itself because {why}; leave it out of `kafka`"
+            )
 
 
 _SILENT = logging.getLogger("kstream.config.librdkafka-check")

@@ -208,6 +208,32 @@ def test_bad_librdkafka_value_is_reported_under_the_key_the_user_wrote() -> None
     assert msg.startswith("kafka['linger.ms'] = 'soon' is invalid"), msg
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        ("enable.partition.eof", False, "partition-EOF events"),
+        ("enable.partition.eof", "false", "partition-EOF events"),
+        ("enable.auto.commit", True, "committed with the outputs"),
+        ("enable.auto.commit", "true", "committed with the outputs"),
+    ],
+)
+def test_settings_the_engine_relies_on_are_refused_at_start_up(
+    key: str, value: object, reason: str
+) -> None:
+    """With partition EOF off, a task's restore waited for an EOF that never came and failed
+    after 60 s; auto-commit would commit input offsets outside the transaction."""
+    with pytest.raises(ConfigError) as e:
+        Config(kafka={key: value})
+    msg = str(e.value)
+    assert msg.startswith(f"kafka[{key!r}] = {value!r}: kstream sets {key} to "), msg
+    assert reason in msg
+
+
+def test_the_values_the_engine_uses_anyway_are_accepted() -> None:
+    kafka = {"enable.partition.eof": "true", "enable.auto.commit": False}
+    assert Config(kafka=kafka).kafka == kafka
+
+
 def test_consumer_and_producer_settings_are_accepted() -> None:
     kafka = {"session.timeout.ms": 2000, "linger.ms": 5, "isolation.level": "read_committed"}
     assert dict(Config(kafka=kafka).kafka) == kafka
