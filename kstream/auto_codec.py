@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import datetime
 import decimal
-import pickle
 import struct
 import uuid
 from collections.abc import Callable
@@ -182,6 +181,8 @@ def _decoder(allow_pickle: bool) -> Callable[[bytes], Any]:
             return Windowed(key, start, end)
         if tag == LEGACY_PICKLE:
             if allow_pickle:
+                import pickle  # only the unsafe serde reads pickles: not loaded otherwise
+
                 return pickle.loads(x[1:])
             raise SerdeError(
                 "auto serde: this value is a pickle written by an older kstream; pickles are no "
@@ -203,5 +204,13 @@ encode: Callable[[Any], bytes] = _encoder(None)
 decode: Callable[[bytes], Any] = _decoder(False)
 # `auto_unsafe_pickle`: data types as `auto`, anything else pickled, and pickles read back. Only
 # for migrating state written by older versions, from topics and stores you trust.
-unsafe_pickle_encode: Callable[[Any], bytes] = _encoder(lambda x: pickle.dumps(x, protocol=5))
+
+
+def _pickled(x: Any) -> bytes:
+    import pickle  # loaded the first time the unsafe serde writes a pickle
+
+    return pickle.dumps(x, protocol=5)
+
+
+unsafe_pickle_encode: Callable[[Any], bytes] = _encoder(_pickled)
 unsafe_pickle_decode: Callable[[bytes], Any] = _decoder(True)

@@ -10,7 +10,6 @@ import logging
 import math
 import os
 import re
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -37,6 +36,8 @@ _APP_ID = re.compile(r"[A-Za-z0-9._-]+")
 
 
 def _default_state_dir() -> str:
+    import tempfile  # only for the default: tempfile's import costs every process start
+
     return os.path.join(tempfile.gettempdir(), "kstream-state")
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -39,6 +38,8 @@ def register(scheme: str, factory: Factory) -> None:
 
 def schemes() -> list[str]:
     """Every scheme that `open` understands right now."""
+    from importlib.metadata import entry_points  # scanning installed packages: only when asked
+
     found = set(_BUILTIN) | set(_registered)
     found.update(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))
     return sorted(found)
@@ -57,6 +58,8 @@ def _factory(scheme: str) -> Factory:
         return _registered[scheme]
     if scheme in _BUILTIN:
         return _load(_BUILTIN[scheme])
+    from importlib.metadata import entry_points  # only for schemes kstream does not ship
+
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name == scheme:
             factory: Factory = ep.load()
