@@ -13,11 +13,12 @@ a cluster, the workers' own environment or a shipped virtualenv provides them).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 STATE_STORE_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -56,7 +57,13 @@ def spark_session(
     if active is not None and master is None:
         register(active)
         return active
-    prepare_environment()
+    with worker_environment():
+        return _new_session(master, app_name, conf)
+
+
+def _new_session(master: str | None, app_name: str, conf: Mapping[str, Any] | None) -> Any:
+    from pyspark.sql import SparkSession
+
     launched = launcher_settings()
     builder = SparkSession.builder.appName(app_name)
     chosen = master or os.environ.get("SPARK_MASTER") or None
@@ -109,6 +116,31 @@ def launcher_settings() -> dict[str, str]:
 def is_local(spark: Any) -> bool:
     """Whether `spark` runs its executors in this process's JVM."""
     return str(spark.sparkContext.master).startswith("local")
+
+
+_WORKER_ENV = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH")
+
+
+@contextlib.contextmanager
+def worker_environment() -> Iterator[None]:
+    """`prepare_environment` while a session starts, then the process's environment back.
+
+    Spark's JVM and the SparkContext read these variables when they start (the JVM passes its
+    own environment to every Python worker it forks), so they need not outlive the start. Left
+    in place, the driver's `sys.path` in `PYTHONPATH` reached every subprocess the application
+    started afterwards (a `pip` among them, which then took a work tree for an installed
+    package).
+    """
+    saved = {k: os.environ.get(k) for k in _WORKER_ENV}
+    prepare_environment()
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def prepare_environment() -> None:
