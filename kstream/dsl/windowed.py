@@ -33,7 +33,7 @@ from kstream.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from kstream.duration import DurationLike, duration
 from kstream.errors import ConfigError, TopologyError
 from kstream.records import Windowed
-from kstream.serde import BUILTIN, Serde, SerdeLike, serde
+from kstream.serde import BUILTIN, Serde, SerdeLike, null_safe_serde, serde
 from kstream.state.window import TimestampedSerde
 from kstream.topology.processor import ProcessorContext
 
@@ -86,31 +86,41 @@ def time_windowed_serde(inner: SerdeLike, window_size: DurationLike) -> Serde:
     """Kafka's time-windowed key format: inner key bytes + 8-byte start (end = start + size)."""
     ks = serde(inner)
     size = duration(window_size, name="window_size")
+    kser, kde, pack, unpack_from = ks.to_bytes, ks.from_bytes, _Q.pack, _Q.unpack_from
 
-    def ser(w: Windowed) -> bytes:
-        kb = ks.to_bytes(w.key)
-        return (kb or b"") + _Q.pack(w.start)
+    def ser(w: Windowed | None) -> bytes | None:
+        if w is None:
+            return None
+        kb = kser(w.key)
+        return (kb or b"") + pack(w.start)
 
-    def de(b: bytes) -> Windowed:
-        start = _Q.unpack_from(b, len(b) - 8)[0]
-        return Windowed(ks.from_bytes(bytes(b[:-8])), start, start + size)
+    def de(b: bytes | None) -> Windowed | None:
+        if b is None:
+            return None
+        start = unpack_from(b, len(b) - 8)[0]
+        return Windowed(kde(bytes(b[:-8])), start, start + size)
 
-    return Serde(ser, de, f"time_windowed({ks.name})")
+    return null_safe_serde(ser, de, f"time_windowed({ks.name})")
 
 
 def session_windowed_serde(inner: SerdeLike) -> Serde:
     """Kafka's session-windowed key format: inner key bytes + 8-byte end + 8-byte start."""
     ks = serde(inner)
+    kser, kde, pack, unpack_from = ks.to_bytes, ks.from_bytes, _QQ.pack, _QQ.unpack_from
 
-    def ser(w: Windowed) -> bytes:
-        kb = ks.to_bytes(w.key)
-        return (kb or b"") + _QQ.pack(w.end, w.start)
+    def ser(w: Windowed | None) -> bytes | None:
+        if w is None:
+            return None
+        kb = kser(w.key)
+        return (kb or b"") + pack(w.end, w.start)
 
-    def de(b: bytes) -> Windowed:
-        end, start = _QQ.unpack_from(b, len(b) - 16)
-        return Windowed(ks.from_bytes(bytes(b[:-16])), start, end)
+    def de(b: bytes | None) -> Windowed | None:
+        if b is None:
+            return None
+        end, start = unpack_from(b, len(b) - 16)
+        return Windowed(kde(bytes(b[:-16])), start, end)
 
-    return Serde(ser, de, f"session_windowed({ks.name})")
+    return null_safe_serde(ser, de, f"session_windowed({ks.name})")
 
 
 # --- reading a windowed table from another processor -----------------------------------------
