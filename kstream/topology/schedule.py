@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from kstream.topology.processor import PunctuationType
 
 if TYPE_CHECKING:
-    from kstream.topology.task import NodeContext
+    from kstream.topology.nodes import NodeContext
 
 
 class Schedule:

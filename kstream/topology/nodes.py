@@ -1,0 +1,352 @@
+"""The nodes a `Task` runs: sources (deserialize), processors (user and built-in code, each with
+its `NodeContext`) and sinks (serialize, hand to the task's `RecordCollector`).
+
+Every node takes a list of records and hands lists to its children; `kstream.topology.task`
+describes how records move and how errors are reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kstream.duration import DurationLike, duration
+from kstream.errors import (
+    ConfigError,
+    DeserializationError,
+    TopologyError,
+)
+from kstream.records import Headers, Record
+from kstream.serde import Serde, SerdeContext
+from kstream.topology.processor import (
+    Processor,
+    PunctuationType,
+    PunctuationTypeLike,
+    overrides_batch,
+)
+from kstream.topology.schedule import Schedule
+
+if TYPE_CHECKING:
+    from kstream.topology.task import Task
+
+
+class Node:
+    """A runtime node: takes a list of records, hands lists to its children."""
+
+    __slots__ = ("children", "name", "task")
+
+    def __init__(self, name: str, task: Task) -> None:
+        self.name = name
+        self.task = task
+        self.children: list[Node] = []
+
+    def process_batch(self, records: list[Record]) -> None:
+        raise NotImplementedError
+
+    def emit(self, records: list[Record], children: Sequence[Node] | None = None) -> None:
+        if not records:
+            return
+        kids = self.children if children is None else children
+        if self.task.depth_first:
+            for r in records:
+                one = [r]
+                for c in kids:
+                    c.process_batch(one)
+        else:
+            for c in kids:
+                c.process_batch(records)
+
+
+class SourceNode(Node):
+    __slots__ = ("key_serde", "value_serde")
+
+    def __init__(self, name: str, task: Task, key_serde: Serde, value_serde: Serde) -> None:
+        super().__init__(name, task)
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+
+    def process_batch(self, records: list[Record]) -> None:
+        ks, vs = self.key_serde, self.value_serde
+        if ks.needs_context or vs.needs_context:
+            records = self._with_context(records)
+        else:
+            # the serdes' C functions where they have them; on any exception (a None, bad
+            # bytes) the full function decides: a value, or the serde's own error
+            kfull, vfull = ks.from_bytes, vs.from_bytes
+            kd, vd = ks.c_from_bytes or kfull, vs.c_from_bytes or vfull
+            bad: set[int] | None = None
+            for r in records:
+                try:
+                    k = kd(r.key)
+                except Exception:
+                    try:
+                        k = kfull(r.key)
+                    except Exception as e:
+                        bad = self._bad(bad, e, r, "key")
+                        continue
+                try:
+                    v = vd(r.value)
+                except Exception:
+                    try:
+                        v = vfull(r.value)
+                    except Exception as e:
+                        bad = self._bad(bad, e, r, "value")
+                        continue
+                r.key = k
+                r.value = v
+            if bad is not None:
+                records = [r for r in records if id(r) not in bad]
+        self.emit(records)
+
+    def _with_context(self, records: list[Record]) -> list[Record]:
+        ks, vs = self.key_serde, self.value_serde
+        out = []
+        for r in records:
+            try:
+                k = ks.deserialize(r.key, SerdeContext(r.topic, r.headers, True))
+            except Exception as e:
+                self._bad(None, e, r, "key")
+                continue
+            try:
+                v = vs.deserialize(r.value, SerdeContext(r.topic, r.headers, False))
+            except Exception as e:
+                self._bad(None, e, r, "value")
+                continue
+            r.key = k
+            r.value = v
+            out.append(r)
+        return out
+
+    def _bad(self, bad: set[int] | None, e: Exception, r: Record, what: str) -> set[int]:
+        err = DeserializationError(
+            f"source {self.name!r}: cannot deserialize the record's {what}: {e}",
+            topic=r.topic,
+            partition=r.partition,
+            offset=r.offset,
+        )
+        err.__cause__ = e
+        self.task.error_handler(err, r)
+        out = bad if bad is not None else set()
+        out.add(id(r))
+        return out
+
+
+class ProcessorNode(Node):
+    __slots__ = ("batch", "ctx", "processor")
+
+    def __init__(self, name: str, task: Task, processor: Processor, stores: list[str]) -> None:
+        super().__init__(name, task)
+        self.processor = processor
+        self.ctx = NodeContext(self, stores)
+        self.batch = overrides_batch(processor)
+
+    def process_batch(self, records: list[Record]) -> None:
+        ctx = self.ctx
+        if self.batch:
+            self.processor.process_batch(records)
+        else:
+            task = self.task
+            process = self.processor.process
+            for r in records:
+                task.current = r
+                try:
+                    process(r)
+                except Exception as e:
+                    ctx.on_error(e, r)
+        if ctx.pending or ctx.pending_to:
+            ctx.flush()
+
+
+class SinkNode(Node):
+    __slots__ = ("key_serde", "partitioner", "topic", "value_serde")
+
+    def __init__(
+        self,
+        name: str,
+        task: Task,
+        topic: str,
+        key_serde: Serde,
+        value_serde: Serde,
+        partitioner: Callable[[Any, Any, int], int] | None,
+    ) -> None:
+        super().__init__(name, task)
+        self.topic = topic
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self.partitioner = partitioner
+
+    def process_batch(self, records: list[Record]) -> None:
+        topic = self.topic
+        task = self.task
+        send = task.collector.send
+        ks, vs = self.key_serde, self.value_serde
+        ctx_needed = ks.needs_context or vs.needs_context
+        # the serdes' C functions where they have them, the full ones when those raise (see
+        # SourceNode)
+        kfull, vfull = ks.to_bytes, vs.to_bytes
+        kser, vser = ks.c_to_bytes or kfull, vs.c_to_bytes or vfull
+        part = self.partitioner
+        n = task.collector.partitions_for(topic) if part is not None else 0
+        for r in records:
+            try:
+                if ctx_needed:
+                    k = ks.serialize(r.key, SerdeContext(topic, r.headers, True))
+                    v = vs.serialize(r.value, SerdeContext(topic, r.headers, False))
+                else:
+                    try:
+                        k = kser(r.key)
+                    except Exception:
+                        k = kfull(r.key)
+                    try:
+                        v = vser(r.value)
+                    except Exception:
+                        v = vfull(r.value)
+                p = part(r.key, r.value, n) if part is not None else None
+            except Exception as e:
+                task.report(e, r, f"sink {self.name!r} (topic {topic!r})")
+                continue
+            task.current = r  # the collector may ask task.source() for provenance
+            send(topic, k, v, r.timestamp, r.headers, p)
+
+
+class NodeContext:
+    """The `ProcessorContext` of one processor node in one task."""
+
+    __slots__ = ("_stores", "node", "pending", "pending_to", "task")
+
+    def __init__(self, node: ProcessorNode, stores: list[str]) -> None:
+        self.node = node
+        self.task = node.task
+        self._stores = stores
+        self.pending: list[Record] = []
+        self.pending_to: dict[str, list[Record]] = {}
+
+    # record metadata: the input record being processed (Kafka's record context)
+    @property
+    def app_id(self) -> str:
+        return self.task.app_id
+
+    @property
+    def task_id(self) -> str:
+        return self.task.id
+
+    @property
+    def topic(self) -> str | None:
+        cur = self.task.current
+        return cur.topic if cur is not None else None
+
+    @property
+    def partition(self) -> int | None:
+        cur = self.task.current
+        return cur.partition if cur is not None else None
+
+    @property
+    def offset(self) -> int | None:
+        cur = self.task.current
+        return cur.offset if cur is not None else None
+
+    @property
+    def timestamp(self) -> int:
+        cur = self.task.current
+        return cur.timestamp if cur is not None else self.task.punctuation_time
+
+    @property
+    def headers(self) -> Headers:
+        cur = self.task.current
+        return cur.headers if cur is not None else ()
+
+    @property
+    def stream_time(self) -> int:
+        return self.task.stream_time
+
+    @property
+    def record(self) -> Record | None:
+        return self.task.current
+
+    def _children(self, to: str | None) -> list[Node]:
+        if to is None:
+            return self.node.children
+        for c in self.node.children:
+            if c.name == to:
+                return [c]
+        names = [c.name for c in self.node.children]
+        raise TopologyError(
+            f"processor {self.node.name!r}: cannot forward to {to!r}, its children are {names}"
+        )
+
+    def forward(self, record: Record, to: str | None = None) -> None:
+        cur = self.task.current
+        if record.topic is None and cur is not None:
+            # Keep the provenance of the input record on what it caused.
+            record = Record(
+                record.key,
+                record.value,
+                record.timestamp,
+                record.headers,
+                cur.topic,
+                cur.partition,
+                cur.offset,
+                record.timestamp_type,
+            )
+        if self.task.depth_first:
+            one = [record]
+            for c in self._children(to):
+                c.process_batch(one)
+            self.task.current = cur
+        elif to is None:
+            self.pending.append(record)
+        else:
+            self._children(to)
+            self.pending_to.setdefault(to, []).append(record)
+
+    def forward_batch(self, records: list[Record], to: str | None = None) -> None:
+        """Hand a list to the children now (built-in processors call this once per run)."""
+        self.node.emit(records, None if to is None else self._children(to))
+
+    def flush(self) -> None:
+        pending, self.pending = self.pending, []
+        self.node.emit(pending)
+        if self.pending_to:
+            named, self.pending_to = self.pending_to, {}
+            for to, recs in named.items():
+                self.node.emit(recs, self._children(to))
+
+    def get_store(self, name: str) -> Any:
+        if name in self._stores:
+            return self.task.stores[name]
+        glob = self.task.global_stores.get(name)
+        if glob is not None:
+            return glob
+        raise TopologyError(
+            f"processor {self.node.name!r} is not connected to store {name!r} "
+            f"(connected: {self._stores}); connect it with add_state_store/stores=..."
+        )
+
+    def schedule(
+        self,
+        interval: DurationLike,
+        type: PunctuationTypeLike,
+        callback: Callable[[int], None],
+    ) -> Schedule:
+        ms = duration(interval, name="punctuation interval")
+        if ms < 1:
+            raise ConfigError(f"processor {self.node.name!r}: punctuation interval must be >= 1ms")
+        try:
+            kind = PunctuationType(type)
+        except ValueError:
+            raise ConfigError(
+                f"processor {self.node.name!r}: punctuation type must be 'stream_time' or "
+                f"'wall_clock', got {type!r}"
+            ) from None
+        return self.task.add_schedule(self, ms, kind, callback)
+
+    def commit(self) -> None:
+        self.task.commit_requested = True
+
+    def on_error(self, exc: BaseException, record: Record) -> None:
+        self.task.report(exc, record, f"processor {self.node.name!r}")
+
+    def record_dropped(self, reason: str, record: Record | None = None) -> None:
+        self.task.record_dropped(
+            reason, record if record is not None else self.task.current, self.node.name
+        )
