@@ -102,13 +102,16 @@ class RuntimeContext:
         with self._lock:
             self.restoring += delta
 
-    def new_producer(self, transactional_id: str | None) -> Producer:
+    def new_producer(
+        self, transactional_id: str | None, kafka: Mapping[str, Any] | None = None
+    ) -> Producer:
         """An idempotent producer, transactional with `transactional_id`, that tracks the
-        offsets of the changelog records it delivers."""
+        offsets of the changelog records it delivers (`kafka`: the settings, by default the
+        app's)."""
         return self.client_supplier.producer(
             ClientConfig(
                 self.bootstrap_servers,
-                self.config.kafka,
+                self.config.kafka if kafka is None else kafka,
                 self.config.connect_timeout,
                 client_id=transactional_id,
                 transactional_id=transactional_id,

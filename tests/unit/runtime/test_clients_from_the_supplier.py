@@ -4,13 +4,18 @@ settings each client gets are its role's part of the one `kafka` dict."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
-from support.mock_runtime import SRC, running
+from support.mock_runtime import DST, SRC, running
 
 from kstream.dsl import StreamBuilder
+from kstream.kafka.producer import Producer
 from kstream.kafka.roles import client_config
+from kstream.kafka.supplier import ClientConfig
+from kstream.runtime import App
 from kstream.testing import MockCluster, MockProducer
+from kstream.testing.supplier import MockClientSupplier
 
 REGIONS, OUT = "regions", "enriched"
 
@@ -78,3 +83,55 @@ def test_client_config_keeps_the_role_s_settings_and_the_shared_ones(
 def test_client_config_rejects_an_unknown_role() -> None:
     with pytest.raises(ValueError, match="producer, consumer or admin, got 'broker'"):
         client_config("broker", {})  # type: ignore[arg-type]
+
+
+class _RecordingSupplier(MockClientSupplier):
+    """Mock clients, remembering the settings each producer was asked for."""
+
+    def __init__(self, cluster: MockCluster) -> None:
+        super().__init__(cluster)
+        self.producer_configs: list[ClientConfig] = []
+
+    def producer(self, config: ClientConfig) -> Producer:
+        self.producer_configs.append(config)
+        return super().producer(config)
+
+
+def _producer_lingers(guarantee: str, tmp_path: Path, **config: Any) -> list[object]:
+    cluster = MockCluster()
+    cluster.create_topic(SRC, 2)
+    cluster.create_topic(DST, 2)
+    supplier = _RecordingSupplier(cluster)
+    b = StreamBuilder()
+    b.stream(SRC).to(DST)
+    app = App(
+        b,
+        "lingers",
+        "mock:9092",
+        guarantee,
+        config={"state_dir": str(tmp_path), **config},
+        client_supplier=supplier,
+    )
+    thread = app._new_stream_thread(app._create_topics())
+    thread.open()
+    try:
+        thread.run_once()
+        return [c.kafka.get("linger.ms") for c in supplier.producer_configs]
+    finally:
+        thread.close()
+
+
+def test_the_shared_transactional_producer_lingers_up_to_a_commit(tmp_path: Path) -> None:
+    # exactly_once_v2: one producer for every task, its records invisible until the commit
+    assert _producer_lingers("exactly_once_v2", tmp_path / "a", commit_interval=20) == [20]
+    assert _producer_lingers("exactly_once_v2", tmp_path / "b") == [100]
+    assert _producer_lingers("exactly_once_v2", tmp_path / "c", commit_interval=2000) == [100]
+    assert _producer_lingers("exactly_once_v2", tmp_path / "d", commit_interval=1) == [5]
+    # the user's setting (or its librdkafka alias) wins
+    assert _producer_lingers("exactly_once_v2", tmp_path / "e", kafka={"linger.ms": 2}) == [2]
+    assert _producer_lingers(
+        "exactly_once_v2", tmp_path / "f", kafka={"queue.buffering.max.ms": 3}
+    ) == [None]
+    # per-task producers and at_least_once's keep the client default (kstream's 5 ms)
+    assert set(_producer_lingers("exactly_once", tmp_path / "g")) == {None}
+    assert set(_producer_lingers("at_least_once", tmp_path / "h")) == {None}
