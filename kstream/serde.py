@@ -39,8 +39,10 @@ class Serde:
     name: str = "custom"
     # C functions the batch paths may call instead of to_bytes / from_bytes, saving a Python
     # call per record: each gives the same result for every input it accepts and raises for
-    # every other (None included), after which the caller calls the full function (which
-    # passes None through or raises the serde's own error). None: no such function.
+    # every other, after which the caller calls the full function (which raises the serde's
+    # own error). `c_from_bytes` raises for None too; `c_to_bytes` is never given None (the
+    # sink serializes a None key or value as None, a tombstone, itself). None: no such
+    # function.
     c_to_bytes: Callable[[Any], bytes] | None = None
     c_from_bytes: Callable[[bytes], Any] | None = None
 
@@ -247,12 +249,16 @@ def null_safe_serde(
 
 BUILTIN: dict[str, Serde] = {
     # bytes(b) is b for bytes and raises for None; str.encode and bytes.decode raise for
-    # anything but str and bytes; orjson.loads raises for None
+    # anything but str and bytes; orjson.loads raises for None; orjson.dumps without options
+    # raises where the full function's OPT_NON_STR_KEYS is needed (a dict with non-str keys)
+    # and writes everything else alike
     "bytes": _NullSafeSerde(_bytes_ser, _bytes_de, "bytes", c_from_bytes=bytes),
     "string": _NullSafeSerde(
         _string_ser, _string_de, "string", c_to_bytes=str.encode, c_from_bytes=bytes.decode
     ),
-    "json": _NullSafeSerde(_json_ser, _json_de, "json", c_from_bytes=orjson.loads),
+    "json": _NullSafeSerde(
+        _json_ser, _json_de, "json", c_to_bytes=orjson.dumps, c_from_bytes=orjson.loads
+    ),
     "integer": _NullSafeSerde(_int_ser, _int_de, "integer"),
     "long": _NullSafeSerde(_long_ser, _long_de, "long"),
     "double": _NullSafeSerde(_double_ser, _double_de, "double"),

@@ -59,16 +59,24 @@ class FilterProcessor(BuiltinProcessor):
         self.negate = negate
 
     def process_batch(self, records: Sequence[Record]) -> None:
-        pred, neg, on_error = self.predicate, self.negate, self.ctx.on_error
-        out = []
-        for r in records:
-            try:
-                keep = bool(pred(r.key, r.value)) is not neg
-            except Exception as e:
-                on_error(e, r)
-                continue
-            if keep:
-                out.append(r)
+        pred, on_error = self.predicate, self.ctx.on_error
+        out: list[Record] = []
+        keep = out.append
+        # one loop per polarity: the test of each record is the predicate's truth alone
+        if self.negate:
+            for r in records:
+                try:
+                    if not pred(r.key, r.value):
+                        keep(r)
+                except Exception as e:
+                    on_error(e, r)
+        else:
+            for r in records:
+                try:
+                    if pred(r.key, r.value):
+                        keep(r)
+                except Exception as e:
+                    on_error(e, r)
         self.ctx.forward_batch(out)
 
 

@@ -193,14 +193,19 @@ class SinkNode(Node):
                     k = ks.serialize(r.key, SerdeContext(topic, r.headers, True))
                     v = vs.serialize(r.value, SerdeContext(topic, r.headers, False))
                 else:
-                    try:
-                        k = kser(r.key)
-                    except Exception:
-                        k = kfull(r.key)
-                    try:
-                        v = vser(r.value)
-                    except Exception:
-                        v = vfull(r.value)
+                    # None (a tombstone, a null key) is the full function's to pass through
+                    k = r.key
+                    if k is not None:
+                        try:
+                            k = kser(k)
+                        except Exception:
+                            k = kfull(k)
+                    v = r.value
+                    if v is not None:
+                        try:
+                            v = vser(v)
+                        except Exception:
+                            v = vfull(v)
                 p = part(r.key, r.value, n) if part is not None else None
             except Exception as e:
                 task.report(e, r, f"sink {self.name!r} (topic {topic!r})")

@@ -223,6 +223,9 @@ _INPUTS: list[Any] = [
     {"k": 1},
     [1, "x"],
     True,
+    {1: "non-str key"},  # orjson.dumps raises; the json serde writes it (OPT_NON_STR_KEYS)
+    2**70,  # beyond 64 bits: orjson raises, and so does the json serde
+    {"nested": {"k": [None, 1.5e300]}},
 ]
 
 
@@ -248,14 +251,17 @@ def test_a_serdes_c_functions_agree_with_its_full_functions_or_raise(name: str, 
     for c_fn, full in pairs:
         if c_fn is None:
             continue
+        if arg is None and c_fn is s.c_to_bytes:
+            continue  # see below
         kind, got = _outcome(c_fn, arg)
         if kind == "value":
             full_kind, expected = _outcome(full, arg)
             assert (full_kind, expected) == ("value", got)
             assert type(expected) is type(got)
     if arg is None:
+        # a sink never hands None to c_to_bytes (orjson.dumps writes it as b"null"); a source
+        # hands whatever it reads to c_from_bytes, which must then raise
         assert s.c_from_bytes is None or _outcome(s.c_from_bytes, None)[0] == "error"
-        assert s.c_to_bytes is None or _outcome(s.c_to_bytes, None)[0] == "error"
         assert s.from_bytes(None) is None and s.to_bytes(None) is None
 
 
@@ -263,4 +269,4 @@ def test_serdes_without_c_functions_leave_them_unset() -> None:
     custom = Serde(lambda v: v, lambda b: b)
     assert custom.c_to_bytes is None and custom.c_from_bytes is None
     assert serde("long").c_from_bytes is None
-    assert serde("json").c_to_bytes is None  # orjson writes None as b"null", a tombstone is None
+    assert serde("long").c_to_bytes is None
