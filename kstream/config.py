@@ -19,6 +19,7 @@ from kstream.errors import ConfigError
 from kstream.kafka.security import validate_security
 
 ERROR_POLICIES = ("fail", "skip", "dlq")
+RECORDING_LEVELS = ("info", "debug")
 GUARANTEES = ("exactly_once", "exactly_once_v2", "at_least_once")
 _HOSTPORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.\-]*):(\d{1,5})$")
 DURATION_KEYS = (
@@ -62,6 +63,9 @@ class Config:
     kafka: Mapping[str, Any] = field(default_factory=dict)
     # Pause Python's cyclic garbage collector while a batch is processed (see thread.py)
     gc_pause: bool = True
+    # Kafka Streams' metrics.recording.level: state-store operation metrics (counts, latency)
+    # are recorded at "debug" only; "info" keeps the rest (see kstream.metrics)
+    metrics_recording_level: str = "info"
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -100,6 +104,13 @@ class Config:
             set_(self, key, duration(value, name=key))
         if not isinstance(self.gc_pause, bool):
             raise ConfigError(f"gc_pause: expected true or false, got {self.gc_pause!r}")
+        level = self.metrics_recording_level
+        if not isinstance(level, str) or level.lower() not in RECORDING_LEVELS:
+            raise ConfigError(
+                f"metrics_recording_level: expected one of {', '.join(RECORDING_LEVELS)} "
+                f"(Kafka Streams' INFO and DEBUG), got {level!r}"
+            )
+        set_(self, "metrics_recording_level", level.lower())
         if self.dedup_retention <= 0:
             raise ConfigError("dedup_retention: must be greater than zero")
         if self.connect_timeout <= 0:

@@ -221,6 +221,8 @@ def prometheus_and_two_apps(
         "PYTHONPATH": str(tmp),
         "PYTHONUNBUFFERED": "1",
         "KSTREAM_DEFAULT_BACKEND": "lmdb",
+        # the store panels show operation counts and latency, recorded at the debug level
+        "KSTREAM_METRICS_RECORDING_LEVEL": "debug",
     }
     procs: list[subprocess.Popen[bytes]] = []
     for app, port in zip(apps, ports, strict=True):

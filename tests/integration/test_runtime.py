@@ -105,7 +105,8 @@ def test_the_runtime_feeds_its_metrics(
         _word_count(src, dst),
         unique_name("app"),
         bs,
-        config=fast_group({"state_dir": str(tmp_path)}),
+        # store operations are metrics of the debug recording level
+        config=fast_group({"state_dir": str(tmp_path), "metrics_recording_level": "debug"}),
     )
     app.start()
     try:

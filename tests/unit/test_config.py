@@ -186,6 +186,19 @@ def test_gc_pause_must_be_a_bool() -> None:
         Config.from_mapping({"gc_pause": "no"})
 
 
+def test_metrics_recording_level_is_kafka_streams_info_or_debug() -> None:
+    assert Config().metrics_recording_level == "info"
+    assert Config.from_mapping({"metrics_recording_level": "DEBUG"}).metrics_recording_level == (
+        "debug"
+    )
+    for bad in ("trace", "", 1):
+        with pytest.raises(
+            ConfigError,
+            match=rf"metrics_recording_level: expected one of info, debug .*got {bad!r}",
+        ):
+            Config.from_mapping({"metrics_recording_level": bad})
+
+
 @pytest.mark.parametrize("key", ["commit_interval", "batch_max_wait", "shutdown_timeout"])
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
 def test_durations_must_be_finite(key: str, value: float) -> None:
