@@ -61,11 +61,21 @@ _STATE_FORMAT = 2
 
 
 def _update(r: Record, key: Windowed, new: Any, old: Any, ts: int) -> Record:
-    """The update record for `key`, keeping the provenance of the record `r` that caused it."""
-    return Record(
-        key, new_change((new, old)), ts, r.headers, r.topic, r.partition, r.offset,
-        r.timestamp_type,
-    )  # fmt: skip
+    """The update record for `key`, keeping the provenance of the record `r` that caused it
+    (built slot by slot, as `Record.with_value` is: once per aggregated record)."""
+    u: Record = _new(Record)
+    u.key = key
+    u.value = new_change((new, old))
+    u.timestamp = ts
+    u.headers = r.headers
+    u.topic = r.topic
+    u.partition = r.partition
+    u.offset = r.offset
+    u.timestamp_type = r.timestamp_type
+    return u
+
+
+_new = object.__new__
 
 
 class _WindowedAggregate(BuiltinProcessor):

@@ -35,7 +35,7 @@ from kstream.errors import ProduceError
 from kstream.kafka.producer import Producer
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.metrics import STORE_TIMING_SAMPLE_EVERY
-from kstream.records import Headers, Record
+from kstream.records import Headers, Record, TimestampType
 from kstream.runtime.policies import ErrorCounts, make_handler
 from kstream.state.changelog import CHANGELOG_OFFSET, changelog_records
 from kstream.state.metrics import StoreMetrics, instrument
@@ -345,19 +345,22 @@ class RuntimeTask:
         self.begin()
         self.batch = parts
         lists: list[list[Record]] = []
+        new, create_time = object.__new__, TimestampType.CREATE_TIME
         for (topic, partition), msgs in parts.items():
-            recs = [
-                Record(
-                    m.key(),
-                    m.value(),
-                    m.timestamp()[1],
-                    m.headers() or (),  # type: ignore[arg-type]
-                    topic,
-                    partition,
-                    m.offset(),
-                )
-                for m in msgs
-            ]
+            # Record(...) field by field: a third cheaper per message (see kstream.records)
+            recs: list[Record] = []
+            keep = recs.append
+            for m in msgs:
+                r = new(Record)
+                r.key = m.key()
+                r.value = m.value()
+                r.timestamp = m.timestamp()[1]
+                r.headers = m.headers() or ()  # type: ignore[assignment]
+                r.topic = topic
+                r.partition = partition
+                r.offset = m.offset()
+                r.timestamp_type = create_time
+                keep(r)
             self.next_offsets[(topic, partition)] = msgs[-1].offset() + 1  # type: ignore[operator]
             lists.append(self._drop_seen(recs))
         records = lists[0] if len(lists) == 1 else list(heapq.merge(*lists, key=_timestamp))
