@@ -218,6 +218,7 @@ class TimeWindowAggregateProcessor(_WindowedAggregate):
         super().__init__(store, windows.grace_ms, emit_final, idle_close_ms)
         self.step = step
         self.windows = windows
+        self.tumbling = windows.advance_ms == windows.size_ms
 
     def upgrade_store(self) -> None:
         # the latest a record of the window can have been
@@ -228,7 +229,11 @@ class TimeWindowAggregateProcessor(_WindowedAggregate):
         store, step, size = self.store, self.step, self.windows.size_ms
         k, v, t = r.key, r.value, r.timestamp
         expired = 0
-        for start in self.windows.window_starts(t):
+        if self.tumbling:  # one window, computed here (window_starts builds a list per call)
+            starts: Sequence[int] = (t - t % size,) if t >= 0 else ()
+        else:
+            starts = self.windows.window_starts(t)
+        for start in starts:
             end = start + size
             if end <= close:
                 expired += 1
@@ -245,7 +250,7 @@ class TimeWindowAggregateProcessor(_WindowedAggregate):
             if not self.emit_final:
                 out.append(_update(r, new_windowed((k, start, end)), new, old, ts))
         if expired:
-            if expired == len(self.windows.window_starts(t)):
+            if expired == len(starts):
                 self.dropped("late_record", r)
             else:
                 for _ in range(expired):
