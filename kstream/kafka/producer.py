@@ -31,6 +31,13 @@ from kstream.kafka.roles import client_config
 
 __all__ = ["DeliveryFailure", "Producer"]
 
+# confluent-kafka's produce() takes (topic, value, key, partition, on_delivery, callback,
+# timestamp, headers); called with all eight positionally it skips building and matching
+# keywords, 0.25-0.35 us of its 0.8-1.1 us per call (measured on a queue-only producer).
+# Partition -1 is librdkafka's RD_KAFKA_PARTITION_UA: the configured partitioner chooses. A None
+# callback leaves the producer's own delivery callback in charge, as an omitted one does.
+UNASSIGNED = -1
+
 PRODUCER_DEFAULTS: dict[str, Any] = {
     "partitioner": "murmur2_random",
     "linger.ms": 5,
@@ -119,9 +126,10 @@ class Producer:
         except KafkaException as e:
             raise ConfigError(f"Producer: invalid kafka settings: {e}") from None
         # The client's own produce, for a caller that queues a record per call (the runtime's
-        # sink): one Python call fewer per record. It takes `produce`'s arguments (headers a
-        # list or None, timestamp an int), and the caller falls back to `produce` when it
-        # raises, which retries a full queue and turns errors into kstream's.
+        # sink): one Python call fewer per record. It takes confluent-kafka's eight positional
+        # arguments (see UNASSIGNED: partition -1 or a number, None, None, timestamp an int,
+        # headers a list or None), and the caller falls back to `produce` when it raises,
+        # which retries a full queue and turns errors into kstream's.
         self.client_produce = self._p.produce
         check_connected(self._p, bootstrap_servers, self._timeout, self._errors, "Producer")
         self._in_txn = False
@@ -200,11 +208,9 @@ class Producer:
         # the runtime passes a fresh list per record: hand it over as it is
         hdrs: Any = (headers if type(headers) is list else list(headers)) if headers else None
         ts = timestamp or 0
+        part = UNASSIGNED if partition is None else partition
         try:
-            if partition is None:
-                self._p.produce(topic, value, key, timestamp=ts, headers=hdrs)
-            else:
-                self._p.produce(topic, value, key, partition, timestamp=ts, headers=hdrs)
+            self._p.produce(topic, value, key, part, None, None, ts, hdrs)
             return
         except BufferError:
             self._p.poll(0.05)
@@ -212,10 +218,7 @@ class Producer:
             raise self._produce_error(e, topic, partition) from None
         while True:
             try:
-                if partition is None:
-                    self._p.produce(topic, value, key, timestamp=ts, headers=hdrs)
-                else:
-                    self._p.produce(topic, value, key, partition, timestamp=ts, headers=hdrs)
+                self._p.produce(topic, value, key, part, None, None, ts, hdrs)
                 return
             except BufferError:
                 self._p.poll(0.05)

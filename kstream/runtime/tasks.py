@@ -32,7 +32,7 @@ from confluent_kafka import Message, TopicPartition
 from kstream import stores
 from kstream.config import Config
 from kstream.errors import ProduceError
-from kstream.kafka.producer import Producer
+from kstream.kafka.producer import UNASSIGNED, Producer
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.metrics import STORE_TIMING_SAMPLE_EVERY
 from kstream.records import Headers, Record, TimestampType
@@ -186,12 +186,9 @@ class Collector:
             # Producer.produce's common case, inlined; anything it raises (a full queue, a
             # client error) goes to the full call below, which retries or names the error
             try:
-                if partition is None:
-                    fast(topic, value, key, timestamp=timestamp or 0, headers=hdrs or None)
-                else:
-                    fast(
-                        topic, value, key, partition, timestamp=timestamp or 0, headers=hdrs or None
-                    )
+                # positionally (see kstream.kafka.producer.UNASSIGNED)
+                part = UNASSIGNED if partition is None else partition
+                fast(topic, value, key, part, None, None, timestamp or 0, hdrs or None)
                 produced = self.produced
                 produced[topic] = produced.get(topic, 0) + 1
                 return
