@@ -87,12 +87,18 @@ def time_windowed_serde(inner: SerdeLike, window_size: DurationLike) -> Serde:
     ks = serde(inner)
     size = duration(window_size, name="window_size")
     kser, kde, pack, unpack_from = ks.to_bytes, ks.from_bytes, _Q.pack, _Q.unpack_from
+    kc = ks.c_to_bytes  # the inner serde's C function, the full one when it raises (see Serde)
 
     def ser(w: Windowed | None) -> bytes | None:
         if w is None:
             return None
-        kb = kser(w.key)
-        return (kb or b"") + pack(w.start)
+        k = w.key
+        if k is not None and kc is not None:
+            try:
+                return kc(k) + pack(w.start)
+            except Exception:
+                pass
+        return (kser(k) or b"") + pack(w.start)
 
     def de(b: bytes | None) -> Windowed | None:
         if b is None:

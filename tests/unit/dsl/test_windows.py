@@ -10,7 +10,7 @@ import pytest
 from kstream.dsl import StreamBuilder
 from kstream.dsl.windowed import session_windowed_serde, time_windowed_serde
 from kstream.dsl.windows import JoinWindows, SessionWindows, SlidingWindows, TimeWindows
-from kstream.errors import ConfigError, TopologyError
+from kstream.errors import ConfigError, SerdeError, TopologyError
 from kstream.records import Windowed
 from kstream.testing.driver import TopologyTestDriver
 
@@ -387,3 +387,18 @@ def test_negative_timestamps_have_no_time_or_sliding_window() -> None:
         )
         assert out == [(W("a", 0, 10), 1)]
         assert dropped == {"late_record": 1}
+
+
+def test_time_windowed_serde_writes_every_inner_key_as_the_inner_serde_does() -> None:
+    """The serde tries the inner serde's C function first (str.encode, orjson.dumps): where it
+    cannot write a key, the inner serde's own function decides (a value or its error)."""
+    start = (20).to_bytes(8, "big")
+    strings = time_windowed_serde("string", 10)
+    assert strings.to_bytes(W("k\u00e9", 20, 30)) == "k\u00e9".encode() + start
+    assert strings.to_bytes(W(None, 20, 30)) == start  # a null key: the start alone
+    with pytest.raises(SerdeError, match="string serde expects str, got int"):
+        strings.to_bytes(W(7, 20, 30))
+    jsons = time_windowed_serde("json", 10)
+    assert jsons.to_bytes(W({1: "a"}, 20, 30)) == b'{"1":"a"}' + start  # non-str keys: the full one
+    assert jsons.to_bytes(W(["x", 1], 20, 30)) == b'["x",1]' + start
+    assert strings.from_bytes(strings.to_bytes(W("k", 20, 30))) == W("k", 20, 30)
