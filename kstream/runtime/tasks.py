@@ -274,7 +274,7 @@ class RuntimeTask:
             )
             if (
                 ctx.store_metrics is not None
-                and cfg.metrics_recording_level == "debug"
+                and cfg.metrics_recording_level != "info"
                 and not spec.name.startswith("kstream-")
             ):
                 # Store operations are counted and timed at the debug recording level only, as

@@ -186,15 +186,18 @@ def test_gc_pause_must_be_a_bool() -> None:
         Config.from_mapping({"gc_pause": "no"})
 
 
-def test_metrics_recording_level_is_kafka_streams_info_or_debug() -> None:
+def test_metrics_recording_level_is_kafka_streams_info_debug_or_trace() -> None:
     assert Config().metrics_recording_level == "info"
     assert Config.from_mapping({"metrics_recording_level": "DEBUG"}).metrics_recording_level == (
         "debug"
     )
-    for bad in ("trace", "", 1):
+    assert Config.from_mapping({"metrics_recording_level": "TRACE"}).metrics_recording_level == (
+        "trace"
+    )
+    for bad in ("verbose", "", 1):
         with pytest.raises(
             ConfigError,
-            match=rf"metrics_recording_level: expected one of info, debug .*got {bad!r}",
+            match=rf"metrics_recording_level: expected one of info, debug, trace .*got {bad!r}",
         ):
             Config.from_mapping({"metrics_recording_level": bad})
 
