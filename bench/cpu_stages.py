@@ -67,7 +67,6 @@ RULES: tuple[tuple[str, str, str], ...] = (
     ("kstream/kafka/consumer.py", "Consumer.consume", "consume/deserialize"),
     ("kstream/kafka/consumer.py", "Consumer.poll", "consume/deserialize"),
     ("kstream/runtime/tasks.py", "RuntimeTask.process", "consume/deserialize"),
-    ("kstream/runtime/tasks.py", "RuntimeTask._drop_seen", "consume/deserialize"),
     ("kstream/runtime/tasks.py", "_timestamp", "consume/deserialize"),
     ("kstream/runtime/thread.py", "StreamThread._process", "node execution"),
     ("kstream/topology/task.py", "Task.", "node execution"),
