@@ -27,7 +27,9 @@ record.
 at_least_once and exactly_once on lmdb, twice each; Quix Streams under exactly_once once each;
 5 s latency runs (the broker's floor: a plain and a transactional hop; the raw loop; kstream
 exactly_once). `--full` (`make
-bench-full`, the README's table): every configuration 3 times, 10 s latency runs.
+bench-full`, the README's table): every configuration 3 times, 10 s latency runs, and the
+plain hop and kstream again with the upstream producer lingering 50 ms (a tenth of the record
+batches, which the test broker's fetches slow down with).
 
 `--processes 1,2` runs each kstream row once per worker-process count (the row's `processes`):
 N processes of one app as `kstreamd run --processes N` starts them, timed from the first one's
@@ -314,6 +316,7 @@ def ensure_quix_python(path: str | None) -> str:
 
 LATENCY_KNOBS: dict[str, Any] = {"batch_max_wait": 5, "commit_interval": 20}
 LATENCY_KAFKA: dict[str, Any] = {}
+INPUT_LINGER_MS = 50  # the full run's second latency input (see latency_runs)
 
 
 def latency_run(
@@ -325,8 +328,10 @@ def latency_run(
     knobs: dict[str, Any] = LATENCY_KNOBS,
     kafka: dict[str, Any] = LATENCY_KAFKA,
     engine: str = "kstream",
+    input_linger_ms: int | None = None,
 ) -> dict[str, Any]:
-    """kstream P1 fed at `rate` records/s; end-to-end latency percentiles."""
+    """kstream P1 fed at `rate` records/s; end-to-end latency percentiles. `input_linger_ms`:
+    the upstream producer's linger.ms (None: librdkafka's default, 5 ms)."""
     src, out = f"lat-in-{uuid.uuid4().hex[:6]}", f"lat-out-{uuid.uuid4().hex[:6]}"
     admin = Admin(bs)
     admin.create_topic(src, PARTITIONS, INPUT_CONFIG)
@@ -360,7 +365,7 @@ def latency_run(
             time.sleep(0.05)
         time.sleep(0.5)
         # librdkafka's default linger (5 ms), as an upstream service would produce
-        p = RawProducer({"bootstrap.servers": bs, "partitioner": "murmur2_random"})
+        p = RawProducer(input_producer_config(bs, input_linger_ms))
         produce_at_rate(p, src, rate, n)
         w.join(60)
     finally:
@@ -376,8 +381,16 @@ def latency_run(
         "rate_per_s": rate,
         "records": n,
         **percentiles(w.latencies_ms, rate),
-        "config": {**knobs, "kafka": kafka},
+        "config": {**knobs, "kafka": kafka, "input_linger_ms": input_linger_ms},
     }
+
+
+def input_producer_config(bs: str, linger_ms: int | None) -> dict[str, Any]:
+    """The upstream producer of a latency run: librdkafka's defaults, or `linger_ms`."""
+    conf: dict[str, Any] = {"bootstrap.servers": bs, "partitioner": "murmur2_random"}
+    if linger_ms is not None:
+        conf["linger.ms"] = linger_ms
+    return conf
 
 
 def produce_at_rate(
@@ -438,7 +451,12 @@ def percentiles(latencies_ms: list[float], rate: int) -> dict[str, Any]:
 
 
 def hop_latency_run(
-    bs: str, rate: int, seconds: float, commit_interval_ms: int | None, offsets: bool = False
+    bs: str,
+    rate: int,
+    seconds: float,
+    commit_interval_ms: int | None,
+    offsets: bool = False,
+    input_linger_ms: int | None = None,
 ) -> dict[str, Any]:
     """The broker's own floor: one produce -> read_committed consume hop, no processing.
 
@@ -454,7 +472,7 @@ def hop_latency_run(
     n = int(rate * seconds)
     w = Watcher(bs, topic, n, latency=True)
     w.start()
-    conf: dict[str, Any] = {"bootstrap.servers": bs, "partitioner": "murmur2_random"}
+    conf = input_producer_config(bs, input_linger_ms)
     if tx:
         conf["transactional.id"] = f"hop-{uuid.uuid4().hex}"
     p = RawProducer(conf)
@@ -489,7 +507,11 @@ def hop_latency_run(
         "rate_per_s": rate,
         "records": n,
         **percentiles(w.latencies_ms, rate),
-        "config": {"commit_interval": commit_interval_ms, "offsets": offsets},
+        "config": {
+            "commit_interval": commit_interval_ms,
+            "offsets": offsets,
+            "input_linger_ms": input_linger_ms,
+        },
     }
 
 
@@ -524,6 +546,20 @@ def latency_runs(rate: int, seconds: float, full: bool = True) -> dict[str, Any]
         with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
             out[name] = latency_run(
                 broker.bootstrap_servers, rate, seconds, tmp, guarantee, engine=engine
+            )
+    if full:
+        # The same input in batches of 50 ms (the upstream producer's linger.ms): a tenth of the
+        # record batches, whose count is what the test broker's fetches slow down with. The
+        # floor is this plain hop plus the transactional hop above (its producer commits every
+        # 20 ms, whatever its linger).
+        linger = INPUT_LINGER_MS
+        with EmbeddedBroker() as broker:
+            out[f"broker hop, input linger {linger} ms"] = hop_latency_run(
+                broker.bootstrap_servers, rate, seconds, None, input_linger_ms=linger
+            )
+        with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
+            out[f"kstream, input linger {linger} ms"] = latency_run(
+                broker.bootstrap_servers, rate, seconds, tmp, input_linger_ms=linger
             )
     return out
 
@@ -684,7 +720,7 @@ def main(argv: list[str] | None = None) -> int:
     for lat in latency.values():
         print(
             f"\nlatency, {lat['engine']} {lat['pipeline']} {lat['guarantee']} "
-            f"at {lat['rate_per_s']:,} "
+            f"{input_linger_note(lat)}at {lat['rate_per_s']:,} "
             f"records/s: p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms, max {lat['max_ms']} ms"
             f" (p99 by fifth of the run: {lat.get('p99_ms_by_fifth')})"
         )
@@ -729,6 +765,11 @@ def worker_cmds(cmd: list[str], processes: int, state: str) -> list[list[str]]:
         c += [f"--barrier={barrier}", f"--barrier-count={processes}"]
         out.append(c)
     return out
+
+
+def input_linger_note(lat: dict[str, Any]) -> str:
+    linger = lat.get("config", {}).get("input_linger_ms")
+    return "" if linger is None else f"(input linger {linger} ms) "
 
 
 def median_or_none(values: list[float | None]) -> float | None:
