@@ -15,7 +15,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from kstream.records import Record
+from kstream.records import Record, derive
 from kstream.state.keyvalue import (
     NO_TIMESTAMP,
     TimestampedGet,
@@ -93,7 +93,7 @@ class MapProcessor(BuiltinProcessor):
             except Exception as e:
                 on_error(e, r)
                 continue
-            out.append(r.with_key_value(k, v))
+            out.append(derive(r, k, v))  # r.with_key_value(k, v), one call fewer
         self.ctx.forward_batch(out)
 
 
@@ -110,7 +110,7 @@ class MapValuesProcessor(BuiltinProcessor):
             except Exception as e:
                 on_error(e, r)
                 continue
-            out.append(r.with_value(v))
+            out.append(derive(r, r.key, v))  # r.with_value(v), one call fewer
         self.ctx.forward_batch(out)
 
 
@@ -330,7 +330,7 @@ class AggregateProcessor(BuiltinProcessor):
             if old is not None and stored_ts > ts:
                 ts = stored_ts
             put(kb, new, ts)
-            result = r.with_value(new_change((new, old)))
+            result = derive(r, r.key, new_change((new, old)))
             out.append(result if ts == r.timestamp else result.with_timestamp(ts))
         if task is not None:
             task.current = None
@@ -494,4 +494,4 @@ class TableToStreamProcessor(BuiltinProcessor):
     """A table's updates as a stream: the new value, None for a delete (a tombstone)."""
 
     def process_batch(self, records: Sequence[Record]) -> None:
-        self.ctx.forward_batch([r.with_value(r.value[0]) for r in records])
+        self.ctx.forward_batch([derive(r, r.key, r.value[0]) for r in records])
