@@ -72,6 +72,7 @@ supervisor reports itself not live."""
 _TICK_S = 0.1
 _HEALTH_EVERY_S = 0.5
 _STOP_MARGIN_S = 20.0
+_DUMP_WAIT_S = 1.0  # for a worker's stack dump (SIGUSR1) before it is killed
 """Beyond `shutdown_timeout`, how long a worker may take to close its registry and HTTP."""
 
 
@@ -341,6 +342,7 @@ class Supervisor:
             try:
                 code = proc.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
+                _dump_stacks(slot, proc)
                 proc.kill()
                 proc.wait()
                 failed.append((slot, "it did not stop in time and was killed"))
@@ -417,6 +419,19 @@ def _is_ready(worker: WorkerView) -> bool:
             return bool(resp.status == 200)
     except (urllib.error.URLError, OSError, ValueError):
         return False
+
+
+def _dump_stacks(slot: _Slot, proc: subprocess.Popen[bytes]) -> None:
+    """Ask a worker that did not stop for its threads' stacks (it writes them to its stderr, the
+    supervisor's), so the log says where its close hung."""
+    log.error("worker %s did not stop in time: its threads' stacks follow", slot.instance_id)
+    try:
+        proc.send_signal(signal.SIGUSR1)
+        proc.wait(_DUMP_WAIT_S)
+    except subprocess.TimeoutExpired:
+        pass
+    except OSError:
+        pass
 
 
 def _close_pipe(proc: subprocess.Popen[bytes]) -> None:

@@ -11,6 +11,7 @@ so no worker outlives its supervisor.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import logging
 import os
@@ -103,6 +104,12 @@ class _Tag(logging.Filter):
         return True
 
 
+def dump_stacks_on_request() -> None:
+    """SIGUSR1 writes every thread's stack to stderr: the supervisor asks for it before it kills
+    a worker that did not stop in time, so the log shows where the close hung."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
 def main() -> int:
     from kstream.service.logs import JsonFormatter, setup_logging
     from kstream.service.runner import run_service
@@ -114,6 +121,7 @@ def main() -> int:
         print("kstream worker: error: no settings on standard input", file=sys.stderr)
         return 2
     spec = WorkerSpec.from_json(line)
+    dump_stacks_on_request()
     try:
         handler = setup_logging(spec.log_level, spec.log_format)
         if handler is not None:

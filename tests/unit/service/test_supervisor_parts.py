@@ -141,3 +141,39 @@ def test_a_series_without_the_workers_labels_gets_them_and_a_bad_page_is_left_ou
         'up{app_id="wc",instance_id="n-0"} 1.0',
         'up{app_id="wc",instance_id="n-1"} 1.0',
     ]
+
+
+def test_a_worker_that_does_not_stop_leaves_its_stacks_in_the_log(tmp_path: Path) -> None:
+    """Before killing a worker that did not stop in time, the supervisor asks it (SIGUSR1) for
+    every thread's stack, which the worker writes to its stderr: the log says where it hung."""
+    import subprocess
+    import sys
+
+    from kstream.service import supervisor
+
+    hung = (
+        "import threading, time\n"
+        "from kstream.service.worker import dump_stacks_on_request\n"
+        "dump_stacks_on_request()\n"
+        "def closing_forever():\n"
+        "    time.sleep(60)\n"
+        "threading.Thread(target=closing_forever, name='kstream-stream-thread').start()\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", hung],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=str(Path(__file__).parents[3]),
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        slot = supervisor._Slot(0, "app-0", str(tmp_path), proc=proc)
+        supervisor._dump_stacks(slot, proc)
+    finally:
+        proc.kill()
+        _, err = proc.communicate(timeout=10)
+    dump = err.decode()
+    assert "closing_forever" in dump, dump
+    assert "Current thread 0x" in dump and "line 8 in <module>" in dump, dump  # every thread
