@@ -118,14 +118,12 @@ class SourceNode(Node):
         return out
 
     def _bad(self, bad: set[int] | None, e: Exception, r: Record, what: str) -> set[int]:
-        err = DeserializationError(
+        self.task.fail_record(
+            DeserializationError,
             f"source {self.name!r}: cannot deserialize the record's {what}: {e}",
-            topic=r.topic,
-            partition=r.partition,
-            offset=r.offset,
+            r,
+            e,
         )
-        err.__cause__ = e
-        self.task.error_handler(err, r)
         out = bad if bad is not None else set()
         out.add(id(r))
         return out

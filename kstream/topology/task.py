@@ -206,13 +206,16 @@ class Task:
             # Already reported (a handler re-raised it further down), or a bug in the topology
             # that skipping records cannot fix.
             raise exc
-        err = ProcessingError(
-            f"{where} failed on a record: {type(exc).__name__}: {exc}",
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
+        self.fail_record(
+            ProcessingError, f"{where} failed on a record: {type(exc).__name__}: {exc}", record, exc
         )
-        err.__cause__ = exc
+
+    def fail_record(
+        self, kind: type[RecordError], message: str, record: Record, cause: BaseException
+    ) -> None:
+        """Hand the error policy a `kind` error naming where `record` came from."""
+        err = kind(message, topic=record.topic, partition=record.partition, offset=record.offset)
+        err.__cause__ = cause
         self.error_handler(err, record)
 
     def record_dropped(self, reason: str, record: Record | None, node: str) -> None:
