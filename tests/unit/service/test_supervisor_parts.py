@@ -176,4 +176,5 @@ def test_a_worker_that_does_not_stop_leaves_its_stacks_in_the_log(tmp_path: Path
         _, err = proc.communicate(timeout=10)
     dump = err.decode()
     assert "closing_forever" in dump, dump
-    assert "Current thread 0x" in dump and "line 8 in <module>" in dump, dump  # every thread
+    # Every thread: the main one may still be leaving its print (line 7) or already asleep (8).
+    assert "Current thread 0x" in dump and " in <module>" in dump, dump
