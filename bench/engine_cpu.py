@@ -58,6 +58,9 @@ class DroppingProducer:
     def produce(self, *args: Any) -> None:
         self.sent += 1
 
+    # the client's own produce, which the runtime's collector calls directly when it has one
+    client_produce = produce
+
     def is_fatal(self) -> bool:
         return False
 

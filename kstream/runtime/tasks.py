@@ -35,7 +35,7 @@ from kstream.errors import ProduceError
 from kstream.kafka.producer import UNASSIGNED, Producer
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.metrics import STORE_TIMING_SAMPLE_EVERY
-from kstream.records import Headers, Record, TimestampType
+from kstream.records import Headers, Record, TimestampType, derive
 from kstream.runtime.policies import ErrorCounts, make_handler
 from kstream.state.changelog import CHANGELOG_OFFSET, changelog_records
 from kstream.state.metrics import StoreMetrics, instrument
@@ -161,50 +161,106 @@ class Collector:
         headers: Headers,
         partition: int | None,
     ) -> None:
+        """One record caused by the task's current record (its provenance, and the record a
+        failure is reported on); see `send_many`."""
+        cur = self.rt.task.current
+        if cur is None:
+            origin = Record(None, None, timestamp, headers)
+        else:
+            origin = derive(cur, cur.key, cur.value)
+            origin.timestamp = timestamp
+            origin.headers = headers
+        self.send_many(topic, [origin], [key], [value], None if partition is None else [partition])
+
+    def send_many(
+        self,
+        topic: str,
+        records: Sequence[Record],
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+        partitions: Sequence[int | None] | None,
+    ) -> None:
+        """A sink's records, serialized (`keys`, `values`, and `partitions` or None for the
+        partitioner's choice, one per record): each is stamped with the provenance of its
+        record (topic, partition, offset) and keeps the record's timestamp and headers.
+
+        This is the engine's innermost loop, one pass per output record: everything that
+        does not change from one record to the next (the producer, the header encoder of the
+        source partition the records mostly share) is looked up once per call.
+        """
         rt = self.rt
-        # task.source(), inlined
-        cur = rt.task.current
-        hdrs = [h for h in headers if h[0] != HEADER] if headers else []
-        if cur is not None:
-            offset = cur.offset
-            src_topic = cur.topic
-            src_part = cur.partition
-            if src_topic is not None and src_part is not None and offset is not None:
-                entry = self.counters.get((src_topic, src_part))
-                if entry is None:
-                    entry = self._source(src_topic, src_part)
-                enc, tb, seen = entry
-                idx = seen.get(offset, 0)
-                seen[offset] = idx + 1
-                hdrs.append((HEADER, enc(offset, idx, tb)))
         producer = rt.producer
         if producer is not self._producer:
             self._producer = producer
             self._client_produce = getattr(producer, "client_produce", None)
         fast = self._client_produce
-        if fast is not None:
-            # Producer.produce's common case, inlined; anything it raises (a full queue, a
-            # client error) goes to the full call below, which retries or names the error
+        counters = self.counters
+        last_topic: str | None = None
+        last_part: int | None = None
+        enc: Any = None
+        tb = b""
+        seen: dict[int, int] = {}
+        sent = 0
+        i = -1
+        for r in records:
+            i += 1
+            headers = r.headers
+            hdrs: list[tuple[str, bytes | None]] = (
+                [h for h in headers if h[0] != HEADER] if headers else []
+            )
+            offset = r.offset
+            if offset is not None:
+                src_topic = r.topic
+                src_part = r.partition
+                if src_part != last_part or src_topic != last_topic:
+                    if src_topic is None or src_part is None:
+                        offset = None
+                    else:
+                        last_topic, last_part = src_topic, src_part
+                        entry = counters.get((src_topic, src_part))
+                        if entry is None:
+                            entry = self._source(src_topic, src_part)
+                        enc, tb, seen = entry
+                if offset is not None:
+                    idx = seen.get(offset, 0)
+                    seen[offset] = idx + 1
+                    hdrs.append((HEADER, enc(offset, idx, tb)))
+            partition = None if partitions is None else partitions[i]
+            if fast is not None:
+                # Producer.produce's common case, inlined; anything it raises (a full queue, a
+                # client error) goes to the full call below, which retries or names the error
+                try:
+                    # positionally (see kstream.kafka.producer.UNASSIGNED)
+                    fast(
+                        topic,
+                        values[i],
+                        keys[i],
+                        UNASSIGNED if partition is None else partition,
+                        None,
+                        None,
+                        r.timestamp or 0,
+                        hdrs or None,
+                    )
+                    sent += 1
+                    continue
+                except Exception:
+                    pass
             try:
-                # positionally (see kstream.kafka.producer.UNASSIGNED)
-                part = UNASSIGNED if partition is None else partition
-                fast(topic, value, key, part, None, None, timestamp or 0, hdrs or None)
-                produced = self.produced
-                produced[topic] = produced.get(topic, 0) + 1
-                return
-            except Exception:
-                pass
-        try:
-            producer.produce(topic, value, key, partition, timestamp, hdrs)
+                producer.produce(topic, values[i], keys[i], partition, r.timestamp, hdrs)
+                sent += 1
+            except ProduceError as e:
+                # A record the broker will never take (too large, ...) is the input record's
+                # problem: the processing-error policy decides (fail, skip or dead-letter).
+                if e.retriable or producer.is_fatal():
+                    self._count(topic, sent)
+                    raise
+                rt.task.report(e, r, f"producing to topic {topic!r}")
+        self._count(topic, sent)
+
+    def _count(self, topic: str, sent: int) -> None:
+        if sent:
             produced = self.produced
-            produced[topic] = produced.get(topic, 0) + 1
-        except ProduceError as e:
-            # A record the broker will never take (too large, ...) is the input record's
-            # problem: the processing-error policy decides (fail, skip or dead-letter).
-            rec = self.rt.task.current
-            if e.retriable or rec is None or self.rt.producer.is_fatal():
-                raise
-            self.rt.task.report(e, rec, f"producing to topic {topic!r}")
+            produced[topic] = produced.get(topic, 0) + sent
 
     def send_raw(
         self,

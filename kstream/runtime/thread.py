@@ -385,11 +385,19 @@ class StreamThread:
     def _process_batch(self, msgs: list[Any]) -> None:
         t0 = time.perf_counter()
         groups: dict[TP, list[Any]] = {}
+        # a consumer returns a partition's messages in runs: look its list up once per run
+        last_topic: str | None = None
+        last_part = -1
+        lst: list[Any] = []
         for m in msgs:
-            tp = (m.topic(), m.partition())
-            lst = groups.get(tp)
-            if lst is None:
-                groups[tp] = lst = []
+            part = m.partition()
+            topic = m.topic()
+            if part != last_part or topic != last_topic:
+                last_topic, last_part = topic, part
+                found = groups.get((topic, part))
+                if found is None:
+                    groups[(topic, part)] = found = []
+                lst = found
             lst.append(m)
         per_task: dict[RuntimeTask, dict[TP, list[Any]]] = {}
         task_of = self.task_of

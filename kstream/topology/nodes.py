@@ -176,7 +176,8 @@ class SinkNode(Node):
     def process_batch(self, records: list[Record]) -> None:
         topic = self.topic
         task = self.task
-        send = task.collector.send
+        collector = task.collector
+        send_many = getattr(collector, "send_many", None)
         ks, vs = self.key_serde, self.value_serde
         ctx_needed = ks.needs_context or vs.needs_context
         # the serdes' C functions where they have them, the full ones when those raise (see
@@ -184,32 +185,75 @@ class SinkNode(Node):
         kfull, vfull = ks.to_bytes, vs.to_bytes
         kser, vser = ks.c_to_bytes or kfull, vs.c_to_bytes or vfull
         part = self.partitioner
-        n = task.collector.partitions_for(topic) if part is not None else 0
-        for r in records:
-            try:
-                if ctx_needed:
-                    k = ks.serialize(r.key, SerdeContext(topic, r.headers, True))
-                    v = vs.serialize(r.value, SerdeContext(topic, r.headers, False))
-                else:
-                    # None (a tombstone, a null key) is the full function's to pass through
-                    k = r.key
-                    if k is not None:
-                        try:
-                            k = kser(k)
-                        except Exception:
-                            k = kfull(k)
-                    v = r.value
-                    if v is not None:
-                        try:
-                            v = vser(v)
-                        except Exception:
-                            v = vfull(v)
-                p = part(r.key, r.value, n) if part is not None else None
-            except Exception as e:
-                task.report(e, r, f"sink {self.name!r} (topic {topic!r})")
+        n = collector.partitions_for(topic) if part is not None else 0
+        # Serialized a slice at a time, each slice handed to the collector in one call: one
+        # call per record fewer, while the slice's bytes are still in the CPU's caches.
+        for lo in range(0, len(records), SINK_SLICE):
+            sent: list[Record] = []
+            keys: list[bytes | None] = []
+            values: list[bytes | None] = []
+            parts: list[int | None] | None = [] if part is not None else None
+            for r in records[lo : lo + SINK_SLICE]:
+                try:
+                    if ctx_needed:
+                        k = ks.serialize(r.key, SerdeContext(topic, r.headers, True))
+                        v = vs.serialize(r.value, SerdeContext(topic, r.headers, False))
+                    else:
+                        # None (a tombstone, a null key) is the full function's to pass through
+                        k = r.key
+                        if k is not None:
+                            try:
+                                k = kser(k)
+                            except Exception:
+                                k = kfull(k)
+                        v = r.value
+                        if v is not None:
+                            try:
+                                v = vser(v)
+                            except Exception:
+                                v = vfull(v)
+                    if parts is not None:
+                        parts.append(part(r.key, r.value, n))  # type: ignore[misc]
+                except Exception as e:
+                    task.report(e, r, f"sink {self.name!r} (topic {topic!r})")
+                    continue
+                sent.append(r)
+                keys.append(k)
+                values.append(v)
+            if not sent:
                 continue
-            task.current = r  # the collector may ask task.source() for provenance
-            send(topic, k, v, r.timestamp, r.headers, p)
+            if send_many is not None:
+                send_many(topic, sent, keys, values, parts)
+            else:
+                send_each(task, topic, sent, keys, values, parts)
+
+
+SINK_SLICE = 1024
+"""Records a sink serializes before handing them to the collector."""
+
+
+def send_each(
+    task: Task,
+    topic: str,
+    records: Sequence[Record],
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+    partitions: Sequence[int | None] | None,
+) -> None:
+    """A sink's serialized records through a collector that takes one record a call (the test
+    driver's, Spark's): each record is the task's current one while it is sent, so the
+    collector can ask `task.source()` for its provenance."""
+    send = task.collector.send
+    for i, r in enumerate(records):
+        task.current = r
+        send(
+            topic,
+            keys[i],
+            values[i],
+            r.timestamp,
+            r.headers,
+            None if partitions is None else partitions[i],
+        )
 
 
 class NodeContext:
