@@ -91,3 +91,61 @@ def test_a_record_the_client_refuses_is_reported_against_its_input_record(
     assert rt.task.reported == [(ProduceError, f"producing to topic {topic_name!r}")]
     assert collector.produced == {}
     producer.close()
+
+
+def test_a_slice_of_records_keeps_each_records_origin_headers_and_partition(
+    kafka_broker: EmbeddedBroker, topic_name: str, unique_name: Callable[[str], str]
+) -> None:
+    """`send_many` (a sink's slice): each record is stamped with its own origin, the output
+    index counts per source offset across slices, a stale provenance header is replaced, other
+    headers stay, and a record of no input (a punctuation's) goes out without one."""
+    Admin(kafka_broker.bootstrap_servers).create_topic(topic_name, 2)
+    producer = Producer(kafka_broker.bootstrap_servers)
+    rt: Any = RuntimeTaskStandIn(producer)
+    collector = Collector(rt)
+    stale = (HEADER, b"\x01stale")
+    first = [
+        Record("a", 1, 10, (), "in-a", 0, 7),
+        Record("b", 2, 11, [("trace", b"t1"), stale], "in-b", 1, 7),
+        Record("c", 3, 12, (), "in-a", 0, 7),  # a second output of in-a/0@7
+        Record("d", 4, 13, (), "in-a", 0, 8),
+    ]
+    collector.send_many(
+        topic_name, first, [b"a", b"b", b"c", b"d"], [b"1", b"2", b"3", b"4"], [0, 1, 0, 1]
+    )
+    second = [Record("e", 5, 14, (), "in-a", 0, 7), Record("p", 6, 15)]
+    collector.send_many(topic_name, second, [b"e", None], [b"5", None], None)
+    producer.flush(30)
+    assert collector.produced == {topic_name: 6}
+    consumer = Consumer(
+        kafka_broker.bootstrap_servers,
+        group_id=unique_name("g"),
+        kafka={"auto.offset.reset": "earliest"},
+    )
+    consumer.subscribe([topic_name])
+    got: list[Any] = []
+    deadline = time.monotonic() + 20
+    while len(got) < 6 and time.monotonic() < deadline:
+        got.extend(consumer.consume_batch(100, 0.2))
+    consumer.close()
+    producer.close()
+    by_key = {m.key(): m for m in got}
+    assert sorted(by_key, key=lambda k: (k is None, k)) == [b"a", b"b", b"c", b"d", b"e", None]
+    assert [
+        (by_key[k].partition(), by_key[k].value(), by_key[k].timestamp()[1])
+        for k in (b"a", b"b", b"c", b"d")
+    ] == [(0, b"1", 10), (1, b"2", 11), (0, b"3", 12), (1, b"4", 13)]
+
+    def origin(key: bytes | None) -> tuple[str, int, int, int] | None:
+        p = from_headers(by_key[key].headers())
+        return None if p is None else (p.topic, p.partition, p.offset, p.output_index)
+
+    assert [origin(k) for k in (b"a", b"b", b"c", b"d", b"e")] == [
+        ("in-a", 0, 7, 0),
+        ("in-b", 1, 7, 0),
+        ("in-a", 0, 7, 1),
+        ("in-a", 0, 8, 0),
+        ("in-a", 0, 7, 2),
+    ]
+    assert [k for k, _ in by_key[b"b"].headers()] == ["trace", HEADER]
+    assert by_key[None].headers() is None and by_key[None].value() is None
