@@ -59,7 +59,14 @@ log = logging.getLogger(__name__)
 
 
 class RecordCollector(Protocol):
-    """Where sinks send records (the runtime's producer, the test driver's topics)."""
+    """Where sinks send records (the runtime's producer, the test driver's topics).
+
+    A collector may also take a sink's records a slice at a time, `send_many(topic, records,
+    keys, values, partitions)` (the records, for their origin, timestamp and headers; their
+    serialized keys and values; the partitions, or None for the partitioner's): the runtime's
+    does, which saves a call per record. Sinks send one record a call to the others
+    (`kstream.topology.nodes.send_each`).
+    """
 
     def send(
         self,

@@ -25,6 +25,20 @@ class TaskStandIn:
         self.reported.append((type(exc), where))
 
 
+def read(broker: EmbeddedBroker, topic: str, n: int, group: str) -> list[Any]:
+    """The first `n` messages of `topic` (within 20 s)."""
+    consumer = Consumer(
+        broker.bootstrap_servers, group_id=group, kafka={"auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe([topic])
+    got: list[Any] = []
+    deadline = time.monotonic() + 20
+    while len(got) < n and time.monotonic() < deadline:
+        got.extend(consumer.consume_batch(100, 0.2))
+    consumer.close()
+    return got
+
+
 class RuntimeTaskStandIn:
     def __init__(self, producer: Producer) -> None:
         self.task = TaskStandIn()
@@ -57,17 +71,7 @@ def test_a_full_queue_is_drained_and_every_record_is_written_once_in_order(
     producer.flush(30)
     assert collector.produced == {topic_name: n}
     assert 0 < len(full_calls) < n  # the inlined call queued some; a full queue sent the rest
-    consumer = Consumer(
-        kafka_broker.bootstrap_servers,
-        group_id=unique_name("g"),
-        kafka={"auto.offset.reset": "earliest"},
-    )
-    consumer.subscribe([topic_name])
-    got: list[Any] = []
-    deadline = time.monotonic() + 20
-    while len(got) < n and time.monotonic() < deadline:
-        got.extend(consumer.consume_batch(100, 0.2))
-    consumer.close()
+    got = read(kafka_broker, topic_name, n, unique_name("g"))
     assert [(m.key(), m.value(), m.timestamp()[1]) for m in got] == [
         (b"k%d" % i, b"v%d" % i, 1_000 + i) for i in range(n)
     ]
@@ -117,17 +121,7 @@ def test_a_slice_of_records_keeps_each_records_origin_headers_and_partition(
     collector.send_many(topic_name, second, [b"e", None], [b"5", None], None)
     producer.flush(30)
     assert collector.produced == {topic_name: 6}
-    consumer = Consumer(
-        kafka_broker.bootstrap_servers,
-        group_id=unique_name("g"),
-        kafka={"auto.offset.reset": "earliest"},
-    )
-    consumer.subscribe([topic_name])
-    got: list[Any] = []
-    deadline = time.monotonic() + 20
-    while len(got) < 6 and time.monotonic() < deadline:
-        got.extend(consumer.consume_batch(100, 0.2))
-    consumer.close()
+    got = read(kafka_broker, topic_name, 6, unique_name("g"))
     producer.close()
     by_key = {m.key(): m for m in got}
     assert sorted(by_key, key=lambda k: (k is None, k)) == [b"a", b"b", b"c", b"d", b"e", None]
