@@ -184,9 +184,9 @@ class Collector:
         partitioner's choice, one per record): each is stamped with the provenance of its
         record (topic, partition, offset) and keeps the record's timestamp and headers.
 
-        This is the engine's innermost loop, one pass per output record: everything that
-        does not change from one record to the next (the producer, the header encoder of the
-        source partition the records mostly share) is looked up once per call.
+        This is the engine's innermost loop, one pass per output record: the producer is
+        looked up once per call, the header encoder once per run of records from one source
+        partition.
         """
         rt = self.rt
         producer = rt.producer
@@ -254,6 +254,8 @@ class Collector:
                 if e.retriable or producer.is_fatal():
                     self._count(topic, sent)
                     raise
+                # the failed record is the current one: a dead-letter copy takes its provenance
+                rt.task.current = r
                 rt.task.report(e, r, f"producing to topic {topic!r}")
         self._count(topic, sent)
 

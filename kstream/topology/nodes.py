@@ -215,6 +215,7 @@ class SinkNode(Node):
                     if parts is not None:
                         parts.append(part(r.key, r.value, n))  # type: ignore[misc]
                 except Exception as e:
+                    task.current = r  # a dead-letter copy takes the failed record's provenance
                     task.report(e, r, f"sink {self.name!r} (topic {topic!r})")
                     continue
                 sent.append(r)

@@ -21,8 +21,12 @@ class TaskStandIn:
         self.current: Record | None = None
         self.reported: list[tuple[type, str]] = []
 
+        # the current record at each report: a dead-letter copy takes its provenance
+        self.current_at_report: list[Record | None] = []
+
     def report(self, exc: BaseException, record: Record, where: str) -> None:
         self.reported.append((type(exc), where))
+        self.current_at_report.append(self.current)
 
 
 def read(broker: EmbeddedBroker, topic: str, n: int, group: str) -> list[Any]:
@@ -143,3 +147,22 @@ def test_a_slice_of_records_keeps_each_records_origin_headers_and_partition(
     ]
     assert [k for k, _ in by_key[b"b"].headers()] == ["trace", HEADER]
     assert by_key[None].headers() is None and by_key[None].value() is None
+
+
+def test_a_slice_record_the_client_refuses_is_reported_as_the_current_record(
+    kafka_broker: EmbeddedBroker, topic_name: str
+) -> None:
+    """A record of a sink's slice that the client refuses is reported, and is the task's
+    current record while it is (so a dead-letter copy carries its provenance); the rest of the
+    slice is still written."""
+    Admin(kafka_broker.bootstrap_servers).create_topic(topic_name, 2)
+    producer = Producer(kafka_broker.bootstrap_servers)
+    rt: Any = RuntimeTaskStandIn(producer)
+    collector = Collector(rt)
+    refused = Record("b", 2, 11, (), "in", 0, 6)
+    records = [Record("a", 1, 10, (), "in", 0, 5), refused, Record("c", 3, 12, (), "in", 0, 7)]
+    collector.send_many(topic_name, records, [b"a", b"b", b"c"], [b"1", b"2", b"3"], [0, 9, 1])
+    assert rt.task.reported == [(ProduceError, f"producing to topic {topic_name!r}")]
+    assert rt.task.current_at_report == [refused]
+    assert collector.produced == {topic_name: 2}
+    producer.close()
