@@ -23,7 +23,13 @@ from kstream.kafka.client import ErrorLog, build_config, check_connected, connec
 from kstream.kafka.errors import map_error
 from kstream.kafka.roles import client_config
 
-__all__ = ["CONSUMER_DEFAULTS", "Consumer", "RebalanceCallback", "TopicPartition"]
+__all__ = [
+    "CONSUMER_DEFAULTS",
+    "Consumer",
+    "RebalanceCallback",
+    "TopicPartition",
+    "to_end_settings",
+]
 
 CONSUMER_DEFAULTS: dict[str, Any] = {
     "enable.auto.commit": False,
@@ -35,6 +41,27 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     "session.timeout.ms": 6000,
     "heartbeat.interval.ms": 500,
 }
+
+#: How long a fetch of a consumer that reads to the end may wait for data, in ms.
+TO_END_FETCH_WAIT_MS = 10
+
+
+def to_end_settings(kafka: Mapping[str, Any] | None) -> dict[str, Any]:
+    """librdkafka settings for a consumer that reads partitions up to their end (a store's
+    restore, Spark's offset ranges), over the user's `kafka`.
+
+    The end is known from the end-of-partition event, which comes with a fetch's answer; a
+    fetch that finds nothing new is answered only when `fetch.wait.max.ms` has passed (500 ms
+    by default). So every read to the end would take that long for its last, empty fetch: a
+    task whose three stores had empty changelogs took 1.7 s to start. A fetch that finds data
+    is answered at once whatever the wait, so the short wait costs a catching-up read nothing.
+    """
+    return {
+        **(kafka or {}),
+        "enable.partition.eof": True,
+        "fetch.wait.max.ms": TO_END_FETCH_WAIT_MS,
+    }
+
 
 RebalanceCallback = Callable[[list[TopicPartition]], None]
 TP = tuple[str, int]

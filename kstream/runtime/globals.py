@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING
@@ -50,7 +51,10 @@ class GlobalStores:
         app_id: str,
         bootstrap_servers: str,
         client_supplier: ClientSupplier | None = None,
+        kafka: Mapping[str, Any] | None = None,
     ) -> None:
+        """`kafka`: the consumer's librdkafka settings (default `config.kafka`; the stream
+        thread passes its own consumer's, whose fetch wait matches the batch wait)."""
         self.task = Task(
             compiled,
             None,
@@ -63,7 +67,11 @@ class GlobalStores:
         self.views: dict[str, Any] = {n: s.read_only() for n, s in self.task.stores.items()}
         supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
         self.consumer = supplier.consumer(
-            ClientConfig(bootstrap_servers, dict(config.kafka), config.connect_timeout)
+            ClientConfig(
+                bootstrap_servers,
+                dict(config.kafka if kafka is None else kafka),
+                config.connect_timeout,
+            )
         )
         self._next: dict[tuple[str, int], int] = {}
         self._tps: list[tuple[str, int]] = []

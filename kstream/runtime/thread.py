@@ -143,6 +143,7 @@ class StreamThread:
                 self.ctx.app_id,
                 self.ctx.bootstrap_servers,
                 self.ctx.client_supplier,
+                kafka=consumer_settings(cfg),
             )
             self.ctx.global_views = self.globals.views
             self.globals.bootstrap(self.stop)

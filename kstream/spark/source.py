@@ -50,7 +50,6 @@ ARROW_SCHEMA = pa.schema(
 _ARROW_BATCH = 20_000  # rows per Arrow batch handed to Spark
 _FETCH = 10_000  # messages per consume call
 _POLL_S = 0.05  # a consume call returns when it has _FETCH messages or after this
-_FETCH_WAIT_MS = 10
 _EOF_WAIT_S = 15.0
 _STALL_S = 60.0  # a range read that gets nothing for this long fails the task
 
@@ -360,13 +359,11 @@ def _drop_reader(bootstrap_servers: str, kafka: Mapping[str, Any]) -> None:
 
 
 def reader_settings(kafka: Mapping[str, Any]) -> dict[str, Any]:
-    """librdkafka settings for reading a known range: the end shows up at once.
+    """librdkafka settings for reading a known range: ranges and end offsets are read to the
+    end, so the end must show up at once (`to_end_settings`)."""
+    from kstream.kafka.consumer import to_end_settings
 
-    A fetch at the end of a partition is answered when `fetch.wait.max.ms` passes (500 ms by
-    default), and the end-of-partition event comes with that answer; ranges and end offsets
-    are read to the end, so the wait is kept short.
-    """
-    return {**kafka, "enable.partition.eof": True, "fetch.wait.max.ms": _FETCH_WAIT_MS}
+    return to_end_settings(kafka)
 
 
 def _merge_start(start: Mapping[str, Any], lows: Offsets) -> Offsets:

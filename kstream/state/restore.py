@@ -36,6 +36,10 @@ log = logging.getLogger("kstream.state.restore")
 
 Committed = Mapping[tuple[str, int], int]
 _LOST_ATTEMPTS = 3
+# A consume call returns when it has a whole batch or when this has passed: the end of the
+# changelog (an end-of-partition event, with no records) shows only at the timeout, so it is
+# short; a catching-up read fills its batches long before it.
+_POLL_S = 0.02
 Progress = Callable[[str, int, int, int | None], None]
 """progress(store, partition, records_restored, end_offset or None)."""
 
@@ -154,6 +158,7 @@ def restore(
     `committed`: the task's committed input offsets; None applies every record (for stores
     fed by no transactional task, e.g. global tables).
     """
+    from kstream.kafka.consumer import to_end_settings
     from kstream.kafka.supplier import ClientConfig, KafkaClientSupplier
 
     supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
@@ -162,12 +167,12 @@ def restore(
     start = int(store.checkpoint().get(CHANGELOG_OFFSET, 0))
     nxt = start
     applied = skipped = 0
-    consumer = supplier.consumer(ClientConfig(bootstrap_servers, kafka or {}))
+    consumer = supplier.consumer(ClientConfig(bootstrap_servers, to_end_settings(kafka)))
     try:
         consumer.assign([(topic, part, start)])
         last_progress = time.monotonic()
         while True:
-            msgs = consumer.consume_batch(batch, 0.2)
+            msgs = consumer.consume_batch(batch, _POLL_S)
             records: list[tuple[bytes, bytes | None]] = []
             for m in msgs:
                 off = m.offset()

@@ -15,6 +15,7 @@ from kstream import stores
 from kstream.kafka.admin import Admin
 from kstream.kafka.consumer import Consumer
 from kstream.kafka.producer import Producer
+from kstream.kafka.supplier import ClientConfig, KafkaClientSupplier
 from kstream.records import Windowed
 from kstream.state import StateStore
 from kstream.state.changelog import CHANGELOG_OFFSET, changelog_records
@@ -140,6 +141,61 @@ def test_key_value_restore_skips_aborted_records(kafka_broker: Any, tmp_path: Pa
     assert full.skipped == 2  # sources 13 and 14 of the aborted batch were never committed
     full.store.close()
     h.producer.close()
+
+
+class RecordingSupplier(KafkaClientSupplier):
+    """Real clients; notes the librdkafka settings every consumer was made with."""
+
+    def __init__(self) -> None:
+        self.consumer_settings: list[dict[str, Any]] = []
+
+    def consumer(self, config: ClientConfig) -> Consumer:
+        self.consumer_settings.append(dict(config.kafka))
+        return super().consumer(config)
+
+
+def test_restore_reads_to_the_end_with_a_short_fetch_wait(
+    kafka_broker: Any, tmp_path: Path
+) -> None:
+    """The end of a changelog shows with the answer to a fetch, and a fetch that finds nothing
+    is answered when its wait is over: with the app's 500 ms every store of every task took
+    half a second longer to restore (three empty changelogs held a task's start 1.7 s). The
+    restore consumer waits 10 ms, whatever the app's `kafka` says, and keeps its other
+    settings; empty or not, the changelog is read to its end."""
+    h = Harness(
+        kafka_broker.bootstrap_servers, tmp_path, stores.key_value("totals", backend="lmdb")
+    )
+    supplier = RecordingSupplier()
+    app_kafka = {"fetch.wait.max.ms": 500, "socket.keepalive.enable": True}
+
+    def restore_now(committed: int) -> Any:
+        return open_and_restore(
+            h.spec,
+            app_id=h.app_id,
+            partition=0,
+            state_dir=h.state_dir,
+            bootstrap_servers=h.bootstrap,
+            committed={("in", 0): committed},
+            kafka=app_kafka,
+            client_supplier=supplier,
+        )
+
+    empty = restore_now(0)
+    assert (empty.start_offset, empty.end_offset, empty.applied) == (0, 0, 0)
+    assert dict(empty.store.all()) == {}  # type: ignore[attr-defined]
+
+    h.batch(empty.store, lambda s: s.put(f"k{h.offset % 3}", h.offset), 7, commit=True)
+    expected = dict(empty.store.all())  # type: ignore[attr-defined]
+    assert expected == {"k0": 6, "k1": 4, "k2": 5}
+    empty.store.destroy()
+    full = restore_now(7)
+    assert dict(full.store.all()) == expected  # type: ignore[attr-defined]
+    assert full.applied == 3  # the changelog holds each key's last value of the batch
+    assert full.store.checkpoint()[CHANGELOG_OFFSET] == full.end_offset > 0
+    full.store.close()
+    h.producer.close()
+    reader = {"fetch.wait.max.ms": 10, "enable.partition.eof": True}
+    assert supplier.consumer_settings == [{**app_kafka, **reader}] * 2
 
 
 def test_window_and_session_restore(kafka_broker: Any, tmp_path: Path) -> None:
