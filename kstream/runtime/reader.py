@@ -15,7 +15,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING
 
 from kstream.errors import KStreamError
-from kstream.kafka.consumer import Consumer
+from kstream.kafka.consumer import Consumer, to_end_settings
 from kstream.records import Record
 from kstream.serde import SerdeContext, SerdeLike, serde
 from kstream.state.provenance import from_headers
@@ -24,7 +24,11 @@ __all__ = ["TopicReader", "read_unique"]
 
 
 class TopicReader:
-    """Reads every partition of `topic` from the beginning, dropping repeated provenance ids."""
+    """Reads every partition of `topic` from the beginning, dropping repeated provenance ids.
+
+    Its fetches wait at most 10 ms for data (`to_end_settings`), so `read_to_end` sees the end
+    at once.
+    """
 
     def __init__(
         self,
@@ -41,7 +45,7 @@ class TopicReader:
         self.duplicates = 0
         self._seen: set[tuple[str, int, int, int]] = set()
         self._next: dict[int, int] = {}
-        self.consumer = Consumer(bootstrap_servers, kafka=kafka)
+        self.consumer = Consumer(bootstrap_servers, kafka=to_end_settings(kafka))
         parts = self.consumer.partitions_for(topic)
         if not parts:
             raise KStreamError(f"topic {topic!r} does not exist")
@@ -81,7 +85,7 @@ class TopicReader:
         out: list[Record] = []
         last = time.monotonic()
         while True:
-            got = self.poll()
+            got = self.poll(0.02)  # short: the end shows at the call's timeout
             if got:
                 out += got
                 last = time.monotonic()
@@ -123,7 +127,7 @@ def caught_up(bootstrap_servers: str, group: str, topic: str, timeout_s: float =
     with Consumer(bootstrap_servers, group_id=group) as meta:
         parts = meta.partitions_for(topic)
         committed = meta.committed([TopicPartition(topic, p) for p in parts])
-    with Consumer(bootstrap_servers) as c:
+    with Consumer(bootstrap_servers, kafka=to_end_settings(None)) as c:
         c.assign([TopicPartition(topic, tp.partition, max(tp.offset, 0)) for tp in committed])
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
