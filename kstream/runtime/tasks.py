@@ -40,7 +40,7 @@ from kstream.runtime.policies import ErrorCounts, make_handler
 from kstream.state.changelog import CHANGELOG_OFFSET, changelog_records
 from kstream.state.metrics import StoreMetrics, instrument
 from kstream.state.provenance import HEADER, HighMarks, Mark, encoder, header_value
-from kstream.state.restore import open_and_restore
+from kstream.state.restore import RestoreResult, open_and_restore_all
 from kstream.state.spec import StoreSpec
 from kstream.topology.compiled import CompiledTopology
 from kstream.topology.schedule import Schedule
@@ -309,70 +309,83 @@ class RuntimeTask:
         restore_filter = committed if ctx.exactly_once else None
         cfg = ctx.config
 
-        def open_store(spec: Any, part: int) -> Any:
-            res = open_and_restore(
-                spec,
+        marks = marks_spec(subtopology)
+        specs = [ctx.compiled.topology.stores[name] for name in sub.stores] + [marks]
+        progress = ctx.store_metrics.record_restore if ctx.store_metrics is not None else None
+        ctx.restoring_changed(+1)
+        try:
+            # every store of the task restored at once, by one consumer
+            restored = open_and_restore_all(
+                specs,
                 app_id=ctx.app_id,
-                partition=part,
+                partition=partition,
                 state_dir=cfg.state_dir,
                 bootstrap_servers=ctx.bootstrap_servers,
                 committed=restore_filter,
                 default_backend=cfg.default_backend,
                 kafka=cfg.kafka,
+                progress=progress,
                 client_supplier=ctx.client_supplier,
             )
-            log.info(
-                "task %s: restored store %r: %d record(s) applied, %d skipped, offsets %d..%d",
-                self.id,
-                spec.name,
-                res.applied,
-                res.skipped,
-                res.start_offset,
-                res.end_offset,
-            )
-            if (
-                ctx.store_metrics is not None
-                and cfg.metrics_recording_level != "info"
-                and not spec.name.startswith("kstream-")
-            ):
-                # Store operations are counted and timed at the debug recording level only, as
-                # in Kafka Streams: a wrapper per call cost P3 5-8% of its CPU. Before the
-                # processors' init: aggregations take the store's fused accessors there, and
-                # those must already be the timed ones.
-                instrument(res.store, ctx.store_metrics, sample_every=STORE_TIMING_SAMPLE_EVERY)
-            return res.store
-
-        handler = make_handler(cfg, ctx.counts, self._raw, self.collector.send_raw)
-        ctx.restoring_changed(+1)
-        try:
-            self.task = Task(
-                ctx.compiled,
-                subtopology,
-                partition,
-                collector=self.collector,
-                app_id=ctx.app_id,
-                state_dir=cfg.state_dir,
-                default_backend=cfg.default_backend,
-                open_store=open_store,
-                error_handler=handler,
-                global_stores=ctx.global_views,
-                wall_clock_ms=int(time.time() * 1000),
-            )
+            ready: dict[str, Any] = {}
+            for res in restored:
+                ready[res.store.name] = self._restored(res)
             try:
-                spec = marks_spec(subtopology)
-                self.marks_store = open_store(spec, partition)
+                self.task = Task(
+                    ctx.compiled,
+                    subtopology,
+                    partition,
+                    collector=self.collector,
+                    app_id=ctx.app_id,
+                    state_dir=cfg.state_dir,
+                    default_backend=cfg.default_backend,
+                    open_store=lambda spec, _part: ready.pop(spec.name),
+                    error_handler=make_handler(cfg, ctx.counts, self._raw, self.collector.send_raw),
+                    global_stores=ctx.global_views,
+                    wall_clock_ms=int(time.time() * 1000),
+                )
+            except BaseException:
+                for store in ready.values():
+                    store.close()
+                raise
+            self.marks_store = ready.pop(marks.name)
+            self.marks_store.source = self.task.source
+            self.task.stores[marks.name] = self.marks_store
+            try:
                 self.marks = load_marks(self.marks_store)
             except BaseException:
                 self.task.close()
                 raise
-            self.marks_store.source = self.task.source
-            self.task.stores[spec.name] = self.marks_store
         except BaseException:
             if self.own_producer:
                 self.producer.close(drop_undelivered=True)
             raise
         finally:
             ctx.restoring_changed(-1)
+
+    def _restored(self, res: RestoreResult) -> Any:
+        """A store of this task fresh from its restore: logged, and timed when asked to be."""
+        ctx, cfg, name = self.ctx, self.ctx.config, res.store.name
+        log.info(
+            "task %s: restored store %r: %d record(s) applied, %d skipped, offsets %d..%d",
+            self.id,
+            name,
+            res.applied,
+            res.skipped,
+            res.start_offset,
+            res.end_offset,
+        )
+        if (
+            ctx.store_metrics is not None
+            and cfg.metrics_recording_level != "info"
+            and not name.startswith("kstream-")
+        ):
+            # Store operations are counted and timed at the debug recording level only, as in
+            # Kafka Streams: a wrapper per call cost P3 5-8% of its CPU. Before the processors'
+            # init: aggregations take the store's fused accessors there, and those must already
+            # be the timed ones.
+            instrument(res.store, ctx.store_metrics, sample_every=STORE_TIMING_SAMPLE_EVERY)
+        return res.store
 
     def __repr__(self) -> str:
         return f"RuntimeTask({self.id})"

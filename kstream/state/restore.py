@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -140,6 +140,118 @@ def wipe(
     be.destroy()
 
 
+class _Restoring:
+    """One store's place in a restore: where it started and how far it has read."""
+
+    __slots__ = ("applied", "next", "skipped", "start", "store", "wiped")
+
+    def __init__(self, store: StateStore, wiped: bool) -> None:
+        self.store = store
+        self.wiped = wiped
+        self.start = self.next = int(store.checkpoint().get(CHANGELOG_OFFSET, 0))
+        self.applied = self.skipped = 0
+
+    def result(self) -> RestoreResult:
+        return RestoreResult(
+            self.store, self.start, self.next, self.applied, self.skipped, self.wiped
+        )
+
+
+class StoreLostWhileRestoring(StoreLostError):
+    """A remote store lost its data while it was being restored (`store`: which one)."""
+
+    def __init__(self, store: StateStore, cause: StoreLostError) -> None:
+        super().__init__(str(cause))
+        self.store = store
+
+
+def restore_all(
+    stores: Sequence[StateStore],
+    *,
+    bootstrap_servers: str,
+    app_id: str,
+    committed: Committed | None,
+    kafka: Mapping[str, Any] | None = None,
+    batch: int = 5000,
+    idle_timeout: float = 60.0,
+    progress: Progress | None = None,
+    wiped: Sequence[bool] | None = None,
+    client_supplier: ClientSupplier | None = None,
+) -> list[RestoreResult]:
+    """Bring `stores` up to the ends of their changelog partitions, in their order.
+
+    One consumer reads every store's partition at once, as Kafka Streams' restore consumer
+    does for a thread's tasks: a task's stores cost one client and one wait for the end, not
+    one each. `committed`: the task's committed input offsets; None applies every record (for
+    stores fed by no transactional task, e.g. global tables). `wiped[i]`: store i was wiped
+    before (reported in its result).
+    """
+    from kstream.kafka.consumer import to_end_settings
+    from kstream.kafka.supplier import ClientConfig, KafkaClientSupplier
+
+    supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
+    flags = list(wiped) if wiped is not None else [False] * len(stores)
+    states = {
+        (store.spec.changelog_topic(app_id), store.partition): _Restoring(store, w)
+        for store, w in zip(stores, flags, strict=True)
+    }
+    if not states:
+        return []
+    consumer = supplier.consumer(ClientConfig(bootstrap_servers, to_end_settings(kafka)))
+    try:
+        consumer.assign([(t, p, st.start) for (t, p), st in states.items()])
+        pending = set(states)
+        last_progress = time.monotonic()
+        while pending:
+            msgs = consumer.consume_batch(batch, _POLL_S)
+            got: dict[tuple[str, int], list[tuple[bytes, bytes | None]]] = {}
+            for m in msgs:
+                tp = (m.topic() or "", m.partition() or 0)
+                st = states.get(tp)
+                off = m.offset()
+                if st is None or off is None or off < st.next:
+                    continue
+                st.next = off + 1
+                records = got.setdefault(tp, [])
+                if is_committed(m.headers(), committed):
+                    key = m.key()
+                    if key is None:
+                        raise StoreError(
+                            f"changelog {tp[0]}[{tp[1]}] offset {off}: record has no key"
+                        )
+                    records.append((key, m.value()))
+                else:
+                    st.skipped += 1
+            for tp in sorted(pending):
+                st = states[tp]
+                eof = consumer.eof_offset(*tp)
+                done = eof is not None and eof >= st.next and tp not in got
+                if done and eof is not None:
+                    st.next = eof  # control records (commit/abort markers) may follow the last
+                if tp in got or done:
+                    try:
+                        st.applied += st.store.apply_changelog(
+                            got.get(tp, []), {CHANGELOG_OFFSET: st.next}
+                        )
+                    except StoreLostError as e:
+                        raise StoreLostWhileRestoring(st.store, e) from e
+                    last_progress = time.monotonic()
+                    if progress is not None:
+                        progress(st.store.name, tp[1], st.applied, eof)
+                if done:
+                    pending.discard(tp)
+            if pending and time.monotonic() - last_progress > idle_timeout:
+                t, p = min(pending)
+                st = states[(t, p)]
+                raise StoreError(
+                    f"restore of store {st.store.name!r} from {t}[{p}] made no progress for "
+                    f"{idle_timeout:g}s at offset {st.next}"
+                )
+    finally:
+        consumer.close()
+    return [st.result() for st in states.values()]
+
+
 def restore(
     store: StateStore,
     *,
@@ -153,60 +265,101 @@ def restore(
     wiped: bool = False,
     client_supplier: ClientSupplier | None = None,
 ) -> RestoreResult:
-    """Bring `store` up to the end of its changelog partition.
+    """Bring `store` up to the end of its changelog partition (see `restore_all`)."""
+    return restore_all(
+        [store],
+        bootstrap_servers=bootstrap_servers,
+        app_id=app_id,
+        committed=committed,
+        kafka=kafka,
+        batch=batch,
+        idle_timeout=idle_timeout,
+        progress=progress,
+        wiped=[wiped],
+        client_supplier=client_supplier,
+    )[0]
 
-    `committed`: the task's committed input offsets; None applies every record (for stores
-    fed by no transactional task, e.g. global tables).
+
+def open_and_restore_all(
+    specs: Sequence[StoreSpec],
+    *,
+    app_id: str,
+    partition: int,
+    state_dir: str,
+    bootstrap_servers: str,
+    committed: Committed | None,
+    default_backend: str = "memory",
+    kafka: Mapping[str, Any] | None = None,
+    progress: Progress | None = None,
+    client_supplier: ClientSupplier | None = None,
+) -> list[RestoreResult]:
+    """Open a task's store partitions (wiping untrustworthy state) and restore them from their
+    changelogs together (`restore_all`), in the order of `specs`.
+
+    A remote store that loses its data while being restored (StoreLostError) is wiped and
+    restored again from offset 0, a few times before giving up; the others go on from where
+    they got to. On any failure every store opened here is closed.
     """
-    from kstream.kafka.consumer import to_end_settings
-    from kstream.kafka.supplier import ClientConfig, KafkaClientSupplier
-
-    supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
-    topic = store.spec.changelog_topic(app_id)
-    part = store.partition
-    start = int(store.checkpoint().get(CHANGELOG_OFFSET, 0))
-    nxt = start
-    applied = skipped = 0
-    consumer = supplier.consumer(ClientConfig(bootstrap_servers, to_end_settings(kafka)))
+    opened: list[tuple[StateStore, bool]] = []
     try:
-        consumer.assign([(topic, part, start)])
-        last_progress = time.monotonic()
-        while True:
-            msgs = consumer.consume_batch(batch, _POLL_S)
-            records: list[tuple[bytes, bytes | None]] = []
-            for m in msgs:
-                off = m.offset()
-                if off is None or off < nxt:
-                    continue
-                nxt = off + 1
-                if is_committed(m.headers(), committed):
-                    key = m.key()
-                    if key is None:
-                        raise StoreError(
-                            f"changelog {topic}[{part}] offset {off}: record has no key"
-                        )
-                    records.append((key, m.value()))
-                else:
-                    skipped += 1
-            eof = consumer.eof_offset(topic, part)
-            done = eof is not None and eof >= nxt and not msgs
-            if done and eof is not None:
-                nxt = eof  # control records (commit/abort markers) may follow the last record
-            if records or done or msgs:
-                applied += store.apply_changelog(records, {CHANGELOG_OFFSET: nxt})
-                last_progress = time.monotonic()
-                if progress is not None:
-                    progress(store.name, part, applied, eof)
-            if done:
-                break
-            if time.monotonic() - last_progress > idle_timeout:
-                raise StoreError(
-                    f"restore of store {store.name!r} from {topic}[{part}] made no progress for "
-                    f"{idle_timeout:g}s at offset {nxt}"
+        for spec in specs:
+            opened.append(
+                open_for_restore(
+                    spec,
+                    app_id=app_id,
+                    partition=partition,
+                    state_dir=state_dir,
+                    default_backend=default_backend,
                 )
-    finally:
-        consumer.close()
-    return RestoreResult(store, start, nxt, applied, skipped, wiped)
+            )
+        losses = 0
+        while True:
+            try:
+                return restore_all(
+                    [store for store, _ in opened],
+                    bootstrap_servers=bootstrap_servers,
+                    app_id=app_id,
+                    committed=committed,
+                    kafka=kafka,
+                    progress=progress,
+                    wiped=[w for _, w in opened],
+                    client_supplier=client_supplier,
+                )
+            except StoreLostWhileRestoring as e:
+                losses += 1
+                if losses == _LOST_ATTEMPTS:
+                    raise
+                i = next(n for n, (store, _) in enumerate(opened) if store is e.store)
+                spec = opened[i][0].spec
+                log.warning(
+                    "store %r partition %d lost data while restoring (%s); restoring from scratch",
+                    spec.name,
+                    partition,
+                    e,
+                )
+                opened[i][0].close()
+                opened.pop(i)
+                wipe(
+                    spec,
+                    app_id=app_id,
+                    partition=partition,
+                    state_dir=state_dir,
+                    default_backend=default_backend,
+                )
+                opened.insert(
+                    i,
+                    open_for_restore(
+                        spec,
+                        app_id=app_id,
+                        partition=partition,
+                        state_dir=state_dir,
+                        default_backend=default_backend,
+                    ),
+                )
+    except BaseException:
+        for store, _ in opened:
+            store.close()
+        raise
 
 
 def open_and_restore(
@@ -222,48 +375,16 @@ def open_and_restore(
     progress: Progress | None = None,
     client_supplier: ClientSupplier | None = None,
 ) -> RestoreResult:
-    """Open a store partition (wiping untrustworthy state) and restore it from its changelog.
-
-    A remote store that loses its data while being restored (StoreLostError) is wiped and
-    restored again from offset 0, a few times before giving up.
-    """
-    for attempt in range(1, _LOST_ATTEMPTS + 1):
-        store, wiped = open_for_restore(
-            spec,
-            app_id=app_id,
-            partition=partition,
-            state_dir=state_dir,
-            default_backend=default_backend,
-        )
-        try:
-            return restore(
-                store,
-                bootstrap_servers=bootstrap_servers,
-                app_id=app_id,
-                committed=committed,
-                kafka=kafka,
-                progress=progress,
-                wiped=wiped,
-                client_supplier=client_supplier,
-            )
-        except StoreLostError as e:
-            store.close()
-            if attempt == _LOST_ATTEMPTS:
-                raise
-            log.warning(
-                "store %r partition %d lost data while restoring (%s); restoring from scratch",
-                spec.name,
-                partition,
-                e,
-            )
-            wipe(
-                spec,
-                app_id=app_id,
-                partition=partition,
-                state_dir=state_dir,
-                default_backend=default_backend,
-            )
-        except BaseException:
-            store.close()
-            raise
-    raise AssertionError("unreachable")
+    """Open one store partition and restore it from its changelog (`open_and_restore_all`)."""
+    return open_and_restore_all(
+        [spec],
+        app_id=app_id,
+        partition=partition,
+        state_dir=state_dir,
+        bootstrap_servers=bootstrap_servers,
+        committed=committed,
+        default_backend=default_backend,
+        kafka=kafka,
+        progress=progress,
+        client_supplier=client_supplier,
+    )[0]

@@ -20,20 +20,27 @@ from kstream.records import Windowed
 from kstream.state import StateStore
 from kstream.state.changelog import CHANGELOG_OFFSET, changelog_records
 from kstream.state.provenance import from_headers
-from kstream.state.restore import open_and_restore, open_for_restore, restore
+from kstream.state.restore import (
+    open_and_restore,
+    open_and_restore_all,
+    open_for_restore,
+    restore,
+)
 
 
 class Harness:
     """One app id, its changelog topic and a transactional producer."""
 
-    def __init__(self, bootstrap: str, state_dir: Path, spec: Any) -> None:
+    def __init__(
+        self, bootstrap: str, state_dir: Path, spec: Any, app_id: str | None = None
+    ) -> None:
         self.bootstrap = bootstrap
-        self.app_id = f"restore-{uuid.uuid4().hex[:8]}"
+        self.app_id = app_id or f"restore-{uuid.uuid4().hex[:8]}"
         self.spec = spec
         self.state_dir = str(state_dir)
         with Admin(bootstrap) as admin:
             admin.create_topic(spec.changelog_topic(self.app_id), 1, spec.changelog_config())
-        self.producer = Producer(bootstrap, transactional_id=f"{self.app_id}-tx")
+        self.producer = Producer(bootstrap, transactional_id=f"{self.app_id}-{spec.name}-tx")
         self.offset = 0  # the next source offset
 
     def open(self) -> StateStore:
@@ -224,4 +231,47 @@ def test_window_and_session_restore(kafka_broker: Any, tmp_path: Path) -> None:
         )
         assert list(result.store.all()) == expected  # type: ignore[attr-defined]
         result.store.close()
+        h.producer.close()
+
+
+def test_a_task_s_stores_are_restored_together_by_one_consumer(
+    kafka_broker: Any, tmp_path: Path
+) -> None:
+    """A key-value store with an aborted batch in its changelog, a window store and a store
+    whose changelog is empty, restored at once: each gets exactly its own committed state."""
+    bs = kafka_broker.bootstrap_servers
+    kv = Harness(bs, tmp_path, stores.key_value("kv", backend="lmdb"))
+    win = Harness(bs, tmp_path, stores.window("win", 10_000, 1000), app_id=kv.app_id)
+    empty = Harness(bs, tmp_path, stores.key_value("empty"), app_id=kv.app_id)
+    kv_store, win_store = kv.open(), win.open()
+    kv.batch(kv_store, lambda s: s.put(f"k{kv.offset % 3}", kv.offset), 6, commit=True)
+    kv.batch(kv_store, lambda s: s.put("k0", -1), 2, commit=False)  # aborted
+    win.batch(win_store, lambda s: s.put(f"w{win.offset % 2}", win.offset, 1000), 4, commit=True)
+    expected_kv = dict(kv_store.all())  # type: ignore[attr-defined]
+    expected_win = list(win_store.all())  # type: ignore[attr-defined]
+    assert expected_kv == {"k0": 3, "k1": 4, "k2": 5}
+    kv_store.destroy()
+    win_store.destroy()
+
+    supplier = RecordingSupplier()
+    kv_res, win_res, empty_res = open_and_restore_all(
+        [kv.spec, win.spec, empty.spec],
+        app_id=kv.app_id,
+        partition=0,
+        state_dir=str(tmp_path),
+        bootstrap_servers=bs,
+        committed={("in", 0): 6},
+        client_supplier=supplier,
+    )
+    assert len(supplier.consumer_settings) == 1
+    assert dict(kv_res.store.all()) == expected_kv  # type: ignore[attr-defined]
+    # skipped: the aborted batch's one record (its write cache kept k0's last value)
+    assert (kv_res.applied, kv_res.skipped) == (3, 1)
+    assert list(win_res.store.all()) == expected_win  # type: ignore[attr-defined]
+    assert win_res.applied == 2
+    assert (empty_res.applied, empty_res.end_offset) == (0, 0)
+    for res in (kv_res, win_res, empty_res):
+        assert res.store.checkpoint()[CHANGELOG_OFFSET] == res.end_offset
+        res.store.close()
+    for h in (kv, win, empty):
         h.producer.close()
