@@ -275,3 +275,61 @@ def test_a_task_s_stores_are_restored_together_by_one_consumer(
         res.store.close()
     for h in (kv, win, empty):
         h.producer.close()
+
+
+def test_a_store_that_loses_its_data_mid_restore_is_restored_again_the_others_go_on(
+    kafka_broker: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """As a Redis store restarted empty would: the first restore of `lost` fails with
+    StoreLostError after it has begun; it is wiped and restored from offset 0, and `kept`,
+    restored by the same consumer, is not read again."""
+    import kstream.state.restore as restore_module
+    from kstream.errors import StoreLostError
+
+    bs = kafka_broker.bootstrap_servers
+    lost = Harness(bs, tmp_path, stores.key_value("lost"))
+    kept = Harness(bs, tmp_path, stores.key_value("kept"), app_id=lost.app_id)
+    for h in (lost, kept):
+        s = h.open()
+        h.batch(s, lambda st, h=h: st.put(f"{h.spec.name}{h.offset % 2}", h.offset), 4, True)
+        s.destroy()
+    real_open = restore_module.open_for_restore
+    opened: list[str] = []
+
+    def open_once_losing(spec: Any, **kwargs: Any) -> tuple[StateStore, bool]:
+        store, wiped = real_open(spec, **kwargs)
+        opened.append(spec.name)
+        if opened.count("lost") == 1 and spec.name == "lost":
+            apply = store.apply_changelog
+
+            def apply_then_lose(records: Any, checkpoint: Any) -> int:
+                apply(records, checkpoint)
+                raise StoreLostError("store 'lost': the server restarted empty")
+
+            store.apply_changelog = apply_then_lose  # type: ignore[method-assign]
+        return store, wiped
+
+    monkeypatch.setattr(restore_module, "open_for_restore", open_once_losing)
+    supplier = RecordingSupplier()
+    lost_res, kept_res = open_and_restore_all(
+        [lost.spec, kept.spec],
+        app_id=lost.app_id,
+        partition=0,
+        state_dir=str(tmp_path),
+        bootstrap_servers=bs,
+        committed={("in", 0): 4},
+        client_supplier=supplier,
+    )
+    assert opened == ["lost", "kept", "lost"]
+    assert dict(lost_res.store.all()) == {"lost0": 2, "lost1": 3}  # type: ignore[attr-defined]
+    assert dict(kept_res.store.all()) == {"kept0": 2, "kept1": 3}  # type: ignore[attr-defined]
+    assert (lost_res.start_offset, lost_res.applied) == (0, 2)
+    # `kept` goes on from where the first read got it (its two records at offsets 0 and 1, and
+    # the commit marker at 2, read or not when `lost` failed): nothing is applied twice
+    assert kept_res.end_offset == 3
+    assert kept_res.applied == {0: 2, 2: 0, 3: 0}[kept_res.start_offset]
+    assert len(supplier.consumer_settings) == 2
+    for res in (lost_res, kept_res):
+        res.store.close()
+    for h in (lost, kept):
+        h.producer.close()
