@@ -278,6 +278,43 @@ class Collector:
         return self.rt.ctx.partition_counts[topic]
 
 
+def task_store_parts(ctx: RuntimeContext, subtopology: int, partition: int) -> list[Any]:
+    """A task's store partitions, `(spec, partition)`: its sub-topology's stores, then its
+    dedup marks."""
+    sub = ctx.compiled.subtopologies[subtopology]
+    specs = [ctx.compiled.topology.stores[name] for name in sub.stores] + [marks_spec(subtopology)]
+    return [(spec, partition) for spec in specs]
+
+
+def restore_tasks(
+    ctx: RuntimeContext, tasks: Sequence[tuple[int, int]], committed: Mapping[TP, int]
+) -> list[list[RestoreResult]]:
+    """Open and restore the stores of `tasks` (`(subtopology, partition)`) with one consumer,
+    as Kafka Streams' restore consumer does for a thread's tasks: one client and one wait for
+    the end per rebalance, not per store. `committed`: the tasks' committed input offsets
+    (under exactly-once a changelog record counts only if its input offset was committed).
+    Returns each task's `RestoreResult`s, in `task_store_parts` order."""
+    cfg = ctx.config
+    parts = [task_store_parts(ctx, sub, part) for sub, part in tasks]
+    results = open_and_restore_all(
+        [p for task_parts in parts for p in task_parts],
+        app_id=ctx.app_id,
+        state_dir=cfg.state_dir,
+        bootstrap_servers=ctx.bootstrap_servers,
+        committed=committed if ctx.exactly_once else None,
+        default_backend=cfg.default_backend,
+        kafka=cfg.kafka,
+        progress=ctx.store_metrics.record_restore if ctx.store_metrics is not None else None,
+        client_supplier=ctx.client_supplier,
+    )
+    out: list[list[RestoreResult]] = []
+    at = 0
+    for task_parts in parts:
+        out.append(results[at : at + len(task_parts)])
+        at += len(task_parts)
+    return out
+
+
 class RuntimeTask:
     """A task (sub-topology, partition) owned by this instance."""
 
@@ -287,7 +324,12 @@ class RuntimeTask:
         subtopology: int,
         partition: int,
         committed: Mapping[TP, int],
+        restored: Sequence[RestoreResult] | None = None,
     ) -> None:
+        """`restored`: the task's stores (`task_store_parts`), already restored from their
+        changelogs with `committed` (the stream thread restores every task of a rebalance
+        with one consumer); the task takes them over, and closes them if it fails. Without
+        them the task restores its own."""
         self.ctx = ctx
         self.subtopology = subtopology
         self.partition = partition
@@ -300,37 +342,20 @@ class RuntimeTask:
         self.batch: dict[TP, list[Message]] = {}
         self._snapshot: tuple[int, list[tuple[Schedule, int]]] | None = None
         self.own_producer = ctx.exactly_once and not ctx.shared_transactions
-        self.producer: Producer = (
-            ctx.new_producer(f"{ctx.app_id}-{self.id}")
-            if self.own_producer
-            else ctx.shared_producer()
-        )
-        self.collector = Collector(self)
-        restore_filter = committed if ctx.exactly_once else None
         cfg = ctx.config
-
         marks = marks_spec(subtopology)
-        specs = [ctx.compiled.topology.stores[name] for name in sub.stores] + [marks]
-        progress = ctx.store_metrics.record_restore if ctx.store_metrics is not None else None
         ctx.restoring_changed(+1)
         try:
-            # every store of the task restored at once, by one consumer
-            restored = open_and_restore_all(
-                specs,
-                app_id=ctx.app_id,
-                partition=partition,
-                state_dir=cfg.state_dir,
-                bootstrap_servers=ctx.bootstrap_servers,
-                committed=restore_filter,
-                default_backend=cfg.default_backend,
-                kafka=cfg.kafka,
-                progress=progress,
-                client_supplier=ctx.client_supplier,
-            )
-            ready: dict[str, Any] = {}
-            for res in restored:
-                ready[res.store.name] = self._restored(res)
             try:
+                self.producer: Producer = (
+                    ctx.new_producer(f"{ctx.app_id}-{self.id}")
+                    if self.own_producer
+                    else ctx.shared_producer()
+                )
+                self.collector = Collector(self)
+                if restored is None:
+                    restored = restore_tasks(ctx, [(subtopology, partition)], committed)[0]
+                ready = {res.store.name: self._restored(res) for res in restored}
                 self.task = Task(
                     ctx.compiled,
                     subtopology,
@@ -344,20 +369,16 @@ class RuntimeTask:
                     global_stores=ctx.global_views,
                     wall_clock_ms=int(time.time() * 1000),
                 )
-            except BaseException:
-                for store in ready.values():
-                    store.close()
-                raise
-            self.marks_store = ready.pop(marks.name)
-            self.marks_store.source = self.task.source
-            self.task.stores[marks.name] = self.marks_store
-            try:
+                self.marks_store = ready.pop(marks.name)
+                self.marks_store.source = self.task.source
+                self.task.stores[marks.name] = self.marks_store
                 self.marks = load_marks(self.marks_store)
             except BaseException:
-                self.task.close()
+                for res in restored or ():
+                    res.store.close()  # closing twice is harmless
                 raise
         except BaseException:
-            if self.own_producer:
+            if self.own_producer and hasattr(self, "producer"):
                 self.producer.close(drop_undelivered=True)
             raise
         finally:

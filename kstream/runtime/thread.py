@@ -38,7 +38,7 @@ from kstream.kafka.supplier import ClientConfig
 from kstream.metrics import LATENCY_SAMPLE_EVERY, Metrics
 from kstream.runtime.commit import CommitProtocol, commit_protocol
 from kstream.runtime.globals import GlobalStores
-from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask
+from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask, restore_tasks
 
 log = logging.getLogger("kstream.runtime")
 
@@ -203,11 +203,24 @@ class StreamThread:
         for c in self.consumer.committed(tps):
             if c.offset is not None and c.offset >= 0:
                 committed[(c.topic, c.partition)] = c.offset
-        # Tasks restore independently; restoring them side by side bounds the pause by the
-        # slowest task instead of the sum.
-        with ThreadPoolExecutor(max_workers=min(16, max(1, len(wanted)))) as pool:
+        keys = list(wanted)
+        try:
+            # every store of every new task, restored by one consumer
+            self.ctx.restoring_changed(+len(keys))
+            try:
+                restored = restore_tasks(self.ctx, keys, committed)
+            finally:
+                self.ctx.restoring_changed(-len(keys))
+        except BaseException as e:
+            self.error = e
+            self.stop.set()
+            raise
+        # The tasks' producers start side by side (each initialises its transactions with a
+        # round trip to the broker): the pause is the slowest one's, not the sum.
+        with ThreadPoolExecutor(max_workers=min(16, max(1, len(keys)))) as pool:
             futures = {
-                key: pool.submit(RuntimeTask, self.ctx, key[0], key[1], committed) for key in wanted
+                key: pool.submit(RuntimeTask, self.ctx, key[0], key[1], committed, stores)
+                for key, stores in zip(keys, restored, strict=True)
             }
         try:
             for key, fut in futures.items():

@@ -281,10 +281,9 @@ def restore(
 
 
 def open_and_restore_all(
-    specs: Sequence[StoreSpec],
+    parts: Sequence[tuple[StoreSpec, int]],
     *,
     app_id: str,
-    partition: int,
     state_dir: str,
     bootstrap_servers: str,
     committed: Committed | None,
@@ -293,25 +292,27 @@ def open_and_restore_all(
     progress: Progress | None = None,
     client_supplier: ClientSupplier | None = None,
 ) -> list[RestoreResult]:
-    """Open a task's store partitions (wiping untrustworthy state) and restore them from their
-    changelogs together (`restore_all`), in the order of `specs`.
+    """Open store partitions (`(spec, partition)`, wiping untrustworthy state) and restore them
+    from their changelogs together (`restore_all`), in the order of `parts`.
 
     A remote store that loses its data while being restored (StoreLostError) is wiped and
     restored again from offset 0, a few times before giving up; the others go on from where
     they got to. On any failure every store opened here is closed.
     """
+
+    def open_one(spec: StoreSpec, partition: int) -> tuple[StateStore, bool]:
+        return open_for_restore(
+            spec,
+            app_id=app_id,
+            partition=partition,
+            state_dir=state_dir,
+            default_backend=default_backend,
+        )
+
     opened: list[tuple[StateStore, bool]] = []
     try:
-        for spec in specs:
-            opened.append(
-                open_for_restore(
-                    spec,
-                    app_id=app_id,
-                    partition=partition,
-                    state_dir=state_dir,
-                    default_backend=default_backend,
-                )
-            )
+        for spec, partition in parts:
+            opened.append(open_one(spec, partition))
         losses = 0
         while True:
             try:
@@ -330,7 +331,7 @@ def open_and_restore_all(
                 if losses == _LOST_ATTEMPTS:
                     raise
                 i = next(n for n, (store, _) in enumerate(opened) if store is e.store)
-                spec = opened[i][0].spec
+                spec, partition = parts[i]
                 log.warning(
                     "store %r partition %d lost data while restoring (%s); restoring from scratch",
                     spec.name,
@@ -346,16 +347,7 @@ def open_and_restore_all(
                     state_dir=state_dir,
                     default_backend=default_backend,
                 )
-                opened.insert(
-                    i,
-                    open_for_restore(
-                        spec,
-                        app_id=app_id,
-                        partition=partition,
-                        state_dir=state_dir,
-                        default_backend=default_backend,
-                    ),
-                )
+                opened.insert(i, open_one(spec, partition))
     except BaseException:
         for store, _ in opened:
             store.close()
@@ -377,9 +369,8 @@ def open_and_restore(
 ) -> RestoreResult:
     """Open one store partition and restore it from its changelog (`open_and_restore_all`)."""
     return open_and_restore_all(
-        [spec],
+        [(spec, partition)],
         app_id=app_id,
-        partition=partition,
         state_dir=state_dir,
         bootstrap_servers=bootstrap_servers,
         committed=committed,

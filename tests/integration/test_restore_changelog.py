@@ -255,9 +255,8 @@ def test_a_task_s_stores_are_restored_together_by_one_consumer(
 
     supplier = RecordingSupplier()
     kv_res, win_res, empty_res = open_and_restore_all(
-        [kv.spec, win.spec, empty.spec],
+        [(kv.spec, 0), (win.spec, 0), (empty.spec, 0)],
         app_id=kv.app_id,
-        partition=0,
         state_dir=str(tmp_path),
         bootstrap_servers=bs,
         committed={("in", 0): 6},
@@ -312,9 +311,8 @@ def test_a_store_that_loses_its_data_mid_restore_is_restored_again_the_others_go
     monkeypatch.setattr(restore_module, "open_for_restore", open_once_losing)
     supplier = RecordingSupplier()
     lost_res, kept_res = open_and_restore_all(
-        [lost.spec, kept.spec],
+        [(lost.spec, 0), (kept.spec, 0)],
         app_id=lost.app_id,
-        partition=0,
         state_dir=str(tmp_path),
         bootstrap_servers=bs,
         committed={("in", 0): 4},

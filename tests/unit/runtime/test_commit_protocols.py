@@ -131,17 +131,18 @@ def test_exactly_once_per_task_rolls_back_the_failed_task_alone(tmp_path: Path) 
         assert open_tasks[1].open
 
 
-def test_a_task_restores_all_its_stores_with_one_consumer_and_counts_what_it_applied(
+def test_a_rebalance_restores_every_store_with_one_consumer_and_counts_what_it_applied(
     tmp_path: Path,
 ) -> None:
-    """Every store of a task (its own and its dedup marks) is read by one restore consumer,
-    and the records applied are counted per store (`kstream_restore_records_total`)."""
+    """Every store of every task a rebalance assigns (their own and their dedup marks) is read
+    by one restore consumer, and the records applied are counted per store
+    (`kstream_restore_records_total`)."""
     cluster = cluster_with_input("a b", "b c")
     with running(cluster, tmp_path / "one", "exactly_once") as r:
         r.turn(3)
-        # the group's consumer, and one restore consumer per task (0_0: its marks; 1_0: the
-        # counts and its marks)
-        assert len(r.supplier.consumers) == 1 + 2
+        # the group's consumer, and one restore consumer for both tasks (0_0: its marks; 1_0:
+        # the counts and its marks)
+        assert len(r.supplier.consumers) == 1 + 1
         # empty changelogs: every store's series, at zero
         assert r.app.metrics.restored_by_store == {
             "counts": 0,
@@ -151,7 +152,7 @@ def test_a_task_restores_all_its_stores_with_one_consumer_and_counts_what_it_app
     send(cluster, "c")
     with running(cluster, tmp_path / "two", "exactly_once") as r:
         r.turn(3)
-        assert len(r.supplier.consumers) == 1 + 2
+        assert len(r.supplier.consumers) == 1 + 1
         # the counts' changelog holds a, b and c once each (one commit wrote them); the marks
         # of sub-topology 1 one mark (the repartition partition's, whose records carry
         # provenance ids); sub-topology 0 reads what a plain producer wrote: no marks
