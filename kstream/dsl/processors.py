@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from kstream.records import Record, derive
 from kstream.state.keyvalue import (
@@ -41,9 +41,16 @@ new_change: Callable[[tuple[Any, Any]], Change] = _tuple_new(Change)
 
 
 class BuiltinProcessor(Processor):
-    """Keeps `ctx` and the task (whose `current` record stores use for provenance)."""
+    """Keeps `ctx` and the task (whose `current` record stores use for provenance).
+
+    `forwards` tells the task what a processor hands on (see `Task`, which works out from it
+    whose records are whose): "new" records it made, the "given" ones it received, or None
+    (anything, e.g. records it also keeps). A processor that can change its input records in
+    place has `owns_input`, which the task sets when the records reach it through nobody else.
+    """
 
     task: Any
+    forwards: ClassVar[str | None] = None
 
     def init(self, ctx: ProcessorContext) -> None:
         self.ctx = ctx
@@ -54,6 +61,8 @@ class BuiltinProcessor(Processor):
 
 
 class FilterProcessor(BuiltinProcessor):
+    forwards = "given"
+
     def __init__(self, predicate: Callable[[Any, Any], Any], negate: bool = False) -> None:
         self.predicate = predicate
         self.negate = negate
@@ -81,11 +90,26 @@ class FilterProcessor(BuiltinProcessor):
 
 
 class MapProcessor(BuiltinProcessor):
+    forwards = "new"
+
     def __init__(self, fn: Callable[[Any, Any], tuple[Any, Any]]) -> None:
         self.fn = fn
+        self.owns_input = False
 
     def process_batch(self, records: Sequence[Record]) -> None:
         fn, on_error = self.fn, self.ctx.on_error
+        if self.owns_input:  # nobody else sees these records: change them, copy none
+            bad: set[int] | None = None
+            for r in records:
+                try:
+                    r.key, r.value = fn(r.key, r.value)
+                except Exception as e:
+                    on_error(e, r)
+                    bad = (bad or set()) | {id(r)}
+            self.ctx.forward_batch(
+                list(records) if bad is None else [r for r in records if id(r) not in bad]
+            )
+            return
         out = []
         for r in records:
             try:
@@ -98,11 +122,26 @@ class MapProcessor(BuiltinProcessor):
 
 
 class MapValuesProcessor(BuiltinProcessor):
+    forwards = "new"
+
     def __init__(self, fn: Callable[[Any], Any]) -> None:
         self.fn = fn
+        self.owns_input = False
 
     def process_batch(self, records: Sequence[Record]) -> None:
         fn, on_error = self.fn, self.ctx.on_error
+        if self.owns_input:  # nobody else sees these records: change them, copy none
+            bad: set[int] | None = None
+            for r in records:
+                try:
+                    r.value = fn(r.value)
+                except Exception as e:
+                    on_error(e, r)
+                    bad = (bad or set()) | {id(r)}
+            self.ctx.forward_batch(
+                list(records) if bad is None else [r for r in records if id(r) not in bad]
+            )
+            return
         out = []
         for r in records:
             try:
@@ -115,6 +154,8 @@ class MapValuesProcessor(BuiltinProcessor):
 
 
 class SelectKeyProcessor(BuiltinProcessor):
+    forwards = "new"
+
     def __init__(self, fn: Callable[[Any, Any], Any]) -> None:
         self.fn = fn
 
@@ -132,6 +173,8 @@ class SelectKeyProcessor(BuiltinProcessor):
 
 
 class FlatMapProcessor(BuiltinProcessor):
+    forwards = "new"
+
     def __init__(self, fn: Callable[[Any, Any], Any]) -> None:
         self.fn = fn
 
@@ -149,6 +192,8 @@ class FlatMapProcessor(BuiltinProcessor):
 
 
 class FlatMapValuesProcessor(BuiltinProcessor):
+    forwards = "new"
+
     def __init__(self, fn: Callable[[Any], Any]) -> None:
         self.fn = fn
 
@@ -168,6 +213,8 @@ class FlatMapValuesProcessor(BuiltinProcessor):
 class PeekProcessor(BuiltinProcessor):
     """`peek` (forwards) and `foreach` (terminal: no children, so nothing is forwarded)."""
 
+    forwards = "given"
+
     def __init__(self, fn: Callable[[Any, Any], Any]) -> None:
         self.fn = fn
 
@@ -186,6 +233,8 @@ class PeekProcessor(BuiltinProcessor):
 
 class PassThroughProcessor(BuiltinProcessor):
     """Merge points and branch children: forward what comes in."""
+
+    forwards = "given"
 
     def process_batch(self, records: Sequence[Record]) -> None:
         self.ctx.forward_batch(list(records))

@@ -165,6 +165,7 @@ class Task:
             for d in defs:
                 node = self.nodes[d.name]
                 node.children = [self.nodes[c] for c in children.get(d.name, ()) if c in self.nodes]
+            self._grant_input_ownership()
             for node in self.nodes.values():
                 if isinstance(node, ProcessorNode):
                     self.current = None
@@ -173,6 +174,42 @@ class Task:
             for s in self.stores.values():
                 s.close()
             raise
+
+    def _grant_input_ownership(self) -> None:
+        """Let a processor that can change its input records in place (`owns_input`: map,
+        map_values) do so when nobody else sees them: every node from their source to it hands
+        its records to one child only, and is the source (whose records are made for the
+        batch) or a built-in that forwards records it made or the ones it got (`forwards`).
+        Copying each record instead cost a map a fifth of its time."""
+        parents: dict[str, list[Node]] = {}
+        for node in self.nodes.values():
+            for child in node.children:
+                parents.setdefault(child.name, []).append(node)
+        owned: dict[str, bool] = {}
+
+        def hands_on_own(node: Node) -> bool:
+            """The records `node` forwards are its one child's alone."""
+            if node.name not in owned:
+                owned[node.name] = False  # a cycle, should there be one, owns nothing
+                if len(node.children) != 1:
+                    found = False
+                elif isinstance(node, SourceNode):
+                    found = True
+                elif isinstance(node, ProcessorNode):
+                    kind = getattr(node.processor, "forwards", None)
+                    found = kind == "new" or (kind == "given" and gets_own(node))
+                else:
+                    found = False
+                owned[node.name] = found
+            return owned[node.name]
+
+        def gets_own(node: Node) -> bool:
+            ps = parents.get(node.name, [])
+            return len(ps) == 1 and hands_on_own(ps[0])
+
+        for node in self.nodes.values():
+            if isinstance(node, ProcessorNode) and hasattr(node.processor, "owns_input"):
+                node.processor.owns_input = gets_own(node)
 
     def _default_open(self, spec: Any, partition: int) -> Any:
         from kstream.state import open_store

@@ -12,6 +12,7 @@ from kstream.errors import ProcessingError
 from kstream.records import Record
 from kstream.testing.driver import TopologyTestDriver
 from kstream.topology import Processor
+from kstream.topology.nodes import ProcessorNode
 
 Pairs = list[tuple[Any, Any]]
 
@@ -190,3 +191,57 @@ def test_user_function_error_names_record() -> None:
 
 def test_null_values_pass_through_stateless_ops() -> None:
     assert run(lambda s: s.filter(lambda k, v: v is None), [("a", None), ("b", 1)]) == [("a", None)]
+
+
+def _owning(d: TopologyTestDriver) -> dict[str, bool]:
+    """Whether each map / map_values node of the driver's task changes its records in place."""
+    return {
+        name: node.processor.owns_input
+        for name, node in d.tasks[0].nodes.items()
+        if isinstance(node, ProcessorNode) and hasattr(node.processor, "owns_input")
+    }
+
+
+def test_maps_change_their_records_in_place_when_the_records_reach_only_them() -> None:
+    """source -> filter -> peek -> map_values -> map: each record passes through nodes that
+    hand it to one child and keep nothing, so the maps change it instead of copying it."""
+    b = StreamBuilder()
+    b.stream("in", "string", "json").filter(lambda k, v: v > 1).peek(lambda k, v: None).map_values(
+        lambda v: v * 10
+    ).map(lambda k, v: (k.upper(), v + 1)).to("out", "string", "json")
+    with TopologyTestDriver(b) as d:
+        assert sorted(_owning(d).values()) == [True, True]
+        d.input_topic("in", "string", "json").pipe_many(RECS)
+        assert d.output_topic("out", "string", "json").read_key_values() == [
+            ("B", 21),
+            ("C", 31),
+            ("D", 41),
+        ]
+
+
+def test_maps_copy_records_another_node_also_gets_or_a_user_processor_may_keep() -> None:
+    """A record a second child also gets (a branch), or a user processor forwards (and may
+    keep), is copied by a map: the other branch, and what the processor kept, see the value
+    the record came with."""
+    kept: list[Record] = []
+
+    class Keep(Processor):
+        def process(self, record: Record) -> None:
+            kept.append(record)
+            self.ctx.forward(record)
+
+    b = StreamBuilder()
+    s = b.stream("in", "string", "json")
+    s.map_values(lambda v: v * 10).to("tens", "string", "json")
+    s.to("as-is", "string", "json")
+    b.stream("in2", "string", "json").process(Keep).map_values(lambda v: -v).to(
+        "negated", "string", "json"
+    )
+    with TopologyTestDriver(b) as d:
+        assert _owning(d) and not any(_owning(d).values())
+        d.input_topic("in", "string", "json").pipe_many(RECS[:2])
+        d.input_topic("in2", "string", "json").pipe_many(RECS[2:])
+        assert d.output_topic("tens", "string", "json").read_values() == [10, 20]
+        assert d.output_topic("as-is", "string", "json").read_values() == [1, 2]
+        assert d.output_topic("negated", "string", "json").read_values() == [-3, -4]
+    assert [(r.key, r.value) for r in kept] == [("c", 3), ("d", 4)]
