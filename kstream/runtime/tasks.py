@@ -278,7 +278,9 @@ class Collector:
         return self.rt.ctx.partition_counts[topic]
 
 
-def task_store_parts(ctx: RuntimeContext, subtopology: int, partition: int) -> list[Any]:
+def task_store_parts(
+    ctx: RuntimeContext, subtopology: int, partition: int
+) -> list[tuple[StoreSpec, int]]:
     """A task's store partitions, `(spec, partition)`: its sub-topology's stores, then its
     dedup marks."""
     sub = ctx.compiled.subtopologies[subtopology]

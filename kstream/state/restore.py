@@ -12,6 +12,9 @@ data, is of an incompatible format, or is corrupt (`StoreCorruptedError` from th
 A remote store that has lost its data (a Redis restarted empty) has no checkpoint and no data,
 so it is restored from offset 0 like a new one; one that loses it during the restore
 (`StoreLostError`) is restored again.
+
+Many stores are restored by one consumer (`restore_all`), whose fetches wait at most 10 ms for
+data (`kstream.kafka.consumer.to_end_settings`): the end shows with a fetch's answer.
 """
 
 from __future__ import annotations
