@@ -69,6 +69,10 @@ def group_partitions(pairs: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
     return {t: sorted(ps) for t, ps in sorted(out.items())}
 
 
+FOLLOW_FETCH_WAIT_MS = 100
+"""The registry follower's fetch wait (ms): how stale its view of other instances may get."""
+
+
 class InstanceRegistry:
     """Publishes this instance's assignment and follows everyone else's."""
 
@@ -101,7 +105,14 @@ class InstanceRegistry:
         admin = Admin(self._bootstrap, kafka=self._kafka, connect_timeout=self._timeout)
         admin.create_topic(self.topic, 1, {"cleanup.policy": "compact", "retention.ms": "-1"})
         self._producer = Producer(self._bootstrap, kafka=self._kafka, connect_timeout=self._timeout)
-        self._consumer = Consumer(self._bootstrap, kafka=self._kafka, connect_timeout=self._timeout)
+        # a short fetch wait: another instance's new assignment is seen within 0.1 s (at the
+        # default 500 ms a key query could answer owner_unknown for most of a second after a
+        # rebalance); the topic holds a record per instance, so the fetches cost little
+        self._consumer = Consumer(
+            self._bootstrap,
+            kafka={**self._kafka, "fetch.wait.max.ms": FOLLOW_FETCH_WAIT_MS},
+            connect_timeout=self._timeout,
+        )
         self._consumer.assign([(self.topic, 0, OFFSET_BEGINNING)])
         self._thread = threading.Thread(
             target=self._follow, name=f"kstream-instances-{self.instance_id}", daemon=True
@@ -124,7 +135,7 @@ class InstanceRegistry:
         assert self._consumer is not None
         while not self._stop.is_set():
             try:
-                msgs = self._consumer.consume_batch(500, 0.2)
+                msgs = self._consumer.consume_batch(500, 0.05)
             except Exception as e:
                 log.warning("reading %s: %s", self.topic, e)
                 self._stop.wait(0.5)

@@ -149,6 +149,17 @@ def cluster(
             return True
 
         wait_until("every word to be counted", all_counted, 60, logs)
+
+        def both_know_every_owner() -> bool:
+            # each instance learns the other's partitions from the instances topic: until it
+            # has, a key the other holds is answered 503 owner_unknown
+            return all(
+                get(inst.url + f"/stores/counts/keys/{w}")[0] == 200
+                for inst in instances
+                for w in expected
+            )
+
+        wait_until("both instances to know every key's owner", both_know_every_owner, 30, logs)
         yield instances, expected, app_id
     finally:
         for inst in instances:
