@@ -74,11 +74,21 @@ def cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def stat_cpu_s(path: str) -> float | None:
+    """User + sys CPU seconds from a /proc `stat` file (a process's or a thread's); None when
+    it is gone or there is no /proc."""
+    try:
+        with open(path) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
 def thread_cpu() -> dict[str, float]:
     """CPU seconds of this process's live threads: librdkafka's own (`rdk:*`, the client
     library's C threads) and the Python threads (`python`; Linux only, else empty)."""
     out = {"client": 0.0, "python": 0.0}
-    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     try:
         tids = os.listdir("/proc/self/task")
     except OSError:
@@ -87,12 +97,11 @@ def thread_cpu() -> dict[str, float]:
         try:
             with open(f"/proc/self/task/{tid}/comm") as f:
                 comm = f.read().strip()
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue  # the thread ended
-        secs = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-        out["client" if comm.startswith("rdk:") else "python"] += secs
+        secs = stat_cpu_s(f"/proc/self/task/{tid}/stat")
+        if secs is not None:
+            out["client" if comm.startswith("rdk:") else "python"] += secs
     return out
 
 

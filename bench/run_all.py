@@ -49,7 +49,6 @@ import json
 import os
 import platform
 import re
-import resource
 import shutil
 import signal
 import statistics
@@ -68,7 +67,7 @@ sys.path.insert(0, ROOT)
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition  # noqa: E402
 from confluent_kafka import Consumer as RawConsumer  # noqa: E402
 from confluent_kafka import Producer as RawProducer  # noqa: E402
-from kstream_pipe import py_spy  # noqa: E402
+from kstream_pipe import cpu_s, py_spy, stat_cpu_s  # noqa: E402
 
 from kstream.kafka.admin import Admin  # noqa: E402
 from kstream.kafka.broker import EmbeddedBroker  # noqa: E402
@@ -118,20 +117,8 @@ def produce_input(bs: str, topic: str, n: int) -> int:
 
 
 def process_cpu_s(pid: int | None) -> float:
-    """Another process's CPU seconds (user + sys) from /proc; 0 where there is none."""
-    if pid is None:
-        return 0.0
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def own_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    """Another process's CPU seconds (user + sys); 0 where there is none."""
+    return (stat_cpu_s(f"/proc/{pid}/stat") if pid is not None else None) or 0.0
 
 
 class Watcher(threading.Thread):
@@ -188,7 +175,7 @@ class Watcher(threading.Thread):
                 msgs = self.c.consume(10_000, 0.001 if self.latency else 0.05)
                 now = time.monotonic()
                 if not self.cpu or now - self.cpu[-1][0] >= self.SAMPLE_S:
-                    self.cpu.append((now, process_cpu_s(self.broker_pid), own_cpu_s()))
+                    self.cpu.append((now, process_cpu_s(self.broker_pid), cpu_s()))
                 wall = time.time() * 1000
                 got = 0
                 for m in msgs:

@@ -67,7 +67,7 @@ from confluent_kafka import TopicPartition  # noqa: E402
 from kstream.dsl import StreamBuilder  # noqa: E402
 from kstream.kafka.admin import Admin  # noqa: E402
 from kstream.kafka.broker import EmbeddedBroker  # noqa: E402
-from kstream.kafka.consumer import Consumer  # noqa: E402
+from kstream.kafka.consumer import Consumer, to_end_settings  # noqa: E402
 from kstream.kafka.producer import Producer  # noqa: E402
 from kstream.runtime import App, AppState, caught_up, read_unique  # noqa: E402
 from kstream.spark.progress import batch_records  # noqa: E402
@@ -351,9 +351,9 @@ def run_native(bootstrap: str, name: str, src: str, records: int, tmp: str, slug
 
 def input_ends(bootstrap: str, topic: str) -> dict[int, int]:
     """The end offset of each partition of the input, as fetching sees it."""
-    from kstream.spark.source import partition_bounds, reader_settings
+    from kstream.spark.source import partition_bounds
 
-    with Consumer(bootstrap, kafka=reader_settings({})) as c:
+    with Consumer(bootstrap, kafka=to_end_settings({})) as c:
         ends = partition_bounds(c, [topic])[1][topic]
     return {int(p): e for p, e in ends.items()}
 

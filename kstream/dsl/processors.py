@@ -40,6 +40,11 @@ def _tuple_new(cls: type) -> Callable[[tuple[Any, ...]], Any]:
 new_change: Callable[[tuple[Any, Any]], Change] = _tuple_new(Change)
 
 
+def without(records: Sequence[Record], bad: set[int] | None) -> list[Record]:
+    """`records` but those whose `id` is in `bad` (the ones that failed)."""
+    return list(records) if bad is None else [r for r in records if id(r) not in bad]
+
+
 class BuiltinProcessor(Processor):
     """Keeps `ctx` and the task (whose `current` record stores use for provenance).
 
@@ -106,9 +111,7 @@ class MapProcessor(BuiltinProcessor):
                 except Exception as e:
                     on_error(e, r)
                     bad = (bad or set()) | {id(r)}
-            self.ctx.forward_batch(
-                list(records) if bad is None else [r for r in records if id(r) not in bad]
-            )
+            self.ctx.forward_batch(without(records, bad))
             return
         out = []
         for r in records:
@@ -138,9 +141,7 @@ class MapValuesProcessor(BuiltinProcessor):
                 except Exception as e:
                     on_error(e, r)
                     bad = (bad or set()) | {id(r)}
-            self.ctx.forward_batch(
-                list(records) if bad is None else [r for r in records if id(r) not in bad]
-            )
+            self.ctx.forward_batch(without(records, bad))
             return
         out = []
         for r in records:
@@ -227,8 +228,7 @@ class PeekProcessor(BuiltinProcessor):
             except Exception as e:
                 on_error(e, r)
                 bad = (bad or set()) | {id(r)}
-        out = list(records) if bad is None else [r for r in records if id(r) not in bad]
-        self.ctx.forward_batch(out)
+        self.ctx.forward_batch(without(records, bad))
 
 
 class PassThroughProcessor(BuiltinProcessor):

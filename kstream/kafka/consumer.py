@@ -25,6 +25,7 @@ from kstream.kafka.roles import client_config
 
 __all__ = [
     "CONSUMER_DEFAULTS",
+    "TO_END_POLL_S",
     "Consumer",
     "RebalanceCallback",
     "TopicPartition",
@@ -44,6 +45,9 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
 
 #: How long a fetch of a consumer that reads to the end may wait for data, in ms.
 TO_END_FETCH_WAIT_MS = 10
+#: How long such a consumer's consume calls wait: a call returns when it has its batch or at its
+#: timeout, and the end (an end-of-partition event, no records) shows only at the timeout.
+TO_END_POLL_S = 0.02
 
 
 def to_end_settings(kafka: Mapping[str, Any] | None) -> dict[str, Any]:

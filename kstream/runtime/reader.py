@@ -15,7 +15,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING
 
 from kstream.errors import KStreamError
-from kstream.kafka.consumer import Consumer, to_end_settings
+from kstream.kafka.consumer import TO_END_POLL_S, Consumer, to_end_settings
 from kstream.records import Record
 from kstream.serde import SerdeContext, SerdeLike, serde
 from kstream.state.provenance import from_headers
@@ -85,7 +85,7 @@ class TopicReader:
         out: list[Record] = []
         last = time.monotonic()
         while True:
-            got = self.poll(0.02)  # short: the end shows at the call's timeout
+            got = self.poll(TO_END_POLL_S)
             if got:
                 out += got
                 last = time.monotonic()

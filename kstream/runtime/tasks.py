@@ -298,17 +298,21 @@ def restore_tasks(
     Returns each task's `RestoreResult`s, in `task_store_parts` order."""
     cfg = ctx.config
     parts = [task_store_parts(ctx, sub, part) for sub, part in tasks]
-    results = open_and_restore_all(
-        [p for task_parts in parts for p in task_parts],
-        app_id=ctx.app_id,
-        state_dir=cfg.state_dir,
-        bootstrap_servers=ctx.bootstrap_servers,
-        committed=committed if ctx.exactly_once else None,
-        default_backend=cfg.default_backend,
-        kafka=cfg.kafka,
-        progress=ctx.store_metrics.record_restore if ctx.store_metrics is not None else None,
-        client_supplier=ctx.client_supplier,
-    )
+    ctx.restoring_changed(+len(tasks))
+    try:
+        results = open_and_restore_all(
+            [p for task_parts in parts for p in task_parts],
+            app_id=ctx.app_id,
+            state_dir=cfg.state_dir,
+            bootstrap_servers=ctx.bootstrap_servers,
+            committed=committed if ctx.exactly_once else None,
+            default_backend=cfg.default_backend,
+            kafka=cfg.kafka,
+            progress=ctx.store_metrics.record_restore if ctx.store_metrics is not None else None,
+            client_supplier=ctx.client_supplier,
+        )
+    finally:
+        ctx.restoring_changed(-len(tasks))
     out: list[list[RestoreResult]] = []
     at = 0
     for task_parts in parts:
@@ -346,45 +350,39 @@ class RuntimeTask:
         self.own_producer = ctx.exactly_once and not ctx.shared_transactions
         cfg = ctx.config
         marks = marks_spec(subtopology)
-        ctx.restoring_changed(+1)
         try:
-            try:
-                self.producer: Producer = (
-                    ctx.new_producer(f"{ctx.app_id}-{self.id}")
-                    if self.own_producer
-                    else ctx.shared_producer()
-                )
-                self.collector = Collector(self)
-                if restored is None:
-                    restored = restore_tasks(ctx, [(subtopology, partition)], committed)[0]
-                ready = {res.store.name: self._restored(res) for res in restored}
-                self.task = Task(
-                    ctx.compiled,
-                    subtopology,
-                    partition,
-                    collector=self.collector,
-                    app_id=ctx.app_id,
-                    state_dir=cfg.state_dir,
-                    default_backend=cfg.default_backend,
-                    open_store=lambda spec, _part: ready.pop(spec.name),
-                    error_handler=make_handler(cfg, ctx.counts, self._raw, self.collector.send_raw),
-                    global_stores=ctx.global_views,
-                    wall_clock_ms=int(time.time() * 1000),
-                )
-                self.marks_store = ready.pop(marks.name)
-                self.marks_store.source = self.task.source
-                self.task.stores[marks.name] = self.marks_store
-                self.marks = load_marks(self.marks_store)
-            except BaseException:
-                for res in restored or ():
-                    res.store.close()  # closing twice is harmless
-                raise
+            self.producer: Producer = (
+                ctx.new_producer(f"{ctx.app_id}-{self.id}")
+                if self.own_producer
+                else ctx.shared_producer()
+            )
+            self.collector = Collector(self)
+            if restored is None:
+                restored = restore_tasks(ctx, [(subtopology, partition)], committed)[0]
+            ready = {res.store.name: self._restored(res) for res in restored}
+            self.task = Task(
+                ctx.compiled,
+                subtopology,
+                partition,
+                collector=self.collector,
+                app_id=ctx.app_id,
+                state_dir=cfg.state_dir,
+                default_backend=cfg.default_backend,
+                open_store=lambda spec, _part: ready.pop(spec.name),
+                error_handler=make_handler(cfg, ctx.counts, self._raw, self.collector.send_raw),
+                global_stores=ctx.global_views,
+                wall_clock_ms=int(time.time() * 1000),
+            )
+            self.marks_store = ready.pop(marks.name)
+            self.marks_store.source = self.task.source
+            self.task.stores[marks.name] = self.marks_store
+            self.marks = load_marks(self.marks_store)
         except BaseException:
+            for res in restored or ():
+                res.store.close()  # closing twice is harmless
             if self.own_producer and hasattr(self, "producer"):
                 self.producer.close(drop_undelivered=True)
             raise
-        finally:
-            ctx.restoring_changed(-1)
 
     def _restored(self, res: RestoreResult) -> Any:
         """A store of this task fresh from its restore: logged, and timed when asked to be."""

@@ -206,11 +206,7 @@ class StreamThread:
         keys = list(wanted)
         try:
             # every store of every new task, restored by one consumer
-            self.ctx.restoring_changed(+len(keys))
-            try:
-                restored = restore_tasks(self.ctx, keys, committed)
-            finally:
-                self.ctx.restoring_changed(-len(keys))
+            restored = restore_tasks(self.ctx, keys, committed)
         except BaseException as e:
             self.error = e
             self.stop.set()

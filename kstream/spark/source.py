@@ -140,9 +140,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _consumer(self) -> Any:
         if self._planner is None:
-            from kstream.kafka.consumer import Consumer
+            from kstream.kafka.consumer import Consumer, to_end_settings
 
-            self._planner = Consumer(self.bootstrap_servers, kafka=reader_settings(self.kafka))
+            self._planner = Consumer(self.bootstrap_servers, kafka=to_end_settings(self.kafka))
         return self._planner
 
     def _ends(self) -> tuple[Offsets, Offsets]:
@@ -205,7 +205,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 def partition_bounds(consumer: Any, topics: Sequence[str]) -> tuple[Offsets, Offsets]:
     """(earliest, end) offsets of every partition of `topics`, the end as seen by fetching.
 
-    `consumer` is a kstream `Consumer` made with `reader_settings` (left unassigned).
+    `consumer` is a kstream `Consumer` made with `to_end_settings` (left unassigned).
     """
     from confluent_kafka import TopicPartition
 
@@ -342,12 +342,12 @@ def _transform(blob: str) -> Transform:
 
 def _reader(bootstrap_servers: str, kafka: Mapping[str, Any]) -> Any:
     """This worker's consumer for ranges of `bootstrap_servers` (no group, assign only)."""
-    from kstream.kafka.consumer import Consumer
+    from kstream.kafka.consumer import Consumer, to_end_settings
 
     key = (bootstrap_servers, json.dumps(dict(kafka), sort_keys=True, default=str))
     c = _READERS.get(key)
     if c is None:
-        c = _READERS[key] = Consumer(bootstrap_servers, kafka=reader_settings(kafka))
+        c = _READERS[key] = Consumer(bootstrap_servers, kafka=to_end_settings(kafka))
     return c
 
 
@@ -356,14 +356,6 @@ def _drop_reader(bootstrap_servers: str, kafka: Mapping[str, Any]) -> None:
     c = _READERS.pop(key, None)
     if c is not None:
         c.close()
-
-
-def reader_settings(kafka: Mapping[str, Any]) -> dict[str, Any]:
-    """librdkafka settings for reading a known range: ranges and end offsets are read to the
-    end, so the end must show up at once (`to_end_settings`)."""
-    from kstream.kafka.consumer import to_end_settings
-
-    return to_end_settings(kafka)
 
 
 def _merge_start(start: Mapping[str, Any], lows: Offsets) -> Offsets:

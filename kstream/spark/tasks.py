@@ -362,7 +362,7 @@ def _read_globals(
     """New records of the global topics since `offsets` (updated), per topic and partition."""
     from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-    from kstream.kafka.consumer import Consumer, to_end_settings
+    from kstream.kafka.consumer import TO_END_POLL_S, Consumer, to_end_settings
 
     out: dict[str, list[list[Record]]] = {}
     c = Consumer(plan.bootstrap_servers, kafka=to_end_settings(plan.kafka))
@@ -384,8 +384,7 @@ def _read_globals(
                     f"global topic partitions {sorted(pending)} did not reach their end in "
                     f"{_GLOBAL_WAIT_S:.0f}s"
                 )
-            # a short call: the end (an end-of-partition event, no records) shows at its timeout
-            for m in c.consume_batch(10_000, 0.02):
+            for m in c.consume_batch(10_000, TO_END_POLL_S):
                 mt, mp, mo = m.topic(), m.partition(), m.offset()
                 if mt is None or mp is None or mo is None:
                     continue

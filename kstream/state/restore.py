@@ -39,10 +39,6 @@ log = logging.getLogger("kstream.state.restore")
 
 Committed = Mapping[tuple[str, int], int]
 _LOST_ATTEMPTS = 3
-# A consume call returns when it has a whole batch or when this has passed: the end of the
-# changelog (an end-of-partition event, with no records) shows only at the timeout, so it is
-# short; a catching-up read fills its batches long before it.
-_POLL_S = 0.02
 Progress = Callable[[str, int, int, int | None], None]
 """progress(store, partition, records_restored, end_offset or None)."""
 
@@ -189,7 +185,7 @@ def restore_all(
     stores fed by no transactional task, e.g. global tables). `wiped[i]`: store i was wiped
     before (reported in its result).
     """
-    from kstream.kafka.consumer import to_end_settings
+    from kstream.kafka.consumer import TO_END_POLL_S, to_end_settings
     from kstream.kafka.supplier import ClientConfig, KafkaClientSupplier
 
     supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
@@ -206,7 +202,7 @@ def restore_all(
         pending = set(states)
         last_progress = time.monotonic()
         while pending:
-            msgs = consumer.consume_batch(batch, _POLL_S)
+            msgs = consumer.consume_batch(batch, TO_END_POLL_S)
             got: dict[tuple[str, int], list[tuple[bytes, bytes | None]]] = {}
             for m in msgs:
                 tp = (m.topic() or "", m.partition() or 0)
