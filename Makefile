@@ -10,7 +10,19 @@ PYTEST_ARGS ?=
 # of the run, and the other three take everything else (tests/support/scheduling.py).
 TEST_WORKERS ?= 6
 
-.PHONY: demo test pytest warm lint unit integration bench bench-full venv clean
+.PHONY: demo test pytest warm lint unit integration bench bench-full venv kafka clean
+
+# Apache Kafka, the reference broker of the tests and benchmarks: Maven resolves
+# org.apache.kafka:kafka_2.13 (the version is pinned in tools/kafka/pom.xml) and its runtime
+# dependencies from Maven Central into tools/kafka/target/libs (kstream.testing.kafka)
+KAFKA_LIBS := tools/kafka/target/libs
+KAFKA_STAMP := $(KAFKA_LIBS)/.resolved
+$(KAFKA_STAMP): tools/kafka/pom.xml
+	rm -rf $(KAFKA_LIBS)
+	mvn -q -B -f tools/kafka/pom.xml dependency:copy-dependencies
+	touch $(KAFKA_STAMP)
+
+kafka: $(KAFKA_STAMP)
 
 # The install skips byte-compiling (Python compiles a module when it is first imported, and
 # most of pyspark and pandas never are): half the install's time. So the processes make starts
@@ -42,7 +54,7 @@ test: $(STAMP)
 	@$(MAKE) --no-print-directory -j2 lint pytest
 
 # the slowest tests are listed at the end: where a slow run spent its time, from its log alone
-pytest: warm
+pytest: warm $(KAFKA_STAMP)
 	$(RUN_PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20 $(PYTEST_ARGS)
 
 # one process compiles what every test process imports (tests/support/warm_bytecode.py), so a
@@ -53,13 +65,13 @@ warm: $(STAMP)
 unit: $(STAMP)
 	$(RUN_PY) -m pytest -q tests/unit tests/property $(PYTEST_ARGS)
 
-integration: $(STAMP)
+integration: $(STAMP) $(KAFKA_STAMP)
 	$(RUN_PY) -m pytest -q tests/integration tests/e2e $(PYTEST_ARGS)
 
 # `make bench`: the quick run (a few minutes); `make bench-full` or BENCH_ARGS=--full: the
 # README's table
 BENCH_ARGS ?=
-bench: $(STAMP)
+bench: $(STAMP) $(KAFKA_STAMP)
 	$(PY) -m pip install -q -e '.[$(EXTRAS),bench]'
 	$(RUN_PY) bench/run_all.py $(BENCH_ARGS)
 
@@ -67,4 +79,4 @@ bench-full: BENCH_ARGS += --full
 bench-full: bench
 
 clean:
-	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache tools/kafka/target

@@ -21,6 +21,12 @@ from kstream.kafka.security import validate_security
 ERROR_POLICIES = ("fail", "skip", "dlq")
 RECORDING_LEVELS = ("info", "debug", "trace")
 GUARANTEES = ("exactly_once", "exactly_once_v2", "at_least_once")
+DEFAULT_GUARANTEE = "exactly_once_v2"
+"""Kafka Streams' default exactly-once mode since 4.0 (which removed per-task exactly_once;
+kstream keeps it as a choice)."""
+BROKER_COMPAT = ("none", "tansu")
+"""`broker_compat`: "none" for Apache Kafka and brokers that behave like it; "tansu" turns on
+the compensations for the embedded Tansu broker (kstream.broker_compat)."""
 _HOSTPORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.\-]*):(\d{1,5})$")
 DURATION_KEYS = (
     "batch_max_wait",
@@ -59,8 +65,14 @@ class Config:
     http_token: str | None = None
     connect_timeout: int = 10_000
     shutdown_timeout: int = 30_000
-    replication_factor: int = 1
+    # internal topics' replication factor; -1 takes the broker's default.replication.factor
+    replication_factor: int = -1
     kafka: Mapping[str, Any] = field(default_factory=dict)
+    # compensations for a broker that is not Apache Kafka ("tansu"); the default, "none", is
+    # Kafka's behaviour. The default comes from KSTREAM_BROKER_COMPAT when that is set.
+    broker_compat: str = field(
+        default_factory=lambda: os.environ.get("KSTREAM_BROKER_COMPAT", "none")
+    )
     # Pause Python's cyclic garbage collector while a batch is processed (see thread.py)
     gc_pause: bool = True
     # Kafka Streams' metrics.recording.level: state-store operation metrics (counts, latency)
@@ -150,6 +162,13 @@ class Config:
                 f"replication_factor: expected a positive int or -1 (broker default), "
                 f"got {self.replication_factor!r}"
             )
+        compat = self.broker_compat
+        if not isinstance(compat, str) or compat.strip().lower() not in BROKER_COMPAT:
+            raise ConfigError(
+                f"broker_compat: expected one of {', '.join(BROKER_COMPAT)} ('none' for Apache "
+                f"Kafka, 'tansu' for the embedded Tansu broker), got {compat!r}"
+            )
+        set_(self, "broker_compat", compat.strip().lower())
         if not isinstance(self.kafka, Mapping):
             raise ConfigError(f"kafka: expected a dict of librdkafka settings, got {self.kafka!r}")
         bad = [k for k in self.kafka if not isinstance(k, str)]

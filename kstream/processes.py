@@ -13,7 +13,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from kstream.config import Config, validate_app_id, validate_guarantee
+from kstream.config import DEFAULT_GUARANTEE, Config, validate_app_id, validate_guarantee
 from kstream.errors import ConfigError, KStreamError
 
 __all__ = ["run_processes"]
@@ -25,7 +25,7 @@ def run_processes(
     app_id: str,
     bootstrap_servers: str,
     processes: int | str = "auto",
-    processing_guarantee: str = "exactly_once",
+    processing_guarantee: str = DEFAULT_GUARANTEE,
     config: Mapping[str, Any] | None = None,
     instance_id: str | None = None,
     stop: threading.Event | None = None,

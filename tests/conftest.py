@@ -1,10 +1,13 @@
-"""Shared fixtures: one embedded broker per test process, and unique topic names.
+"""Shared fixtures: one Apache Kafka broker for the whole run, and unique topic names.
 
-Tansu keeps everything in memory, so tests share one broker and stay apart by using unique
-topic (and group) names instead of a fresh broker each. Under pytest-xdist every worker
-process starts its own broker (the fixture is session-scoped, and a session is per worker).
-Set `KSTREAM_TEST_BOOTSTRAP` to run the integration tests against another Kafka instead (e.g.
-a real Apache Kafka); all workers then share it.
+The suite runs on Apache Kafka (KRaft, from `tools/kafka`: `make kafka`). The process that
+starts pytest starts one single-node broker before any test process exists and hands its
+address to every pytest-xdist worker (`KSTREAM_TEST_BOOTSTRAP`); tests stay apart by using
+unique topic (and group) names. `KSTREAM_TEST_BROKER=tansu` runs the suite on the embedded
+Tansu broker instead (one per worker, as Tansu keeps everything in memory): the compatibility
+lane. Tests that are about Tansu itself (the embedded broker, `kstreamd demo`, the
+broker-compatibility component) start their own Tansu in either lane. Set
+`KSTREAM_TEST_BOOTSTRAP` to run against a Kafka the tests did not start.
 
 With `CI` set (as CI runs `.ci/run`), a skipped test is a failure: a missing system package
 (redis-server, stunnel, prometheus, Java) must not turn the suite silently green. `xfail` stays
@@ -27,6 +30,7 @@ import pytest
 from support.scheduling import group_of, longest_units_first, make_scheduler, yield_to_spark
 
 from kstream.kafka.broker import EmbeddedBroker
+from kstream.testing.kafka import KafkaCluster
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,13 @@ class ExternalBroker:
 
 
 LONG = os.environ.get("KSTREAM_LONG") == "1"
+BROKERS = ("kafka", "tansu")
+TEST_BROKER = os.environ.get("KSTREAM_TEST_BROKER", "kafka").strip().lower()
+if TEST_BROKER not in BROKERS:
+    raise pytest.UsageError(
+        f"KSTREAM_TEST_BROKER: expected one of {', '.join(BROKERS)}, got {TEST_BROKER!r}"
+    )
+_SHARED_KAFKA: KafkaCluster | None = None
 # JVM settings for every Spark JVM the tests start (local sessions, submitted drivers, the
 # cluster's executors), through the `spark-defaults.conf` Spark reads from `SPARK_CONF_DIR`.
 # Test JVMs live for seconds to minutes: the C1 compiler alone and the serial collector halve
@@ -72,6 +83,23 @@ def _spark_test_defaults() -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     _spark_test_defaults()
+    if hasattr(config, "workerinput") or TEST_BROKER != "kafka":
+        return
+    if os.environ.get("KSTREAM_TEST_BOOTSTRAP"):
+        return
+    # One broker for the run, started here, before pytest-xdist starts its workers, which
+    # inherit the address. It starts in a second or few while pytest collects.
+    global _SHARED_KAFKA
+    _SHARED_KAFKA = KafkaCluster(nodes=1).start()
+    os.environ["KSTREAM_TEST_BOOTSTRAP"] = _SHARED_KAFKA.bootstrap_servers
+    os.environ["KSTREAM_TEST_BROKER_LOG"] = str(_SHARED_KAFKA.nodes[0].log_path)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _SHARED_KAFKA
+    if _SHARED_KAFKA is not None:
+        _SHARED_KAFKA.stop()
+        _SHARED_KAFKA = None
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -147,13 +175,29 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def kafka_broker() -> Iterator[EmbeddedBroker | ExternalBroker]:
-    """The broker shared by every integration test (use `.bootstrap_servers`)."""
+    """The broker shared by every integration test (use `.bootstrap_servers`): the run's
+    Apache Kafka, or with `KSTREAM_TEST_BROKER=tansu` this worker's own Tansu."""
     external = os.environ.get("KSTREAM_TEST_BOOTSTRAP")
-    if external:
+    if external and TEST_BROKER == "kafka":
         yield ExternalBroker(external)
         return
     with EmbeddedBroker() as broker:
         yield broker
+
+
+@pytest.fixture(scope="session")
+def tansu_broker() -> Iterator[EmbeddedBroker]:
+    """An embedded Tansu broker of this worker, for the tests of the compatibility lane."""
+    with EmbeddedBroker() as broker:
+        yield broker
+
+
+@pytest.fixture
+def kafka_cluster3() -> Iterator[KafkaCluster]:
+    """A fresh three-node Apache Kafka cluster (replication factor 3, min.insync.replicas 2)
+    for failover tests; its nodes can be killed, paused and restarted."""
+    with KafkaCluster(nodes=3) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from kstream.config import (
+    DEFAULT_GUARANTEE,
     Config,
     prepare_state_dir,
     validate_app_id,
@@ -78,7 +79,7 @@ class App:
         topology: Any,
         app_id: str,
         bootstrap_servers: str,
-        processing_guarantee: str = "exactly_once",
+        processing_guarantee: str = DEFAULT_GUARANTEE,
         config: Mapping[str, Any] | Config | None = None,
         client_supplier: ClientSupplier | None = None,
     ) -> None:

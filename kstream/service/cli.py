@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--guarantee",
         choices=GUARANTEES,
         default=None,
-        help="processing guarantee (default exactly_once)",
+        help="processing guarantee (default exactly_once_v2, as Kafka Streams)",
     )
     run.add_argument("--engine", choices=("native", "spark"), default=None, help="default native")
     run.add_argument("--instance-id", default=None, help="this instance's id (default host-pid)")

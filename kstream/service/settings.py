@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from kstream.config import DURATION_KEYS, GUARANTEES, Config, validate_app_id
+from kstream.config import DEFAULT_GUARANTEE, DURATION_KEYS, GUARANTEES, Config, validate_app_id
 from kstream.errors import ConfigError
 
 __all__ = ["OTHER_KSTREAM_VARIABLES", "SERVICE_KEYS", "Settings", "load_settings"]
@@ -45,6 +45,10 @@ _ENV_PREFIX = "KSTREAM_"
 OTHER_KSTREAM_VARIABLES = (
     "KSTREAM_TANSU",
     "KSTREAM_TEST_BOOTSTRAP",
+    "KSTREAM_TEST_BROKER",  # tests/conftest.py: the lane, "kafka" or "tansu"
+    "KSTREAM_TEST_BROKER_LOG",
+    "KSTREAM_KAFKA_LIBS",  # kstream.testing.kafka: the Apache Kafka jars
+    "KSTREAM_KAFKA_JAVA_HOME",
     "KSTREAM_LONG",
     "KSTREAM_LOG_LEVEL",  # kstream.service.logs
     "KSTREAM_LOG_FORMAT",
@@ -95,7 +99,7 @@ class Settings:
 
     app_id: str | None = None
     bootstrap_servers: str = "127.0.0.1:9092"
-    processing_guarantee: str = "exactly_once"
+    processing_guarantee: str = DEFAULT_GUARANTEE
     engine: str = "native"
     instance_id: str | None = None
     advertised_url: str | None = None
@@ -183,7 +187,7 @@ def load_settings(
     if kafka:
         merged["kafka"] = kafka
     Config.from_mapping(merged)  # validate the engine keys now, with Config's messages
-    guarantee = service.get("processing_guarantee", "exactly_once")
+    guarantee = service.get("processing_guarantee", DEFAULT_GUARANTEE)
     if guarantee not in GUARANTEES:
         raise ConfigError(
             f"processing_guarantee: expected one of {', '.join(GUARANTEES)}, got {guarantee!r}"
