@@ -16,6 +16,7 @@ from typing import Any
 
 from kstream.duration import duration
 from kstream.errors import ConfigError
+from kstream.internal_topics import WINDOWSTORE_CHANGELOG_ADDITIONAL_RETENTION
 from kstream.kafka.security import validate_security
 
 ERROR_POLICIES = ("fail", "skip", "dlq")
@@ -34,6 +35,8 @@ DURATION_KEYS = (
     "dedup_retention",
     "connect_timeout",
     "shutdown_timeout",
+    "windowstore_changelog_additional_retention",
+    "repartition_purge_interval",
 )
 MAX_TOPIC_NAME = 249
 APP_ID_MAX_LEN = 200
@@ -67,6 +70,12 @@ class Config:
     shutdown_timeout: int = 30_000
     # internal topics' replication factor; -1 takes the broker's default.replication.factor
     replication_factor: int = -1
+    # Kafka Streams' windowstore.changelog.additional.retention.ms: a window, session or dedup
+    # store's changelog keeps records for the store's retention plus this (clock drift)
+    windowstore_changelog_additional_retention: int = WINDOWSTORE_CHANGELOG_ADDITIONAL_RETENTION
+    # Kafka Streams' repartition.purge.interval.ms: at most this often, after a commit, the
+    # records of repartition topics below the committed offsets are deleted (kstream.runtime.purge)
+    repartition_purge_interval: int = 30_000
     kafka: Mapping[str, Any] = field(default_factory=dict)
     # compensations for a broker that is not Apache Kafka ("tansu"); the default, "none", is
     # Kafka's behaviour. The default comes from KSTREAM_BROKER_COMPAT when that is set.

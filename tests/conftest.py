@@ -83,16 +83,39 @@ def _spark_test_defaults() -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     _spark_test_defaults()
+    if TEST_BROKER == "tansu":
+        # every App and kstreamd of the lane turns on the compensations Tansu needs
+        os.environ.setdefault("KSTREAM_BROKER_COMPAT", "tansu")
     if hasattr(config, "workerinput") or TEST_BROKER != "kafka":
         return
-    if os.environ.get("KSTREAM_TEST_BOOTSTRAP"):
+    if os.environ.get("KSTREAM_TEST_BOOTSTRAP") or not _needs_broker(config):
         return
     # One broker for the run, started here, before pytest-xdist starts its workers, which
-    # inherit the address. It starts in a second or few while pytest collects.
+    # inherit the address.
     global _SHARED_KAFKA
     _SHARED_KAFKA = KafkaCluster(nodes=1).start()
     os.environ["KSTREAM_TEST_BOOTSTRAP"] = _SHARED_KAFKA.bootstrap_servers
     os.environ["KSTREAM_TEST_BROKER_LOG"] = str(_SHARED_KAFKA.nodes[0].log_path)
+
+
+_BROKER_FREE = ("tests/unit", "tests/property", "tests/conformance")
+
+
+def _needs_broker(config: pytest.Config) -> bool:
+    """False when every path the run was given lies in a suite that needs no broker."""
+    root = Path(__file__).resolve().parent.parent
+    args = [a.split("::")[0] for a in config.args if not a.startswith("-")]
+    if not args:
+        return True
+    for arg in args:
+        path = Path(arg).resolve()
+        try:
+            rel = path.relative_to(root).as_posix()
+        except ValueError:
+            return True
+        if not rel.startswith(_BROKER_FREE):
+            return True
+    return False
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -177,12 +200,16 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
 def kafka_broker() -> Iterator[EmbeddedBroker | ExternalBroker]:
     """The broker shared by every integration test (use `.bootstrap_servers`): the run's
     Apache Kafka, or with `KSTREAM_TEST_BROKER=tansu` this worker's own Tansu."""
+    if TEST_BROKER == "tansu":
+        with EmbeddedBroker() as broker:
+            yield broker
+        return
     external = os.environ.get("KSTREAM_TEST_BOOTSTRAP")
-    if external and TEST_BROKER == "kafka":
+    if external:
         yield ExternalBroker(external)
         return
-    with EmbeddedBroker() as broker:
-        yield broker
+    with KafkaCluster(nodes=1) as cluster:  # a run that was not expected to need one
+        yield ExternalBroker(cluster.bootstrap_servers)
 
 
 @pytest.fixture(scope="session")

@@ -7,11 +7,13 @@ naming both counts (silently using it would break co-partitioning).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined,unused-ignore]
     AdminClient,
     ConfigResource,
@@ -25,6 +27,8 @@ from kstream.kafka.errors import map_error
 from kstream.kafka.roles import client_config
 
 __all__ = ["Admin", "TopicDescription", "TopicSpec"]
+
+TP = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -179,7 +183,12 @@ class Admin:
         return self.describe_topics([name])[name]
 
     def delete_topics(self, names: Iterable[str]) -> dict[str, bool]:
-        """Delete topics; returns {name: deleted} (False: it did not exist)."""
+        """Delete topics; returns {name: deleted} (False: it did not exist).
+
+        Returns once the broker's metadata no longer lists them (or after the request
+        timeout): Apache Kafka deletes a topic asynchronously, and a caller that creates it
+        again or lists topics right after must not find the old one.
+        """
         names = list(names)
         if not names:
             return {}
@@ -195,7 +204,37 @@ class Admin:
                     out[n] = False
                     continue
                 raise map_error(e, f"deleting topic {n!r}") from None
+        self._wait_gone([n for n, deleted in out.items() if deleted])
         return out
+
+    def _wait_gone(self, names: list[str]) -> None:
+        deadline = time.monotonic() + self._request_timeout
+        while names and time.monotonic() < deadline:
+            try:
+                listed = self._admin.list_topics(timeout=self._request_timeout).topics
+            except KafkaException:
+                return
+            names = [n for n in names if n in listed]
+            if names:
+                time.sleep(0.05)
+
+    def delete_records(self, offsets: Mapping[tuple[str, int], int]) -> dict[TP, Future[Any]]:
+        """Start deleting the records below `offsets[(topic, partition)]`; returns at once.
+
+        This is DeleteRecords, which Kafka Streams purges consumed repartition records with:
+        the broker moves each partition's start offset (its low watermark) up to the offset
+        given. Nothing waits here, so a caller on a processing loop is not held up by the
+        round trip; each future yields confluent-kafka's `DeletedRecords` (`.low_watermark`)
+        or raises KafkaException.
+        """
+        if not offsets:
+            return {}
+        tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+        try:
+            futures = self._admin.delete_records(tps, request_timeout=self._request_timeout)
+        except KafkaException as e:
+            raise map_error(e, "deleting records") from None
+        return {(tp.topic, tp.partition): f for tp, f in futures.items()}
 
     def close(self) -> None:
         """Nothing to release explicitly (AdminClient has no close); kept for symmetry."""

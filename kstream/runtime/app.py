@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from kstream.broker_compat import compat_of, marks_spec
 from kstream.config import (
     DEFAULT_GUARANTEE,
     Config,
@@ -30,7 +31,7 @@ from kstream.errors import ConfigError, KStreamError, TopologyError
 from kstream.kafka.admin import TopicSpec
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.metrics import Metrics
-from kstream.runtime.tasks import RuntimeContext, marks_spec
+from kstream.runtime.tasks import RuntimeContext
 from kstream.runtime.thread import StreamThread
 from kstream.runtime.workers import WorkerProcesses, split_processes, topology_reference
 from kstream.topology.topology import Topology
@@ -223,9 +224,11 @@ class App:
 
     def _new_stream_thread(self, partition_counts: dict[str, int]) -> StreamThread:
         """The stream thread of this app, not started (`partition_counts`: every topic's)."""
-        changelogs = set(self.compiled.changelog_topics) | {
-            marks_spec(s.id).changelog_topic(self.app_id) for s in self.compiled.subtopologies
-        }
+        changelogs = set(self.compiled.changelog_topics)
+        if compat_of(self.config).drop_repeats:
+            changelogs |= {
+                marks_spec(s.id).changelog_topic(self.app_id) for s in self.compiled.subtopologies
+            }
         ctx = RuntimeContext(
             compiled=self.compiled,
             config=self.config,
@@ -270,17 +273,18 @@ class App:
                 "exist; create them before starting"
             )
         counts = compiled.resolve_partitions(have)
+        # internal topics get Kafka Streams' configs (kstream.internal_topics) and the
+        # configured replication factor (-1: the broker's default.replication.factor)
         rf = cfg.replication_factor
+        extra = cfg.windowstore_changelog_additional_retention
         specs = []
         for name, it in compiled.internal_topics.items():
-            conf = dict(it.config)
-            if it.kind == "repartition":
-                conf.setdefault("retention.ms", "-1")
-            specs.append(TopicSpec(name, counts[name], conf, rf))
-        for s in compiled.subtopologies:
+            specs.append(TopicSpec(name, counts[name], it.topic_config(extra), rf))
+        for s in compiled.subtopologies if compat_of(cfg).drop_repeats else ():
             n = max(counts[t] for t in s.source_topics)
-            name = marks_spec(s.id).changelog_topic(self.app_id)
-            specs.append(TopicSpec(name, n, {"cleanup.policy": "compact"}, rf))
+            marks = marks_spec(s.id)
+            name = marks.changelog_topic(self.app_id)
+            specs.append(TopicSpec(name, n, marks.changelog_config(extra), rf))
         if cfg.dlq_topic:
             specs.append(TopicSpec(cfg.dlq_topic, 1, {}, rf))
         admin.create_topics(specs)
@@ -444,8 +448,9 @@ def graceful_signals(stop: Callable[[], None], what: str) -> Iterator[None]:
 
 
 def internal_topic_names(compiled: Any, app_id: str) -> list[str]:
-    """Every topic an app of `compiled` creates and owns: repartition and changelog topics,
-    the provenance marks' changelogs and the instances registry of `kstreamd run`."""
+    """Every topic an app of `compiled` may create and own: repartition and changelog topics,
+    the provenance marks' changelogs (broker_compat="tansu") and the instances registry of
+    `kstreamd run`."""
     names = set(compiled.internal_topics)
     names.update(marks_spec(s.id).changelog_topic(app_id) for s in compiled.subtopologies)
     names.add(f"{app_id}-instances")

@@ -10,17 +10,17 @@ commit in one transaction, as in Kafka Streams: one commit instead of one per ta
 is fenced only by a broker that checks consumer-group generations in transactional offset
 commits (KIP-447).
 
-Inputs that kstream wrote carry a provenance id; a task drops an id at or below the highest
-one it has seen from the same source partition on that input topic (`HighMarks`). The marks live
-in a small changelogged store, written once per batch, so records of aborted transactions that
-a broker still shows are processed once, across restarts too.
+On Apache Kafka that is the whole story. With the broker-compatibility component on
+(`broker_compat="tansu"`, kstream.broker_compat) outputs carry a provenance id and a task drops
+an input id at or below the highest one it has seen from the same source partition on that
+input topic (`HighMarks`), kept in a small changelogged store written once per batch, so records
+of aborted transactions that such a broker still shows are processed once, across restarts too.
 """
 
 from __future__ import annotations
 
 import heapq
 import logging
-import struct
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,7 +29,15 @@ from typing import Any
 
 from confluent_kafka import Message, TopicPartition
 
-from kstream import stores
+from kstream.broker_compat import (
+    BrokerCompat,
+    HighMarks,
+    compat_of,
+    load_marks,
+    marks_key,
+    marks_spec,
+    marks_value,
+)
 from kstream.config import Config
 from kstream.errors import ProduceError
 from kstream.kafka.producer import UNASSIGNED, Producer
@@ -39,7 +47,7 @@ from kstream.records import Headers, Record, TimestampType, derive
 from kstream.runtime.policies import ErrorCounts, make_handler
 from kstream.state.changelog import CHANGELOG_OFFSET, changelog_records
 from kstream.state.metrics import StoreMetrics, instrument
-from kstream.state.provenance import HEADER, HighMarks, Mark, encoder, header_value
+from kstream.state.provenance import HEADER, encoder, header_value
 from kstream.state.restore import RestoreResult, open_and_restore_all
 from kstream.state.spec import StoreSpec
 from kstream.topology.compiled import CompiledTopology
@@ -49,26 +57,6 @@ from kstream.topology.task import Task
 log = logging.getLogger("kstream.runtime")
 
 TP = tuple[str, int]
-
-
-_MARK = struct.Struct(">qIq")  # offset, output index, timestamp
-
-
-def marks_spec(subtopology: int) -> StoreSpec:
-    """The store of a sub-topology's provenance high marks: `input|source topic|partition`
-    -> offset, output index and the timestamp of the record that set it."""
-    return stores.key_value(
-        f"kstream-src-marks-{subtopology}", key_serde="string", value_serde="bytes"
-    )
-
-
-def load_marks(store: Any) -> HighMarks:
-    out: dict[Mark, tuple[int, int, int]] = {}
-    with store.all() as cur:
-        for key, value in cur:
-            inp, src, part = key.rsplit("|", 2)
-            out[(inp, src, int(part))] = _MARK.unpack(value)
-    return HighMarks(out)
 
 
 @dataclass
@@ -94,8 +82,13 @@ class RuntimeContext:
     client_supplier: ClientSupplier = field(default_factory=KafkaClientSupplier)
     # where user stores report their operations (the app's metrics); None: not timed
     store_metrics: StoreMetrics | None = None
+    # the broker-compatibility component's switches (config.broker_compat)
+    compat: BrokerCompat = field(init=False)
 
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.compat = compat_of(self.config)
 
     def restoring_changed(self, delta: int) -> None:
         """Count tasks being restored (tasks restore side by side on pool threads)."""
@@ -122,18 +115,21 @@ class RuntimeContext:
 
 
 class Collector:
-    """Sends a task's sink records through its producer, stamped with their provenance id.
+    """Sends a task's sink records through its producer, with the records' own headers (as
+    Kafka Streams' record collector), or stamped with their provenance id when the
+    broker-compatibility component asks for it.
 
-    This runs once per output record. Per source partition it keeps the header's encoder
-    (`provenance.encoder`: the topic encoded once, one pack per record) and the count of
-    outputs per source offset (the id's output index), so a record costs a lookup by
+    This runs once per output record. Stamping, per source partition it keeps the header's
+    encoder (`provenance.encoder`: the topic encoded once, one pack per record) and the count
+    of outputs per source offset (the id's output index), so a record costs a lookup by
     (topic, partition), a counter and one pack.
     """
 
-    __slots__ = ("_client_produce", "_producer", "counters", "produced", "rt")
+    __slots__ = ("_client_produce", "_producer", "counters", "produced", "rt", "stamp")
 
     def __init__(self, rt: RuntimeTask) -> None:
         self.rt = rt
+        self.stamp = rt.ctx.compat.provenance
         # the task's producer and its client's produce (None: the producer has none, e.g. a
         # mock); looked up again when the task gets a new producer
         self._producer: Any = None
@@ -194,6 +190,9 @@ class Collector:
             self._producer = producer
             self._client_produce = getattr(producer, "client_produce", None)
         fast = self._client_produce
+        if not self.stamp:
+            self._send_plain(topic, records, keys, values, partitions, fast)
+            return
         counters = self.counters
         last_topic: str | None = None
         last_part: int | None = None
@@ -228,7 +227,7 @@ class Collector:
             partition = None if partitions is None else partitions[i]
             if fast is not None:
                 # Producer.produce's common case, inlined; anything it raises (a full queue, a
-                # client error) goes to the full call below, which retries or names the error
+                # client error) goes to the full call, which retries or names the error
                 try:
                     # positionally (see kstream.kafka.producer.UNASSIGNED)
                     fast(
@@ -245,19 +244,75 @@ class Collector:
                     continue
                 except Exception:
                     pass
-            try:
-                producer.produce(topic, values[i], keys[i], partition, r.timestamp, hdrs)
-                sent += 1
-            except ProduceError as e:
-                # A record the broker will never take (too large, ...) is the input record's
-                # problem: the processing-error policy decides (fail, skip or dead-letter).
-                if e.retriable or producer.is_fatal():
-                    self._count(topic, sent)
-                    raise
-                # the failed record is the current one: a dead-letter copy takes its provenance
-                rt.task.current = r
-                rt.task.report(e, r, f"producing to topic {topic!r}")
+            sent += self._produce(topic, r, keys[i], values[i], partition, hdrs, sent)
         self._count(topic, sent)
+
+    def _send_plain(
+        self,
+        topic: str,
+        records: Sequence[Record],
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+        partitions: Sequence[int | None] | None,
+        fast: Any,
+    ) -> None:
+        """`send_many` without provenance: each record keeps its own headers."""
+        sent = 0
+        i = -1
+        for r in records:
+            i += 1
+            headers = r.headers
+            hdrs: Any = None
+            if headers:
+                hdrs = headers if headers.__class__ is list else list(headers)
+            partition = None if partitions is None else partitions[i]
+            if fast is not None:
+                try:
+                    fast(
+                        topic,
+                        values[i],
+                        keys[i],
+                        UNASSIGNED if partition is None else partition,
+                        None,
+                        None,
+                        r.timestamp or 0,
+                        hdrs,
+                    )
+                    sent += 1
+                    continue
+                except Exception:
+                    pass
+            sent += self._produce(topic, r, keys[i], values[i], partition, hdrs or [], sent)
+        self._count(topic, sent)
+
+    def _produce(
+        self,
+        topic: str,
+        r: Record,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int | None,
+        hdrs: list[tuple[str, bytes | None]],
+        sent: int,
+    ) -> int:
+        """The full produce call (retries a full queue, names errors): 1 if the record was
+        sent, 0 if the processing-error policy dropped it. `sent`: the slice's records sent
+        so far, counted before an error is raised."""
+        rt = self.rt
+        producer = rt.producer
+        try:
+            producer.produce(topic, value, key, partition, r.timestamp, hdrs)
+            return 1
+        except ProduceError as e:
+            # A record the broker will never take (too large, ...) is the input record's
+            # problem: the processing-error policy decides (fail, skip or dead-letter).
+            if e.retriable or producer.is_fatal():
+                self._count(topic, sent)
+                raise
+            # the failed record is the current one: a dead-letter copy takes its provenance
+            rt.task.current = r
+            rt.task.report(e, r, f"producing to topic {topic!r}")
+            return 0
 
     def _count(self, topic: str, sent: int) -> None:
         if sent:
@@ -282,9 +337,11 @@ def task_store_parts(
     ctx: RuntimeContext, subtopology: int, partition: int
 ) -> list[tuple[StoreSpec, int]]:
     """A task's store partitions, `(spec, partition)`: its sub-topology's stores, then its
-    dedup marks."""
+    dedup marks when the broker-compatibility component keeps them."""
     sub = ctx.compiled.subtopologies[subtopology]
-    specs = [ctx.compiled.topology.stores[name] for name in sub.stores] + [marks_spec(subtopology)]
+    specs = [ctx.compiled.topology.stores[name] for name in sub.stores]
+    if ctx.compat.drop_repeats:
+        specs.append(marks_spec(subtopology))
     return [(spec, partition) for spec in specs]
 
 
@@ -294,7 +351,8 @@ def restore_tasks(
     """Open and restore the stores of `tasks` (`(subtopology, partition)`) with one consumer,
     as Kafka Streams' restore consumer does for a thread's tasks: one client and one wait for
     the end per rebalance, not per store. `committed`: the tasks' committed input offsets
-    (under exactly-once a changelog record counts only if its input offset was committed).
+    (with the broker-compatibility component on, under exactly-once a changelog record counts
+    only if its input offset was committed).
     Returns each task's `RestoreResult`s, in `task_store_parts` order."""
     cfg = ctx.config
     parts = [task_store_parts(ctx, sub, part) for sub, part in tasks]
@@ -305,7 +363,7 @@ def restore_tasks(
             app_id=ctx.app_id,
             state_dir=cfg.state_dir,
             bootstrap_servers=ctx.bootstrap_servers,
-            committed=committed if ctx.exactly_once else None,
+            committed=committed if ctx.exactly_once and ctx.compat.restore_filter else None,
             default_backend=cfg.default_backend,
             kafka=cfg.kafka,
             progress=ctx.store_metrics.record_restore if ctx.store_metrics is not None else None,
@@ -349,7 +407,8 @@ class RuntimeTask:
         self._snapshot: tuple[int, list[tuple[Schedule, int]]] | None = None
         self.own_producer = ctx.exactly_once and not ctx.shared_transactions
         cfg = ctx.config
-        marks = marks_spec(subtopology)
+        self.marks: HighMarks | None = None
+        self.marks_store: Any = None
         try:
             self.producer: Producer = (
                 ctx.new_producer(f"{ctx.app_id}-{self.id}")
@@ -373,10 +432,12 @@ class RuntimeTask:
                 global_stores=ctx.global_views,
                 wall_clock_ms=int(time.time() * 1000),
             )
-            self.marks_store = ready.pop(marks.name)
-            self.marks_store.source = self.task.source
-            self.task.stores[marks.name] = self.marks_store
-            self.marks = load_marks(self.marks_store)
+            if ctx.compat.drop_repeats:
+                name = marks_spec(subtopology).name
+                self.marks_store = ready.pop(name)
+                self.marks_store.source = self.task.source
+                self.task.stores[name] = self.marks_store
+                self.marks = load_marks(self.marks_store)
         except BaseException:
             for res in restored or ():
                 res.store.close()  # closing twice is harmless
@@ -436,11 +497,12 @@ class RuntimeTask:
         lists: list[list[Record]] = []
         new, create_time = object.__new__, TimestampType.CREATE_TIME
         marks = self.marks
-        dropped = marks.dropped
+        dropped = marks.dropped if marks is not None else 0
         for (topic, partition), msgs in parts.items():
             # Record(...) field by field: a third cheaper per message (see kstream.records).
-            # A record with headers may be a repeat of one kstream wrote (its provenance id at
-            # or below the high mark of its source partition): dropped here.
+            # With high marks (broker_compat), a record with headers may be a repeat of one
+            # kstream wrote (its provenance id at or below the high mark of its source
+            # partition): dropped here.
             recs: list[Record] = []
             keep = recs.append
             for m in msgs:
@@ -455,37 +517,38 @@ class RuntimeTask:
                 hdrs = m.headers()
                 if hdrs:
                     r.headers = hdrs  # type: ignore[assignment]
-                    pid = header_value(hdrs)
-                    if pid is not None and not marks.admit(topic, pid, r.timestamp, r):
-                        continue
+                    if marks is not None:
+                        pid = header_value(hdrs)
+                        if pid is not None and not marks.admit(topic, pid, r.timestamp, r):
+                            continue
                 else:
                     r.headers = ()
                 keep(r)
             self.next_offsets[(topic, partition)] = msgs[-1].offset() + 1  # type: ignore[operator]
             lists.append(recs)
-        if marks.dropped != dropped:
+        if marks is not None and marks.dropped != dropped:
             self.ctx.duplicates_dropped += marks.dropped - dropped
         records = lists[0] if len(lists) == 1 else list(heapq.merge(*lists, key=_timestamp))
         try:
             if records:
                 self.task.process(records)
-            if self.marks.changed:
-                self._save_marks()
+            if marks is not None and marks.changed:
+                self._save_marks(marks)
         finally:
             self.batch = {}
 
-    def _save_marks(self) -> None:
+    def _save_marks(self, marks: HighMarks) -> None:
         """Write the marks this batch moved (each with the record that moved it as its
         provenance, so a restore skips it if that record's offset was never committed), and
         forget marks not moved within `dedup_retention` of stream time."""
-        marks, store, task = self.marks, self.marks_store, self.task
+        store, task = self.marks_store, self.task
         if task.stream_time >= 0:
-            for inp, src, part in marks.expire(task.stream_time - self.ctx.config.dedup_retention):
+            for mark in marks.expire(task.stream_time - self.ctx.config.dedup_retention):
                 task.current = None
-                store.delete(f"{inp}|{src}|{part}")
-        for (inp, src, part), cause in marks.changed.items():
+                store.delete(marks_key(mark))
+        for mark, cause in marks.changed.items():
             task.current = cause
-            store.put(f"{inp}|{src}|{part}", _MARK.pack(*marks.marks[(inp, src, part)]))
+            store.put(marks_key(mark), marks_value(marks, mark))
         task.current = None
         marks.changed.clear()
 
@@ -515,7 +578,7 @@ class RuntimeTask:
         for store in self.task.stores.values():
             if not store.spec.changelog or not store.has_pending():
                 continue
-            for rec in changelog_records(store, app_id):
+            for rec in changelog_records(store, app_id, provenance=self.collector.stamp):
                 produce(rec.topic, rec.value, rec.key, rec.partition, 0, rec.headers)
 
     def apply(self, delivered: Mapping[TP, int]) -> None:
@@ -557,7 +620,8 @@ class RuntimeTask:
                     log.warning("task %s: abort failed (%s); recreating its producer", self.id, e)
                     self.recreate_producer()
         self.task.discard()
-        self.marks = load_marks(self.marks_store)  # the marks as last committed
+        if self.marks_store is not None:
+            self.marks = load_marks(self.marks_store)  # the marks as last committed
         if self._snapshot is not None:
             st, scheds = self._snapshot
             self.task.stream_time = st

@@ -38,6 +38,7 @@ from kstream.kafka.supplier import ClientConfig
 from kstream.metrics import LATENCY_SAMPLE_EVERY, Metrics
 from kstream.runtime.commit import CommitProtocol, commit_protocol
 from kstream.runtime.globals import GlobalStores
+from kstream.runtime.purge import RepartitionPurge
 from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask, restore_tasks
 
 log = logging.getLogger("kstream.runtime")
@@ -92,6 +93,8 @@ class StreamThread:
         self.commits: CommitProtocol = commit_protocol(
             ctx, self, self.metrics, self.transactional_id
         )
+        # deletes consumed repartition records after commits, as Kafka Streams does
+        self.purge = RepartitionPurge(ctx)
         self._last_commit = time.monotonic()
         self._next_report = time.monotonic() + _REPORT_S
         self._failures = 0
@@ -556,6 +559,7 @@ class StreamThread:
         transactions = self.commits.commit(list(self.tasks.values()), self.consumer)
         if transactions is not None:
             self.metrics.commit(time.perf_counter() - t0, transactions)
+            self.purge.after_commit(self.tasks.values())
 
     def _commit_all_or_rollback(self) -> None:
         try:
@@ -579,5 +583,6 @@ class StreamThread:
             except Exception as e:
                 log.warning("closing the consumer: %s", e)
         self.commits.close()
+        self.purge.close()
         if self.globals is not None:
             self.globals.close()

@@ -228,7 +228,8 @@ def _cmd_broker(args: argparse.Namespace) -> int:
         with EmbeddedBroker(args.port, host=args.host, log_path=args.log_file) as broker:
             print(
                 f"kstream embedded broker listening on {broker.bootstrap_servers} "
-                f"(in memory; log: {broker.log_path}); Ctrl-C to stop",
+                f"(in memory; log: {broker.log_path}); Ctrl-C to stop. Apps on it need "
+                'broker_compat = "tansu" (or KSTREAM_BROKER_COMPAT=tansu)',
                 flush=True,
             )
             while not stop.wait(0.5):

@@ -176,7 +176,12 @@ def run_showcase(
             build_topology(clicks, users, output),
             app_id=app_id,
             bootstrap_servers=bootstrap,
-            config={"commit_interval": 200, "connect_timeout": timeout},
+            config={
+                "commit_interval": 200,
+                "connect_timeout": timeout,
+                # the embedded broker is Tansu: its compensations on (kstream.broker_compat)
+                **({} if bootstrap_servers else {"broker_compat": "tansu"}),
+            },
         )
         probe = attach(app, instance_id="demo")
         host, _, port = http.rpartition(":")

@@ -393,6 +393,7 @@ def _start_tasks(
     """Create the internal topics; start one query per sub-topology (`kstream.spark.tasks`)."""
     from pyspark.sql import functions as F
 
+    from kstream.internal_topics import repartition_config
     from kstream.kafka.admin import Admin
     from kstream.spark import execute, packing, source, tasks
     from kstream.spark.sink import TransactionalSink, ensure_marker_topic
@@ -405,7 +406,7 @@ def _start_tasks(
             raise TopologyError(f"source topic(s) {missing} do not exist")
         resolved = plan.compiled.resolve_partitions(counts)
         for t in plan.repartition_topics:
-            admin.create_topic(t, resolved[t], {"retention.ms": "-1"})
+            admin.create_topic(t, resolved[t], repartition_config(), cfg.replication_factor)
         sinks = admin.partition_counts(plan.user_sink_topics)
         plan.partitions = {**counts, **resolved, **sinks}
         # as many write slots as the widest topic the query may write to

@@ -58,6 +58,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from kstream.broker_compat import HighMarks
 from kstream.dsl import processors as p
 from kstream.errors import TopologyError
 from kstream.records import Headers, Record
@@ -66,7 +67,7 @@ from kstream.spark.execute import ROW_ARROW_SCHEMA, ROW_SCHEMA, input_records
 from kstream.spark.order import merge_by_head
 from kstream.spark.sink import destination
 from kstream.spark.source import encode_headers
-from kstream.state.provenance import HEADER, HighMarks, header_value
+from kstream.state.provenance import HEADER, header_value
 from kstream.topology.compiled import CompiledTopology, compile_topology
 from kstream.topology.processor import PunctuationType
 from kstream.topology.topology import ProcessorDef, Topology

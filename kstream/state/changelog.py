@@ -1,9 +1,9 @@
 """The changelog layer: turn a store's pending writes into records for its changelog topic.
 
 Topic `<app_id>-<store>-changelog`, partition = the task's partition, key/value = the store's
-logical changelog bytes, header `kstream.src` = the provenance of the write. The index in the
-provenance counts the changelog records caused by one input record, so ids stay unique and
-deterministic across retries.
+logical changelog bytes. With the broker-compatibility component on (kstream.broker_compat),
+header `kstream.src` = the provenance of the write; its index counts the changelog records
+caused by one input record, so ids stay unique and deterministic across retries.
 """
 
 from __future__ import annotations
@@ -26,9 +26,14 @@ class ChangelogRecord(NamedTuple):
 
 
 def changelog_records(
-    store: StateStore, app_id: str, entries: list[ChangelogEntry] | None = None
+    store: StateStore,
+    app_id: str,
+    entries: list[ChangelogEntry] | None = None,
+    *,
+    provenance: bool = True,
 ) -> list[ChangelogRecord]:
-    """Records for the store's pending writes (or for `entries`), ready to produce."""
+    """Records for the store's pending writes (or for `entries`), ready to produce;
+    `provenance`: stamp each with the input record that caused it."""
     if entries is None:
         entries = store.pending()
     topic = store.spec.changelog_topic(app_id)
@@ -37,7 +42,7 @@ def changelog_records(
     out: list[ChangelogRecord] = []
     for e in entries:
         headers: list[tuple[str, bytes | None]] = []
-        if e.source is not None:
+        if provenance and e.source is not None:
             idx = counters.get(e.source, 0)
             counters[e.source] = idx + 1
             headers.append((HEADER, encode(e.source[0], e.source[1], e.source[2], idx)))

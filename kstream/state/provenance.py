@@ -1,6 +1,7 @@
-"""The provenance header every record kstream produces carries.
+"""The provenance header kstream stamps on what it produces when `broker_compat` asks for it.
 
-See docs/architecture.md, "Exactly-once".
+Part of the broker-compatibility component (kstream.broker_compat, docs/architecture.md,
+"Exactly-once"): on Apache Kafka no header is written.
 
 `kstream.src` = the source topic, partition and offset of the input record that caused the
 output, plus the output's index among that input's outputs. It is deterministic, so a retry of
@@ -67,52 +68,6 @@ def from_headers(headers: list[tuple[str, bytes | None]] | None) -> Provenance |
         if k == HEADER:
             found = v
     return decode(found)
-
-
-Mark = tuple[str, str, int]
-"""(input topic, source topic, source partition): one stream of provenance ids."""
-
-
-class HighMarks:
-    """Drops repeats of records kstream wrote, keeping one high mark per stream of ids.
-
-    kstream writers emit the outputs of one source partition in its offset order (a task reads
-    each partition in order and its producer keeps order per partition), so on one input topic
-    the ids from one source partition only grow, and a repeat (a batch shown again after an
-    aborted transaction, or written again after an at-least-once retry) is at or below the
-    highest id seen. A mark per (input topic, source partition) stays small where a set of
-    every id would grow with the input and cost a changelog record per record.
-    """
-
-    __slots__ = ("changed", "dropped", "marks")
-
-    def __init__(self, marks: dict[Mark, tuple[int, int, int]] | None = None) -> None:
-        # mark -> (offset, output index, timestamp of the record that set it)
-        self.marks: dict[Mark, tuple[int, int, int]] = dict(marks or {})
-        self.changed: dict[Mark, Any] = {}
-        self.dropped = 0
-
-    def admit(self, input_topic: str, value: bytes | None, timestamp: int, cause: Any) -> bool:
-        """False for a repeat; True otherwise (and the mark moves up, remembering `cause`)."""
-        src = decode(value)
-        if src is None:
-            return True
-        mark = (input_topic, src.topic, src.partition)
-        last = self.marks.get(mark)
-        if last is not None and (src.offset, src.output_index) <= last[:2]:
-            self.dropped += 1
-            return False
-        self.marks[mark] = (src.offset, src.output_index, timestamp)
-        self.changed[mark] = cause
-        return True
-
-    def expire(self, before: int) -> list[Mark]:
-        """Forget marks last moved by a record older than `before`; the ones forgotten."""
-        gone = [m for m, v in self.marks.items() if v[2] < before]
-        for m in gone:
-            del self.marks[m]
-            self.changed.pop(m, None)
-        return gone
 
 
 def header_value(headers: Any) -> bytes | None:

@@ -2,10 +2,11 @@
 
 Reads from the backend's checkpoint (`changelog_offset`, the next offset to read) to the end of
 the changelog partition, where "the end" is what the consumer's fetches reach (partition EOF),
-never a ListOffsets answer. A record is applied only when its provenance says its source
-offset was committed: `offset < committed[(topic, partition)]`. Records of transactions that
-never committed (which some brokers still show to read_committed readers) are skipped; later
-records for a key win.
+never a ListOffsets answer. The consumer reads `read_committed`, so on Apache Kafka it sees
+committed records only and every one is applied; later records for a key win. With the
+broker-compatibility component on (`broker_compat="tansu"`, kstream.broker_compat) a record is
+applied only when its provenance says its source offset was committed: `offset <
+committed[(topic, partition)]`, as that broker shows records of aborted transactions.
 
 Local state is wiped and rebuilt from offset 0 when it is missing its checkpoint but holds
 data, is of an incompatible format, or is corrupt (`StoreCorruptedError` from the backend).
@@ -25,11 +26,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kstream.broker_compat import is_committed
 from kstream.errors import StoreCorruptedError, StoreError, StoreLostError
 from kstream.state import open_backend, open_store
 from kstream.state.base import StateStore
 from kstream.state.changelog import CHANGELOG_OFFSET
-from kstream.state.provenance import from_headers
 from kstream.state.spec import StoreSpec
 
 if TYPE_CHECKING:
@@ -51,17 +52,6 @@ class RestoreResult:
     applied: int
     skipped: int
     wiped: bool
-
-
-def is_committed(headers: Any, committed: Committed | None) -> bool:
-    """True when a changelog record may be applied under the committed source offsets."""
-    if committed is None:
-        return True
-    src = from_headers(headers)
-    if src is None:
-        return True
-    done = committed.get((src.topic, src.partition))
-    return done is not None and src.offset < done
 
 
 def open_for_restore(

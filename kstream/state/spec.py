@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kstream.errors import ConfigError
+from kstream.internal_topics import WINDOWSTORE_CHANGELOG_ADDITIONAL_RETENTION, changelog_config
 
 KINDS = ("key_value", "window", "session", "dedup")
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
@@ -56,16 +57,18 @@ class StoreSpec:
     def changelog_topic(self, app_id: str) -> str:
         return f"{app_id}-{self.name}-changelog"
 
-    def changelog_config(self) -> dict[str, str]:
-        """Topic configs for the changelog.
+    def changelog_retention(self) -> int | None:
+        """The retention the changelog's `retention.ms` is built from: None for a key-value
+        store, whose changelog is only compacted; time-bounded stores drop expired entries
+        locally without writing tombstones, so their changelogs must also delete by time."""
+        return None if self.kind == "key_value" else self.retention
 
-        Time-bounded stores drop expired entries locally without writing tombstones, so their
-        changelogs also need time-based deletion or they would grow forever.
-        """
-        if self.kind == "key_value":
-            return {"cleanup.policy": "compact"}
-        keep = (self.retention or 0) + (self.window_size or 0) + self.effective_segment_interval()
-        return {"cleanup.policy": "compact,delete", "retention.ms": str(keep)}
+    def changelog_config(
+        self, additional_retention: int = WINDOWSTORE_CHANGELOG_ADDITIONAL_RETENTION
+    ) -> dict[str, str]:
+        """Topic configs for the changelog, as Kafka Streams sets them (kstream.internal_topics);
+        `additional_retention` is the app's `windowstore_changelog_additional_retention`."""
+        return changelog_config(self.changelog_retention(), additional_retention)
 
     def effective_segment_interval(self) -> int:
         """Width of one time segment: expired data is dropped a whole segment at a time."""

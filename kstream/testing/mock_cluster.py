@@ -108,6 +108,7 @@ class MockCluster:
         self._dropped_polls = 0
         self._timed_out: set[tuple[str, int]] = set()
         self._open_txns: set[tuple[str, int]] = set()
+        self._log_start: dict[tuple[str, int], int] = {}
 
     # -- fault injection -------------------------------------------------------------------
 
@@ -190,6 +191,26 @@ class MockCluster:
             if parts is None or partition >= len(parts):
                 return 0
             return len(parts[partition])
+
+    def delete_records(self, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """DeleteRecords: move each partition's start offset up to the offset given (never
+        down, never past its end); the new start offsets. `start_offset` is what a test of a
+        purge looks at; `messages` still lists the records below it."""
+        out: dict[tuple[str, int], int] = {}
+        with self._lock:
+            for (topic, partition), offset in offsets.items():
+                parts = self._topics.get(topic)
+                if parts is None or not 0 <= partition < len(parts):
+                    raise TopicError(f"deleting records of {topic}[{partition}]: no such partition")
+                end = len(parts[partition])
+                start = max(self._log_start.get((topic, partition), 0), min(offset, end))
+                self._log_start[(topic, partition)] = out[(topic, partition)] = start
+        return out
+
+    def start_offset(self, topic: str, partition: int) -> int:
+        """The partition's start offset (low watermark): 0 until records were deleted."""
+        with self._lock:
+            return self._log_start.get((topic, partition), 0)
 
     def committed(self, group_id: str, topic: str, partition: int) -> int | None:
         with self._lock:

@@ -115,7 +115,7 @@ class MockConsumer:
             committed = self.cluster.committed(self._group, tp.topic, tp.partition)
             if committed is not None and off != OFFSET_BEGINNING:
                 return committed
-            return 0
+            return self.cluster.start_offset(tp.topic, tp.partition)
         return int(off)
 
     def unassign(self) -> None:
@@ -178,7 +178,8 @@ class MockConsumer:
             )
         self._eof.pop(key, None)
         self._eof_reported.pop(key, None)
-        self._positions[key] = offset
+        # a logical offset (OFFSET_BEGINNING, OFFSET_END) resolves as librdkafka's does
+        self._positions[key] = self._start(TopicPartition(topic, partition, offset))
 
     def position(
         self, partitions: Iterable[TopicPartition | tuple[str, int]]

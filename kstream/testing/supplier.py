@@ -9,9 +9,13 @@ and gets every partition, so two apps with one id on one cluster act as an owner
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, cast
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, cast
 
+from confluent_kafka.admin import DeletedRecords  # type: ignore[attr-defined,unused-ignore]
+
+from kstream.errors import TopicError
 from kstream.kafka.supplier import ClientConfig
 from kstream.testing.mock import MockCluster, MockConsumer, MockProducer
 
@@ -21,6 +25,8 @@ if TYPE_CHECKING:
     from kstream.kafka.producer import Producer
 
 __all__ = ["MockAdmin", "MockClientSupplier"]
+
+TP = tuple[str, int]
 
 
 class MockAdmin:
@@ -46,6 +52,21 @@ class MockAdmin:
 
     def create_topics(self, specs: Iterable[TopicSpec]) -> dict[str, bool]:
         return {s.name: self.cluster.create_topic(s.name, s.partitions) for s in specs}
+
+    def delete_records(self, offsets: Mapping[tuple[str, int], int]) -> dict[TP, Future[Any]]:
+        """DeleteRecords on the cluster (`MockCluster.start_offset`), answered at once: each
+        future holds a `DeletedRecords`, or the error of a partition that does not exist."""
+        out: dict[TP, Future[Any]] = {}
+        for tp, offset in offsets.items():
+            fut: Future[Any] = Future()
+            try:
+                low = self.cluster.delete_records({tp: offset})[tp]
+            except TopicError as e:
+                fut.set_exception(e)
+            else:
+                fut.set_result(DeletedRecords(low))
+            out[tp] = fut
+        return out
 
     def close(self) -> None:
         pass

@@ -20,6 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kstream.errors import CoPartitioningError, TopologyError
+from kstream.internal_topics import (
+    WINDOWSTORE_CHANGELOG_ADDITIONAL_RETENTION,
+    changelog_config,
+    repartition_config,
+)
 from kstream.topology.topology import (
     GlobalStoreDef,
     NodeDef,
@@ -36,14 +41,26 @@ class InternalTopic:
 
     `partitions` is fixed when known at build time (a `repartition(partitions=N)`); otherwise it
     comes from `subtopology` (the writer's input for repartition topics, the owner for changelogs)
-    in `CompiledTopology.resolve_partitions`.
+    in `CompiledTopology.resolve_partitions`. `retention` is the store's retention for the
+    changelog of a time-bounded store (None otherwise): as in Kafka Streams'
+    `WindowedChangelogTopicConfig`, the topic's `retention.ms` adds the app's
+    `windowstore_changelog_additional_retention` to it when the topic is created, so it is
+    kept here rather than as a finished config.
     """
 
     name: str
     kind: str
     subtopology: int
     partitions: int | None = None
-    config: dict[str, str] = field(default_factory=dict)
+    retention: int | None = None
+
+    def topic_config(
+        self, additional_retention: int = WINDOWSTORE_CHANGELOG_ADDITIONAL_RETENTION
+    ) -> dict[str, str]:
+        """The configs to create the topic with (kstream.internal_topics)."""
+        if self.kind == "repartition":
+            return repartition_config()
+        return changelog_config(self.retention, additional_retention)
 
 
 @dataclass
@@ -253,9 +270,9 @@ def compile_topology(topo: Topology, app_id: str) -> CompiledTopology:
             spec = topo.stores[s]
             if getattr(spec, "changelog", True):
                 name = _changelog_name(spec, app_id)
-                config_fn = getattr(spec, "changelog_config", None)
-                config = dict(config_fn()) if config_fn else {"cleanup.policy": "compact"}
-                changelogs[name] = InternalTopic(name, "changelog", sid, None, config)
+                retention_fn = getattr(spec, "changelog_retention", None)
+                retention = retention_fn() if retention_fn else None
+                changelogs[name] = InternalTopic(name, "changelog", sid, None, retention)
     for rt_name in topo.repartition_topics:
         full = f"{app_id}-{rt_name}" if app_id else rt_name
         if full not in repartition:

@@ -1,12 +1,18 @@
 """The runtime's sink collector against the real broker: its inlined produce call falls back to
-`Producer.produce` (a full queue is drained and retried, a client error is named)."""
+`Producer.produce` (a full queue is drained and retried, a client error is named). The
+provenance stamps are the broker-compatibility component's (broker_compat="tansu"); on Apache
+Kafka a record keeps its own headers."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
+from kstream.broker_compat import KAFKA, TANSU
 from kstream.errors import ProduceError
 from kstream.kafka import Admin, Consumer, EmbeddedBroker, Producer
 from kstream.records import Record
@@ -44,13 +50,15 @@ def read(broker: EmbeddedBroker, topic: str, n: int, group: str) -> list[Any]:
 
 
 class RuntimeTaskStandIn:
-    def __init__(self, producer: Producer) -> None:
+    def __init__(self, producer: Producer, stamp: bool = True) -> None:
         self.task = TaskStandIn()
         self.producer = producer
+        self.ctx = SimpleNamespace(compat=TANSU if stamp else KAFKA)
 
 
+@pytest.mark.parametrize("stamp", [True, False], ids=["provenance", "plain"])
 def test_a_full_queue_is_drained_and_every_record_is_written_once_in_order(
-    kafka_broker: EmbeddedBroker, topic_name: str, unique_name: Callable[[str], str]
+    kafka_broker: EmbeddedBroker, topic_name: str, unique_name: Callable[[str], str], stamp: bool
 ) -> None:
     Admin(kafka_broker.bootstrap_servers).create_topic(topic_name, 1)
     # a queue of 5 records that the producer holds for 50 ms: most sends find it full
@@ -66,12 +74,12 @@ def test_a_full_queue_is_drained_and_every_record_is_written_once_in_order(
         full_produce(*args)
 
     producer.produce = counted  # type: ignore[method-assign]
-    rt: Any = RuntimeTaskStandIn(producer)
+    rt: Any = RuntimeTaskStandIn(producer, stamp)
     collector = Collector(rt)
     n = 60
     for i in range(n):
         rt.task.current = Record(b"in", b"in", 0, (), "source-topic", 3, 100 + i)
-        collector.send(topic_name, b"k%d" % i, b"v%d" % i, 1_000 + i, (), 0)
+        collector.send(topic_name, b"k%d" % i, b"v%d" % i, 1_000 + i, [("h", b"%d" % i)], 0)
     producer.flush(30)
     assert collector.produced == {topic_name: n}
     assert 0 < len(full_calls) < n  # the inlined call queued some; a full queue sent the rest
@@ -79,11 +87,16 @@ def test_a_full_queue_is_drained_and_every_record_is_written_once_in_order(
     assert [(m.key(), m.value(), m.timestamp()[1]) for m in got] == [
         (b"k%d" % i, b"v%d" % i, 1_000 + i) for i in range(n)
     ]
+    # the record's own headers, and the provenance stamp only when asked for
+    assert [m.headers()[0] for m in got] == [("h", b"%d" % i) for i in range(n)]
     provenance = [from_headers(m.headers()) for m in got]
-    assert [(p.topic, p.partition, p.offset, p.output_index) for p in provenance if p] == [
-        ("source-topic", 3, 100 + i, 0) for i in range(n)
-    ]
-    assert all(sum(1 for k, _ in m.headers() if k == HEADER) == 1 for m in got)
+    if stamp:
+        assert [(p.topic, p.partition, p.offset, p.output_index) for p in provenance if p] == [
+            ("source-topic", 3, 100 + i, 0) for i in range(n)
+        ]
+        assert all(sum(1 for k, _ in m.headers() if k == HEADER) == 1 for m in got)
+    else:
+        assert all(len(m.headers()) == 1 for m in got)
     producer.close()
 
 

@@ -49,6 +49,38 @@ def test_durations_in_every_form_are_normalised() -> None:
     assert c.shutdown_timeout == 1_500
 
 
+def test_internal_topic_durations_default_to_kafka_streams_and_take_every_form() -> None:
+    c = Config()
+    # windowstore.changelog.additional.retention.ms and repartition.purge.interval.ms
+    assert c.windowstore_changelog_additional_retention == 86_400_000
+    assert c.repartition_purge_interval == 30_000
+    c = Config.from_mapping(
+        {
+            "windowstore_changelog_additional_retention": dt.timedelta(hours=2),
+            "repartition_purge_interval": "1m30s",
+        }
+    )
+    assert c.windowstore_changelog_additional_retention == 7_200_000
+    assert c.repartition_purge_interval == 90_000
+    # zero: no extra retention; a purge after every commit
+    c = Config(windowstore_changelog_additional_retention=0, repartition_purge_interval="0ms")
+    assert (c.windowstore_changelog_additional_retention, c.repartition_purge_interval) == (0, 0)
+
+
+def test_internal_topic_durations_come_from_kstreamd_settings_too() -> None:
+    from kstream.service.settings import load_settings
+
+    env = {
+        "KSTREAM_REPARTITION_PURGE_INTERVAL": "5s",
+        "KSTREAM_WINDOWSTORE_CHANGELOG_ADDITIONAL_RETENTION": "3600000",
+    }
+    c = load_settings(env=env).engine_config()
+    assert (c.repartition_purge_interval, c.windowstore_changelog_additional_retention) == (
+        5_000,
+        3_600_000,
+    )
+
+
 def test_kafka_settings_pass_through_as_a_copy() -> None:
     kafka = {"compression.type": "lz4", "fetch.min.bytes": 1}
     c = Config.from_mapping({"kafka": kafka})
@@ -65,6 +97,14 @@ def test_kafka_settings_pass_through_as_a_copy() -> None:
         ({"batch_max_records": True}, "batch_max_records: expected a positive int, got True"),
         ({"batch_max_wait": "fast"}, "batch_max_wait: cannot parse duration 'fast'"),
         ({"commit_interval": -5}, "commit_interval: duration must not be negative, got -5"),
+        (
+            {"repartition_purge_interval": "soon"},
+            "repartition_purge_interval: cannot parse duration 'soon'",
+        ),
+        (
+            {"windowstore_changelog_additional_retention": -1},
+            "windowstore_changelog_additional_retention: duration must not be negative, got -1",
+        ),
         ({"dedup_retention": 0}, "dedup_retention: must be greater than zero"),
         ({"connect_timeout": "0s"}, "connect_timeout: must be greater than zero"),
         ({"state_dir": ""}, "state_dir: expected a directory path, got ''"),
@@ -202,7 +242,16 @@ def test_metrics_recording_level_is_kafka_streams_info_debug_or_trace() -> None:
             Config.from_mapping({"metrics_recording_level": bad})
 
 
-@pytest.mark.parametrize("key", ["commit_interval", "batch_max_wait", "shutdown_timeout"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "commit_interval",
+        "batch_max_wait",
+        "shutdown_timeout",
+        "repartition_purge_interval",
+        "windowstore_changelog_additional_retention",
+    ],
+)
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
 def test_durations_must_be_finite(key: str, value: float) -> None:
     with pytest.raises(ConfigError) as e:

@@ -42,7 +42,10 @@ def test_word_count_compiles_into_two_subtopologies() -> None:
     assert list(c.repartition_topics) == ["app-counts-repartition"]
     assert c.repartition_topics["app-counts-repartition"].subtopology == 0
     assert list(c.changelog_topics) == ["app-counts-changelog"]
-    assert c.changelog_topics["app-counts-changelog"].config["cleanup.policy"] == "compact"
+    assert c.changelog_topics["app-counts-changelog"].topic_config() == {
+        "cleanup.policy": "compact",
+        "message.timestamp.type": "CreateTime",
+    }
     assert c.external_source_topics == ["lines"]
     counts = c.resolve_partitions({"lines": 3})
     assert counts == {"lines": 3, "app-counts-repartition": 3, "app-counts-changelog": 3}
