@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # of the run, and the other three take everything else (tests/support/scheduling.py).
 TEST_WORKERS ?= 6
 
-.PHONY: demo test pytest warm lint unit integration bench bench-full venv kafka clean
+.PHONY: demo test test-tansu pytest warm lint unit integration bench bench-full venv kafka clean
 
 # Apache Kafka, the reference broker of the tests and benchmarks: Maven resolves
 # org.apache.kafka:kafka_2.13 (the version is pinned in tools/kafka/pom.xml) and its runtime
@@ -61,6 +61,16 @@ pytest: warm $(KAFKA_STAMP)
 # fresh clone's workers do not all compile the same modules at once; beside lint under `make test`
 warm: $(STAMP)
 	$(RUN_PY) tests/support/warm_bytecode.py > /dev/null
+
+# The compatibility lane: the runtime, restore, exactly-once and example tests again on the
+# embedded Tansu broker (one per worker), with its compensations on (kstream.broker_compat).
+# `make test` runs the Tansu-only tests (the embedded broker, the demo, the compensations) on
+# Apache Kafka's run; CI runs this lane after it.
+TANSU_LANE ?= tests/integration/test_runtime.py tests/integration/test_restore_changelog.py \
+	tests/integration/test_sink_collector.py tests/integration/test_client_contract.py \
+	tests/e2e/test_examples.py tests/e2e/test_dedup_global.py tests/e2e/test_bad_input.py
+test-tansu: $(STAMP)
+	KSTREAM_TEST_BROKER=tansu $(RUN_PY) -m pytest -q -n 3 $(TANSU_LANE) $(PYTEST_ARGS)
 
 unit: $(STAMP)
 	$(RUN_PY) -m pytest -q tests/unit tests/property $(PYTEST_ARGS)

@@ -1,4 +1,4 @@
-"""Where kstream's CPU per record goes: P1-P3 on the embedded broker, sampled by py-spy.
+"""Where kstream's CPU per record goes: P1-P3 on Apache Kafka, sampled by py-spy.
 
 Runs kstream P1-P3 (and the raw confluent-kafka pipe beside them) once each, as
 bench/run_all.py does, with py-spy sampling the process from its first record to SIGTERM
@@ -16,10 +16,13 @@ bench/run_all.py does, with py-spy sampling the process from its first record to
   the store operations they wrap), other (the stream thread's loop, anything unrecognised).
 
 Start-up (imports, group join, restore) is left out: `startup_cpu_s` in the row. Prints a table
-of CPU microseconds per record per stage and writes bench/results/cpu_stages.json.
+of CPU microseconds per record per stage and writes bench/results/cpu_stages.json. The broker is
+Apache Kafka, or the embedded Tansu with `--broker tansu` (bench/brokers.py); kstream runs with
+the `broker_compat` the broker needs unless `--broker-compat` says otherwise.
 
     python bench/cpu_stages.py [--records 200000] [--pipelines P1,P2,P3]
                                [--guarantee exactly_once] [--backend lmdb] [--rate 250]
+                               [--broker kafka|tansu] [--broker-compat none|tansu]
 """
 
 from __future__ import annotations
@@ -43,10 +46,10 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
+from brokers import COMPATS, BenchBroker, add_broker_argument, start_broker  # noqa: E402
 from run_all import INPUT_CONFIG, PARTITIONS, produce_input, run_many  # noqa: E402
 
 from kstream.kafka.admin import Admin  # noqa: E402
-from kstream.kafka.broker import EmbeddedBroker  # noqa: E402
 
 STAGES = (
     "consume/deserialize",
@@ -203,8 +206,17 @@ def fold(files: list[str]) -> Counter[str]:
 
 
 def profile_one(
-    bs: str, src: str, n: int, kept: int, pipeline: str, guarantee: str, backend: str, tmp: str
+    broker: BenchBroker,
+    compat: str,
+    src: str,
+    n: int,
+    kept: int,
+    pipeline: str,
+    guarantee: str,
+    backend: str,
+    tmp: str,
 ) -> dict[str, Any]:
+    bs = broker.bootstrap_servers
     engine = "raw" if pipeline == "raw" else "kstream"
     out = f"out-{uuid.uuid4().hex[:8]}"
     state = tempfile.mkdtemp(dir=tmp)
@@ -212,10 +224,12 @@ def profile_one(
     cmd = [sys.executable, os.path.join(HERE, "kstream_pipe.py"), f"--engine={engine}"]
     cmd += [f"--pipeline={pipeline}", f"--guarantee={guarantee}", f"--backend={backend}"]
     cmd += [f"--bootstrap={bs}", f"--topic={src}", f"--out={out}", f"--state-dir={state}"]
-    cmd += [f"--ready-file={os.path.join(state, 'ready')}"]
+    cmd += [f"--ready-file={os.path.join(state, 'ready')}", f"--broker={broker.kind}"]
+    if engine == "kstream":
+        cmd += [f"--broker-compat={compat}"]
     os.environ["BENCH_PYSPY"] = prefix
     try:
-        res = run_many([cmd], bs, out, kept if pipeline == "P1" else n)
+        res = run_many([cmd], bs, out, kept if pipeline == "P1" else n, broker_pid=broker.pid)
     finally:
         del os.environ["BENCH_PYSPY"]
     files = glob.glob(prefix + "-*.txt")
@@ -231,6 +245,7 @@ def profile_one(
         "pipeline": pipeline,
         "guarantee": guarantee,
         "backend": backend if engine == "kstream" else "-",
+        "config": {"broker": broker.name, "broker_compat": compat if engine == "kstream" else "-"},
         "records": n,
         "records_per_s": round(n / res["seconds"]),
         "cpu_us_per_record": round(res["cpu_s"] * 1e6 / n, 2),
@@ -267,18 +282,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--guarantee", default="exactly_once")
     ap.add_argument("--backend", default="lmdb")
     ap.add_argument("--rate", default="250", help="py-spy samples per second")
+    add_broker_argument(ap)
+    ap.add_argument("--broker-compat", choices=COMPATS, default=None)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "cpu_stages.json"))
     args = ap.parse_args(argv)
     os.environ["BENCH_PYSPY_RATE"] = args.rate
     t0 = time.monotonic()
     rows = []
-    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
+    with start_broker(args.broker) as broker, tempfile.TemporaryDirectory() as tmp:
         bs = broker.bootstrap_servers
+        broker_name = broker.name
+        compat = args.broker_compat or broker.compat
         src = f"stages-in-{uuid.uuid4().hex[:6]}"
         Admin(bs).create_topic(src, PARTITIONS, INPUT_CONFIG)
         kept = produce_input(bs, src, args.records)
         for p in args.pipelines.split(","):
-            row = profile_one(bs, src, args.records, kept, p, args.guarantee, args.backend, tmp)
+            row = profile_one(
+                broker, compat, src, args.records, kept, p, args.guarantee, args.backend, tmp
+            )
             rows.append(row)
             print(
                 f"{p}: {row['records_per_s']:,} rec/s, {row['cpu_us_per_record']} us/record "
@@ -286,7 +307,10 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     print()
-    print(f"CPU us/record by stage, {args.guarantee} {args.backend}, {args.records:,} records:")
+    print(
+        f"CPU us/record by stage, {args.guarantee} {args.backend}, {args.records:,} records, "
+        f"{broker_name}, broker_compat {compat}:"
+    )
     print(table(rows))
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
@@ -296,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
                 "partitions": PARTITIONS,
                 "guarantee": args.guarantee,
                 "backend": args.backend,
+                "broker": broker_name,
+                "broker_compat": compat,
                 "pyspy_rate": int(args.rate),
                 "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
                 "stages": list(STAGES),

@@ -10,8 +10,12 @@ client library's included; `startup_cpu_s`: the part spent before processing sta
   exactly_once` makes it transactional: one transaction per consumed batch, offsets sent with it.
 - kstream: P1 filter + map + to, P2 running count per key, P3 tumbling 10 s windowed sum per key.
 
+`--broker` (kafka or tansu) sets what the broker needs of the clients (bench/brokers.py: the
+group timeouts, kstream's `broker_compat`); `--broker-compat` overrides the latter.
+
     python bench/kstream_pipe.py --engine kstream --pipeline P2 --guarantee exactly_once \
-        --backend lmdb --bootstrap HOST:PORT --topic IN --out OUT --state-dir DIR
+        --backend lmdb --bootstrap HOST:PORT --topic IN --out OUT --state-dir DIR \
+        [--broker kafka|tansu] [--broker-compat none|tansu]
 """
 
 from __future__ import annotations
@@ -33,10 +37,7 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-# Every consumer of the benchmark (Quix Streams' included) uses these: the embedded broker's
-# group join takes session.timeout.ms / 2, and the bench starts some eighty consumers. (A real
-# Kafka broker refuses a session timeout below its group.min.session.timeout.ms, 6 s.)
-GROUP_TIMEOUTS = {"session.timeout.ms": 2000, "heartbeat.interval.ms": 250}
+from brokers import BROKERS, COMPATS, DEFAULT_BROKER, default_compat, group_timeouts  # noqa: E402
 
 
 def build(pipeline: str, src: str, dst: str) -> Any:
@@ -137,7 +138,8 @@ def run_kstream(args: argparse.Namespace, stop: threading.Event) -> float:
             "batch_max_records": args.batch_max_records,
             "batch_max_wait": args.batch_max_wait,
             "commit_interval": args.commit_interval,
-            "kafka": {**GROUP_TIMEOUTS, **json.loads(args.kafka)},
+            "broker_compat": args.broker_compat or default_compat(args.broker),
+            "kafka": {**group_timeouts(args.broker), **json.loads(args.kafka)},
         },
     )
     if args.barrier:
@@ -174,7 +176,7 @@ def run_raw(args: argparse.Namespace, stop: threading.Event) -> float:
             "isolation.level": "read_committed",
             # as kstream's stream thread does: the fetch waits no longer than the batch
             "fetch.wait.max.ms": max(1, min(500, args.batch_max_wait)),
-            **GROUP_TIMEOUTS,
+            **group_timeouts(args.broker),
         }
     )
     pconf: dict[str, Any] = {"bootstrap.servers": args.bootstrap, "linger.ms": 5}
@@ -287,6 +289,13 @@ def main() -> None:
     ap.add_argument("--batch-max-wait", type=int, default=100)
     ap.add_argument("--commit-interval", type=int, default=100)
     ap.add_argument("--kafka", default="{}", help="librdkafka settings (JSON) for the app")
+    ap.add_argument("--broker", choices=BROKERS, default=DEFAULT_BROKER)
+    ap.add_argument(
+        "--broker-compat",
+        choices=COMPATS,
+        default=None,
+        help="kstream's broker_compat (default: what --broker needs)",
+    )
     args = ap.parse_args()
     # the engine's warnings (retries, rollbacks) reach stderr, which the harness shows on failure
     logging.basicConfig(level=os.environ.get("BENCH_LOG", "WARNING"), stream=sys.stderr)

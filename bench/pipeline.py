@@ -1,4 +1,4 @@
-"""Pipeline throughput on the embedded broker: kstream beside a raw confluent-kafka pipe.
+"""Pipeline throughput on Apache Kafka: kstream beside a raw confluent-kafka pipe.
 
 Every run reads the same N records (100-byte values, 4 partitions, 1,000 keys) and writes one
 output record per input record:
@@ -8,9 +8,11 @@ output record per input record:
 - stateful: a running count per key (`group_by_key().count()`), both guarantees.
 
 The time counted is from the app's RUNNING state (tasks assigned, stores restored) until the
-last output record is readable. Prints a table and writes bench/results/pipeline.json.
+last output record is readable. Prints a table and writes bench/results/pipeline.json. The
+broker is Apache Kafka, or the embedded Tansu with `--broker tansu` (bench/brokers.py); kstream
+runs with the `broker_compat` the broker needs.
 
-    python bench/pipeline.py [--records 200000]
+    python bench/pipeline.py [--records 200000] [--broker kafka|tansu]
 """
 
 from __future__ import annotations
@@ -33,16 +35,26 @@ from confluent_kafka import Producer as RawProducer  # noqa: E402
 
 from kstream.dsl import StreamBuilder  # noqa: E402
 from kstream.kafka.admin import Admin  # noqa: E402
-from kstream.kafka.broker import EmbeddedBroker  # noqa: E402
 from kstream.runtime import App, AppState  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from brokers import add_broker_argument, start_broker  # noqa: E402
+
 PARTITIONS = 4
 KEYS = 1000
 
 
 def produce_input(bs: str, topic: str, n: int) -> None:
-    p = RawProducer({"bootstrap.servers": bs, "linger.ms": 20, "partitioner": "murmur2_random"})
+    p = RawProducer(
+        {
+            "bootstrap.servers": bs,
+            "linger.ms": 20,
+            "partitioner": "murmur2_random",
+            "enable.idempotence": True,  # retries keep each partition's order
+        }
+    )
     value = b"x" * 100
     for i in range(n):
         while True:
@@ -121,7 +133,9 @@ def stateful(src: str, dst: str) -> Any:
     return b
 
 
-def run_app(bs: str, kind: str, guarantee: str, src: str, n: int, state_dir: str) -> float:
+def run_app(
+    bs: str, kind: str, guarantee: str, src: str, n: int, state_dir: str, compat: str
+) -> float:
     dst = f"out-{kind}-{guarantee}-{uuid.uuid4().hex[:6]}"
     Admin(bs).create_topic(dst, PARTITIONS)
     topo = (stateless if kind == "stateless" else stateful)(src, dst)
@@ -130,7 +144,12 @@ def run_app(bs: str, kind: str, guarantee: str, src: str, n: int, state_dir: str
         f"bench-{uuid.uuid4().hex[:8]}",
         bs,
         guarantee,
-        {"state_dir": state_dir, "batch_max_records": 10_000, "commit_interval": 100},
+        {
+            "state_dir": state_dir,
+            "batch_max_records": 10_000,
+            "commit_interval": 100,
+            "broker_compat": compat,
+        },
     )
     app.start()
     try:
@@ -146,12 +165,14 @@ def run_app(bs: str, kind: str, guarantee: str, src: str, n: int, state_dir: str
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--records", type=int, default=200_000)
+    add_broker_argument(ap)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "pipeline.json"))
     args = ap.parse_args(argv)
     n = args.records
     rows: list[dict[str, Any]] = []
-    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as state_dir:
+    with start_broker(args.broker) as broker, tempfile.TemporaryDirectory() as state_dir:
         bs = broker.bootstrap_servers
+        broker_name, compat = broker.name, broker.compat
         src = f"bench-in-{uuid.uuid4().hex[:6]}"
         Admin(bs).create_topic(src, PARTITIONS)
         produce_input(bs, src, n)
@@ -161,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"pipeline": "raw confluent-kafka pipe", "guarantee": "-", "seconds": secs})
         for kind in ("stateless", "stateful"):
             for guarantee in ("at_least_once", "exactly_once"):
-                secs = run_app(bs, kind, guarantee, src, n, state_dir)
+                secs = run_app(bs, kind, guarantee, src, n, state_dir, compat)
                 rows.append({"pipeline": kind, "guarantee": guarantee, "seconds": secs})
     raw_rate = n / rows[0]["seconds"]
     for r in rows:
@@ -169,6 +190,11 @@ def main(argv: list[str] | None = None) -> int:
         r["records_per_s"] = round(n / r["seconds"])
         r["vs_raw"] = round(r["records_per_s"] / raw_rate, 3)
         r["seconds"] = round(r["seconds"], 3)
+        r["config"] = {
+            "broker": broker_name,
+            "broker_compat": "-" if r["pipeline"].startswith("raw") else compat,
+        }
+    print(f"broker: {broker_name}, kstream broker_compat {compat}")
     print(f"{'pipeline':<26} {'guarantee':<14} {'records/s':>10} {'vs raw':>7}")
     for r in rows:
         print(
@@ -177,7 +203,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump({"records": n, "partitions": PARTITIONS, "results": rows}, f, indent=2)
+        json.dump(
+            {"records": n, "partitions": PARTITIONS, "broker": broker_name, "results": rows},
+            f,
+            indent=2,
+        )
     print(f"wrote {args.out}")
     return 0
 

@@ -3,10 +3,12 @@
 Runs in its own virtualenv (Quix Streams pins an older confluent-kafka than kstream uses), as a
 subprocess of bench/run_all.py, until SIGTERM (sent once the last output record is readable),
 then prints one JSON line: `time.monotonic()` at the first record (start-up excluded, as for
-kstream), CPU seconds and peak RSS.
+kstream), CPU seconds and peak RSS. `--broker tansu` gives its consumer the short group
+timeouts that broker needs (bench/brokers.py); on Kafka it keeps Quix Streams' defaults.
 
     python bench/quix_pipe.py --bootstrap HOST:PORT --topic IN --out OUT --group G \
-        --pipeline P1|P2|P3 --guarantee at_least_once|exactly_once --state-dir DIR
+        --pipeline P1|P2|P3 --guarantee at_least_once|exactly_once --state-dir DIR \
+        [--broker kafka|tansu]
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import resource
 import time
 from typing import Any
 
+from brokers import BROKERS, DEFAULT_BROKER, group_timeouts
 from quixstreams import Application, State
 
 
@@ -29,6 +32,7 @@ def main() -> None:
     ap.add_argument("--guarantee", choices=("at_least_once", "exactly_once"), required=True)
     ap.add_argument("--state-dir", required=True)
     ap.add_argument("--group", required=True)
+    ap.add_argument("--broker", choices=BROKERS, default=DEFAULT_BROKER)
     args = ap.parse_args()
 
     app = Application(
@@ -39,8 +43,8 @@ def main() -> None:
         state_dir=args.state_dir,
         loglevel="WARNING",
         commit_interval=0.1 if args.guarantee == "exactly_once" else 5.0,
-        # the broker's group join takes session.timeout.ms / 2 (kstream uses the same values)
-        consumer_extra_config={"session.timeout.ms": 2000, "heartbeat.interval.ms": 250},
+        # Tansu's group join takes session.timeout.ms / 2 (kstream uses the same values there)
+        consumer_extra_config=dict(group_timeouts(args.broker)),
     )
     src = app.topic(args.topic, key_deserializer="string", value_deserializer="json")
     dst = app.topic(args.out, key_serializer="string", value_serializer="json")

@@ -1,17 +1,24 @@
 """The benchmark behind `make bench`: kstream beside the raw pipe and Quix Streams, one run.
 
-Starts the embedded broker, produces N records (key `user-<i % 1000>`, a ~60-byte JSON value
-with `user`, `amount` and `kind`, event times spread over 100 s) into a 4-partition topic, then
-runs, `--repeats` times each (medians reported, the repeats interleaved so that noise hits every
-configuration alike):
+Starts the broker (`--broker kafka`, the default: one Apache Kafka KRaft node with the
+benchmark JVM flags, see bench/brokers.py; `--broker tansu`: the embedded Tansu), produces N
+records (key `user-<i % 1000>`, a ~60-byte JSON value with `user`, `amount` and `kind`, event
+times spread over 100 s) into a 4-partition topic, then runs, `--repeats` times each (medians
+reported, the repeats interleaved so that noise hits every configuration alike):
 
 - the ceiling: a raw confluent-kafka consume -> produce loop, plain and transactional;
 - kstream P1 (filter + map + to), P2 (running count per key), P3 (tumbling 10 s windowed sum
-  per key), at_least_once and exactly_once, memory and lmdb backends;
+  per key), at_least_once, exactly_once and exactly_once_v2, memory and lmdb backends, with the
+  `broker_compat` the broker needs ("none" on Kafka, "tansu" on Tansu);
+- on Kafka, kstream P1 and P3 under exactly_once_v2 on lmdb once more with
+  `broker_compat="tansu"` (Tansu's compensations on a broker that does not need them), each
+  beside its "none" row: what the compensations cost per record;
 - Quix Streams on P1-P3 under the same guarantees (in its own virtualenv, see `--quix-python`);
-- end-to-end latency (p50/p99) of kstream P1 under exactly_once at a fixed input rate, beside
-  the raw transactional loop and the broker's own floor (one plain hop, one transactional hop),
-  each on a fresh broker.
+- end-to-end latency (p50/p99) of kstream P1 under exactly_once and exactly_once_v2 at a fixed
+  input rate, beside the raw transactional loop and the broker's own floor (one plain hop, one
+  transactional hop; a pipeline's floor is their sum, and `latency_floor` gives each path's
+  p99 over it). On Kafka every latency run shares the benchmark's broker (warmed up by the
+  throughput runs); on Tansu each gets a fresh one (its fetches slow down as it fills).
 
 Every run is a subprocess (CPU seconds and peak RSS from its `getrusage`), timed from its first
 record (kstream: the app is RUNNING, i.e. partitions assigned and stores restored; raw and
@@ -21,15 +28,16 @@ read_committed consumer. Group-join start-up is excluded for every engine.
 Every row reports CPU microseconds per record beside records/s: the measured process's CPU time
 (user + sys, all its threads, the client library's included, start-up included; one process
 per run) divided by the input records; `startup_cpu_s` is the part spent before the first
-record.
+record. Every row's `config` names the broker and kstream's `broker_compat` ("-" for the raw
+pipe and Quix Streams).
 
 `--quick` (the default, `make bench`, a few minutes): the raw pipe, kstream P1-P3 under
-at_least_once and exactly_once on lmdb, twice each; Quix Streams under exactly_once once each;
-5 s latency runs (the broker's floor: a plain and a transactional hop; the raw loop; kstream
-exactly_once). `--full` (`make
-bench-full`, the README's table): every configuration 3 times, 10 s latency runs, and the
-plain hop and kstream again with the upstream producer lingering 50 ms (a tenth of the record
-batches, which the test broker's fetches slow down with).
+at_least_once, exactly_once and exactly_once_v2 on lmdb (and the broker_compat pair), twice
+each; Quix Streams under exactly_once once each; 5 s latency runs (the broker's floor: a plain
+and a transactional hop; the raw loop; kstream exactly_once and exactly_once_v2). `--full`
+(`make bench-full`): every configuration 3 times, 10 s latency runs, a transactional hop whose
+transactions also commit group offsets, and the plain hop and kstream again with the upstream
+producer lingering 50 ms.
 
 `--processes 1,2` runs each kstream row once per worker-process count (the row's `processes`):
 N processes of one app as `kstreamd run --processes N` starts them, timed from the first one's
@@ -38,13 +46,14 @@ the last of them was RUNNING, after the start-up rebalances.
 
 Prints a table and the total wall time, and writes bench/results/latest.json.
 
-    python bench/run_all.py [--quick | --full] [--records 200000] [--repeats N] [--no-quix]
-                            [--processes 1,2]
+    python bench/run_all.py [--quick | --full] [--broker kafka|tansu] [--records 200000]
+                            [--repeats N] [--no-quix] [--no-compat] [--processes 1,2]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -64,13 +73,18 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from brokers import (  # noqa: E402
+    TOPIC_CONFIG,
+    BenchBroker,
+    add_broker_argument,
+    start_broker,
+)
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition  # noqa: E402
 from confluent_kafka import Consumer as RawConsumer  # noqa: E402
 from confluent_kafka import Producer as RawProducer  # noqa: E402
 from kstream_pipe import cpu_s, py_spy, stat_cpu_s  # noqa: E402
 
 from kstream.kafka.admin import Admin  # noqa: E402
-from kstream.kafka.broker import EmbeddedBroker  # noqa: E402
 from kstream.state import provenance  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -79,15 +93,17 @@ KEYS = 1000
 SPAN_MS = 100_000
 BASE_TS = 1_700_000_000_000
 KINDS = ("purchase", "purchase", "purchase", "view", "view", "view", "view", "cart", "cart")
-# Quix Streams reads retention.ms back from the topic; the broker returns only configs set at
-# creation.
-INPUT_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1"}
+# the input's and the outputs' topic settings (see bench/brokers.py)
+INPUT_CONFIG = TOPIC_CONFIG
 PIPELINES = ("P1", "P2", "P3")
 GUARANTEES = ("at_least_once", "exactly_once")
 # kstream also runs exactly_once_v2 (one transactional producer per stream thread); its ratios
 # are taken against the transactional ceiling and Quix Streams' exactly_once
 V2 = "exactly_once_v2"
 BACKENDS = ("memory", "lmdb")
+# on Kafka, these rows run under both broker_compat values, side by side
+COMPAT_ROWS = (("P1", V2, "lmdb"), ("P3", V2, "lmdb"))
+NO_COMPAT = "-"  # the rows of engines other than kstream
 
 
 def value_of(i: int) -> tuple[bytes, bool]:
@@ -99,8 +115,20 @@ def value_of(i: int) -> tuple[bytes, bool]:
 
 
 def produce_input(bs: str, topic: str, n: int) -> int:
-    """Produce the input; returns how many records P1 keeps (the non-refunds)."""
-    p = RawProducer({"bootstrap.servers": bs, "linger.ms": 20, "partitioner": "murmur2_random"})
+    """Produce the input; returns how many records P1 keeps (the non-refunds).
+
+    Idempotent, so that each partition holds its records in the order produced (event time
+    ascending): a plain producer's retries reorder batches, and a fresh Kafka topic's first
+    produce requests can be retried while its leadership spreads (a few thousand records of
+    20,000 then came after later ones, too late for P3's windows, which have no grace)."""
+    p = RawProducer(
+        {
+            "bootstrap.servers": bs,
+            "linger.ms": 20,
+            "partitioner": "murmur2_random",
+            "enable.idempotence": True,
+        }
+    )
     kept = 0
     for i in range(n):
         v, refund = value_of(i)
@@ -128,9 +156,10 @@ class Watcher(threading.Thread):
     Reading the records costs this process about 0.55 us of CPU per record (the client's
     fetch and message objects; more with the loop), and the broker its fetches: on a machine
     the measured processes share, that is load beside theirs, so each row notes it
-    (`broker_cpu_s`, `harness_cpu_s`). (The stable offsets from ListOffsets would cost less
-    but lag on the test broker: it answered seconds after a read_committed reader had every
-    record.)
+    (`broker_cpu_s`, `harness_cpu_s`). Offsets cannot replace the reading: under exactly-once
+    every transaction's commit marker takes an offset of each partition it wrote (and Tansu's
+    stable offsets from ListOffsets lagged seconds behind a read_committed reader anyway).
+    It counts every record: on Kafka a read_committed reader gets each committed output once.
     """
 
     SAMPLE_S = 0.02
@@ -211,7 +240,7 @@ def run_many(
     """Run the processes of one benchmark side by side (the worker processes of one app, or
     a single process) against an output topic; returns their measurements together: timed
     from the first process's first record, CPU and peak RSS summed over the processes."""
-    Admin(bs).create_topic(out, PARTITIONS)
+    Admin(bs).create_topic(out, PARTITIONS, TOPIC_CONFIG)
     w = Watcher(bs, out, expected, broker_pid=broker_pid)
     w.start()
     procs = [
@@ -343,15 +372,27 @@ def dump_stacks(pid: int) -> str:
 
 
 def ensure_quix_python(path: str | None) -> str:
-    """The interpreter of a virtualenv with Quix Streams (created on first use)."""
+    """The interpreter of a virtualenv with Quix Streams (created on first use); raises
+    RuntimeError saying why when it cannot be set up."""
     if path:
         return path
     venv = os.path.join(HERE, ".venv-quix")
     py = os.path.join(venv, "bin", "python")
-    if not os.path.exists(py):
+    ok = os.path.join(venv, ".installed")
+    if not os.path.exists(ok):
         print(f"creating {os.path.relpath(venv, ROOT)} with quixstreams ...", flush=True)
-        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-        subprocess.run([py, "-m", "pip", "install", "-q", "quixstreams>=3"], check=True)
+        for cmd in (
+            [sys.executable, "-m", "venv", venv],
+            [py, "-m", "pip", "install", "-q", "quixstreams>=3"],
+        ):
+            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise RuntimeError(
+                    f"{' '.join(cmd)} failed (exit {done.returncode}): "
+                    f"{(done.stdout + done.stderr)[-2000:]}"
+                )
+        with open(ok, "w") as f:
+            f.write("quixstreams\n")
     return py
 
 
@@ -361,7 +402,7 @@ INPUT_LINGER_MS = 50  # the full run's second latency input (see latency_runs)
 
 
 def latency_run(
-    bs: str,
+    broker: BenchBroker,
     rate: int,
     seconds: float,
     state_dir: str,
@@ -373,6 +414,8 @@ def latency_run(
 ) -> dict[str, Any]:
     """kstream P1 fed at `rate` records/s; end-to-end latency percentiles. `input_linger_ms`:
     the upstream producer's linger.ms (None: librdkafka's default, 5 ms)."""
+    bs = broker.bootstrap_servers
+    compat = broker.compat if engine == "kstream" else NO_COMPAT
     src, out = f"lat-in-{uuid.uuid4().hex[:6]}", f"lat-out-{uuid.uuid4().hex[:6]}"
     admin = Admin(bs)
     admin.create_topic(src, PARTITIONS, INPUT_CONFIG)
@@ -394,7 +437,10 @@ def latency_run(
         f"--batch-max-wait={knobs['batch_max_wait']}",
         f"--commit-interval={knobs['commit_interval']}",
         f"--kafka={json.dumps(kafka)}",
+        f"--broker={broker.kind}",
     ]
+    if compat != NO_COMPAT:
+        cmd.append(f"--broker-compat={compat}")
     w = Watcher(bs, out, expected, latency=True)
     w.start()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -422,7 +468,13 @@ def latency_run(
         "rate_per_s": rate,
         "records": n,
         **percentiles(w.latencies_ms, rate),
-        "config": {**knobs, "kafka": kafka, "input_linger_ms": input_linger_ms},
+        "config": {
+            "broker": broker.name,
+            "broker_compat": compat,
+            **knobs,
+            "kafka": kafka,
+            "input_linger_ms": input_linger_ms,
+        },
     }
 
 
@@ -492,7 +544,7 @@ def percentiles(latencies_ms: list[float], rate: int) -> dict[str, Any]:
 
 
 def hop_latency_run(
-    bs: str,
+    broker: BenchBroker,
     rate: int,
     seconds: float,
     commit_interval_ms: int | None,
@@ -507,6 +559,7 @@ def hop_latency_run(
     consumer group's offsets of four partitions, as a consume -> produce pipeline's must: on the
     test broker those calls slow down as a run goes on, which the plain pair does not show.
     """
+    bs = broker.bootstrap_servers
     tx = commit_interval_ms is not None
     topic = f"hop-{uuid.uuid4().hex[:6]}"
     Admin(bs).create_topic(topic, PARTITIONS)
@@ -520,7 +573,13 @@ def hop_latency_run(
     group: RawConsumer | None = None
     group_offsets: Callable[[int], tuple[list[TopicPartition], Any]] | None = None
     if offsets:
-        group = RawConsumer({"bootstrap.servers": bs, "group.id": f"hop-{uuid.uuid4().hex[:8]}"})
+        group = RawConsumer(
+            {
+                "bootstrap.servers": bs,
+                "group.id": f"hop-{uuid.uuid4().hex[:8]}",
+                **broker.group_timeouts,
+            }
+        )
         meta = group.consumer_group_metadata()
 
         def group_offsets(done: int) -> tuple[list[TopicPartition], Any]:
@@ -549,6 +608,8 @@ def hop_latency_run(
         "records": n,
         **percentiles(w.latencies_ms, rate),
         "config": {
+            "broker": broker.name,
+            "broker_compat": NO_COMPAT,
             "commit_interval": commit_interval_ms,
             "offsets": offsets,
             "input_linger_ms": input_linger_ms,
@@ -556,13 +617,21 @@ def hop_latency_run(
     }
 
 
-def latency_runs(rate: int, seconds: float, full: bool = True) -> dict[str, Any]:
-    """The broker's floor, the raw loop and kstream, each on a broker of its own.
+def latency_runs(
+    kind: str, rate: int, seconds: float, full: bool = True, shared: BenchBroker | None = None
+) -> dict[str, Any]:
+    """The broker's floor, the raw loop and kstream, in that order.
 
-    The test broker's fetches slow down as it fills (see the README's known limits of the
-    test broker), and the throughput runs
-    leave millions of records behind; a fresh broker per run gives every path the same start.
+    On Tansu each on a broker of its own: its fetches slow down as it fills (see the README's
+    known limits of the test broker), and the throughput runs leave millions of records
+    behind, so a fresh broker per run gives every path the same start. Kafka does not slow
+    down so: every run shares `shared`, the throughput runs' broker, whose JIT compiler has
+    by then compiled its hot paths (a fresh JVM would spend a run's first seconds compiling).
     """
+
+    def broker() -> contextlib.AbstractContextManager[BenchBroker]:
+        return contextlib.nullcontext(shared) if shared is not None else start_broker(kind)
+
     out: dict[str, Any] = {}
     hops: tuple[tuple[str, int | None, bool], ...] = (
         ("broker hop", None, False),
@@ -575,34 +644,89 @@ def latency_runs(rate: int, seconds: float, full: bool = True) -> dict[str, Any]
         ("kstream", V2),
     )
     if not full:  # quick: the floor a pipeline cannot beat (both hops), the raw loop, kstream
-        paths = paths[:2]
+        hops = hops[:2]
     for name, commit_ms, offsets in hops:
-        # as long as the pipelines' runs: the test broker's tail grows with a run's length
-        # (measured at 5,000 records/s: plain + transactional hop p99 15.8 + 34.8 ms over 5 s,
-        # 20.4 + 36.8 ms over 10 s), so a shorter floor would not be the same run's floor
-        with EmbeddedBroker() as broker:
-            out[name] = hop_latency_run(broker.bootstrap_servers, rate, seconds, commit_ms, offsets)
+        # as long as the pipelines' runs: Tansu's tail grows with a run's length (measured at
+        # 5,000 records/s: plain + transactional hop p99 15.8 + 34.8 ms over 5 s, 20.4 + 36.8
+        # ms over 10 s), so a shorter floor would not be the same run's floor
+        with broker() as b:
+            out[name] = hop_latency_run(b, rate, seconds, commit_ms, offsets)
     for engine, guarantee in paths:
         name = engine if guarantee == "exactly_once" else f"{engine} {guarantee}"
-        with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
-            out[name] = latency_run(
-                broker.bootstrap_servers, rate, seconds, tmp, guarantee, engine=engine
-            )
+        with broker() as b, tempfile.TemporaryDirectory() as tmp:
+            out[name] = latency_run(b, rate, seconds, tmp, guarantee, engine=engine)
     if full:
         # The same input in batches of 50 ms (the upstream producer's linger.ms): a tenth of the
-        # record batches, whose count is what the test broker's fetches slow down with. The
-        # floor is this plain hop plus the transactional hop above (its producer commits every
-        # 20 ms, whatever its linger).
+        # record batches, whose count is what Tansu's fetches slow down with. The floor is this
+        # plain hop plus the transactional hop above (its producer commits every 20 ms,
+        # whatever its linger).
         linger = INPUT_LINGER_MS
-        with EmbeddedBroker() as broker:
+        with broker() as b:
             out[f"broker hop, input linger {linger} ms"] = hop_latency_run(
-                broker.bootstrap_servers, rate, seconds, None, input_linger_ms=linger
+                b, rate, seconds, None, input_linger_ms=linger
             )
-        with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
+        with broker() as b, tempfile.TemporaryDirectory() as tmp:
             out[f"kstream, input linger {linger} ms"] = latency_run(
-                broker.bootstrap_servers, rate, seconds, tmp, input_linger_ms=linger
+                b, rate, seconds, tmp, input_linger_ms=linger
             )
     return out
+
+
+LATENCY_TARGET = 1.3  # a pipeline's p99 over its floor, at most
+
+
+def latency_floor(latency: dict[str, Any]) -> dict[str, Any] | None:
+    """A consume -> produce pipeline is an input hop plus a transactional output hop: its
+    floor is the plain hop's p99 plus the transactional hop's, measured in the same run. Each
+    pipeline's p99 over that floor (the target: at most `LATENCY_TARGET`)."""
+    hop, tx = latency.get("broker hop"), latency.get("broker transactional hop")
+    if hop is None or tx is None:
+        return None
+    floor = hop["p99_ms"] + tx["p99_ms"]
+    ratios = {
+        name: round(lat["p99_ms"] / floor, 2)
+        for name, lat in latency.items()
+        if lat["engine"] != "broker" and lat.get("config", {}).get("input_linger_ms") is None
+    }
+    return {
+        "hop_p99_ms": hop["p99_ms"],
+        "transactional_hop_p99_ms": tx["p99_ms"],
+        "floor_p99_ms": round(floor, 2),
+        "p99_over_floor": ratios,
+        "target": LATENCY_TARGET,
+    }
+
+
+# (engine, pipeline, guarantee, backend, worker processes, kstream's broker_compat)
+Cfg = tuple[str, str, str, str, int, str]
+
+
+def plan(args: argparse.Namespace, only: set[str], process_counts: list[int]) -> list[Cfg]:
+    """The throughput configurations, in the order each repeat runs them: a broker_compat
+    pair side by side."""
+    configs: list[Cfg] = []
+    compat = "tansu" if args.broker == "tansu" else "none"
+    if "raw" in only:
+        configs += [("raw", "raw", g, "-", 1, NO_COMPAT) for g in GUARANTEES]
+    kstream_guarantees = (*GUARANTEES, V2)
+    backends = BACKENDS if args.full else ("lmdb",)
+    quix_guarantees = GUARANTEES if args.full else ("exactly_once",)
+    if "kstream" in only:
+        for p in PIPELINES:
+            for g in kstream_guarantees:
+                for b in backends:
+                    for k in process_counts:
+                        configs.append(("kstream", p, g, b, k, compat))
+                        # Tansu's compensations on a broker that does not need them
+                        if compat == "none" and not args.no_compat and (p, g, b) in COMPAT_ROWS:
+                            configs.append(("kstream", p, g, b, k, "tansu"))
+    if "quix" in only:
+        configs += [
+            ("quix", p, g, "rocksdb", 1, NO_COMPAT) for p in PIPELINES for g in quix_guarantees
+        ]
+    if args.match:
+        configs = [c for c in configs if re.search(args.match, " ".join((*map(str, c[:4]), c[5])))]
+    return configs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -613,6 +737,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     mode.add_argument("--full", dest="full", action="store_true", help="the README's table")
     ap.set_defaults(full=False)
+    add_broker_argument(ap)
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--repeats", type=int, default=None, help="3 with --full, 2 with --quick")
     ap.add_argument(
@@ -620,9 +745,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--no-quix", action="store_true", help="skip Quix Streams")
     ap.add_argument("--quix-python", default=os.environ.get("QUIX_PYTHON"))
+    ap.add_argument(
+        "--no-compat",
+        action="store_true",
+        help="on Kafka, skip the kstream rows with broker_compat='tansu'",
+    )
     ap.add_argument("--only", default="", help="comma list of engines: raw,kstream,quix,latency")
     ap.add_argument("--kstream-pipe", default=os.path.join(HERE, "kstream_pipe.py"))
-    ap.add_argument("--match", default="", help="regex over 'engine pipeline guarantee backend'")
+    ap.add_argument(
+        "--match", default="", help="regex over 'engine pipeline guarantee backend broker_compat'"
+    )
     ap.add_argument("--latency-rate", type=int, default=5000)
     ap.add_argument("--latency-seconds", type=float, default=None, help="10 (full), 5 (quick)")
     ap.add_argument(
@@ -644,34 +776,28 @@ def main(argv: list[str] | None = None) -> int:
     only = set(filter(None, args.only.split(","))) or {"raw", "kstream", "quix", "latency"}
     if args.no_quix:
         only.discard("quix")
-    quix_py = ensure_quix_python(args.quix_python) if "quix" in only else ""
+    quix_py = ""
+    quix_skipped: str | None = None
+    if "quix" in only:
+        try:
+            quix_py = ensure_quix_python(args.quix_python)
+        except (RuntimeError, OSError) as e:
+            quix_skipped = f"Quix Streams could not be set up: {e}"
+            print(quix_skipped, flush=True)
+            only.discard("quix")
     n = args.records
     t_start = time.monotonic()
 
-    # (engine, pipeline, guarantee, backend, worker processes)
-    configs: list[tuple[str, str, str, str, int]] = []
-    if "raw" in only:
-        configs += [("raw", "raw", g, "-", 1) for g in GUARANTEES]
-    kstream_guarantees = (*GUARANTEES, V2) if args.full else GUARANTEES
-    backends = BACKENDS if args.full else ("lmdb",)
-    quix_guarantees = GUARANTEES if args.full else ("exactly_once",)
-    if "kstream" in only:
-        configs += [
-            ("kstream", p, g, b, k)
-            for p in PIPELINES
-            for g in kstream_guarantees
-            for b in backends
-            for k in process_counts
-        ]
-    if "quix" in only:
-        configs += [("quix", p, g, "rocksdb", 1) for p in PIPELINES for g in quix_guarantees]
-    if args.match:
-        configs = [c for c in configs if re.search(args.match, " ".join(map(str, c[:4])))]
-    runs: dict[tuple[str, str, str, str, int], list[dict[str, Any]]] = {c: [] for c in configs}
+    configs = plan(args, only, process_counts)
+    runs: dict[Cfg, list[dict[str, Any]]] = {c: [] for c in configs}
 
     latency: dict[str, Any] = {}
-    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
+    with contextlib.ExitStack() as stack:
+        broker = stack.enter_context(start_broker(args.broker))
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
+        broker_name = broker.name
         bs = broker.bootstrap_servers
+        print(f"{broker_name} at {bs} (pid {broker.pid})", flush=True)
         src = f"bench-in-{uuid.uuid4().hex[:6]}"
         Admin(bs).create_topic(src, PARTITIONS, INPUT_CONFIG)
         kept = produce_input(bs, src, n)
@@ -682,14 +808,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         for rep in range(max(args.repeats, args.quix_repeats)):
             for cfg in configs:
-                engine, pipeline, guarantee, backend, procs = cfg
+                engine, pipeline, guarantee, backend, procs, compat = cfg
                 if rep >= (args.quix_repeats if engine == "quix" else args.repeats):
                     continue
                 out = f"out-{uuid.uuid4().hex[:8]}"
                 state = tempfile.mkdtemp(dir=tmp)
                 ready = os.path.join(state, "ready")
                 common = [f"--bootstrap={bs}", f"--topic={src}", f"--out={out}"]
-                common += [f"--guarantee={guarantee}"]
+                common += [f"--guarantee={guarantee}", f"--broker={broker.kind}"]
                 if engine == "quix":
                     cmd = [quix_py, os.path.join(HERE, "quix_pipe.py"), f"--pipeline={pipeline}"]
                     cmd += [*common, f"--state-dir={state}", f"--group=q-{uuid.uuid4().hex[:8]}"]
@@ -698,6 +824,8 @@ def main(argv: list[str] | None = None) -> int:
                     cmd += [f"--engine={engine}", f"--pipeline={pipeline}"]
                     cmd += [*common, f"--backend={backend}", f"--state-dir={state}"]
                     cmd += [f"--ready-file={ready}"]
+                    if compat != NO_COMPAT:
+                        cmd += [f"--broker-compat={compat}"]
                 expected = kept if pipeline == "P1" else n
                 cmds = [cmd] if procs == 1 else worker_cmds(cmd, procs, state)
                 res = run_many(cmds, bs, out, expected, broker_pid=broker.pid)
@@ -706,8 +834,9 @@ def main(argv: list[str] | None = None) -> int:
                 runs[cfg].append(res)
                 shutil.rmtree(state, ignore_errors=True)
                 print(
-                    f"[{rep + 1}] {engine:<8} {pipeline:<4} {guarantee:<14} "
-                    f"{backend:<8} x{procs} {res['records_per_s']:>10,.0f} rec/s  "
+                    f"[{rep + 1}] {engine:<8} {pipeline:<4} {guarantee:<15} "
+                    f"{backend:<8} x{procs} compat={compat:<5} "
+                    f"{res['records_per_s']:>10,.0f} rec/s  "
                     f"cpu {res['cpu_s']:.1f}s"
                     f" = {res['cpu_us_per_record']:.1f} us/record"
                     f" (broker {res.get('broker_cpu_s', 0):.1f}s)"
@@ -719,18 +848,23 @@ def main(argv: list[str] | None = None) -> int:
                     + f"  ({time.monotonic() - t_start:.0f}s)",
                     flush=True,
                 )
-    if "latency" in only:
-        latency = latency_runs(args.latency_rate, args.latency_seconds, args.full)
+        if "latency" in only and broker.kind == "kafka":
+            latency = latency_runs(
+                broker.kind, args.latency_rate, args.latency_seconds, args.full, shared=broker
+            )
+    if "latency" in only and args.broker == "tansu":
+        latency = latency_runs(args.broker, args.latency_rate, args.latency_seconds, args.full)
 
     rows: list[dict[str, Any]] = []
     for cfg, results in runs.items():
-        engine, pipeline, guarantee, backend, procs = cfg
+        engine, pipeline, guarantee, backend, procs, compat = cfg
         rows.append(
             {
                 "pipeline": pipeline,
                 "guarantee": guarantee,
                 "backend": backend,
                 "engine": engine,
+                "broker_compat": compat,
                 "records_per_s": round(statistics.median(r["records_per_s"] for r in results)),
                 "cpu_s": round(statistics.median(r["cpu_s"] for r in results), 2),
                 "cpu_us_per_record": round(
@@ -740,6 +874,7 @@ def main(argv: list[str] | None = None) -> int:
                 "processes": procs,
                 "peak_rss_bytes": int(statistics.median(r["peak_rss_bytes"] for r in results)),
                 "runs_records_per_s": [round(r["records_per_s"]) for r in results],
+                "runs_cpu_us_per_record": [round(r["cpu_us_per_record"], 2) for r in results],
                 # N processes: records/s from the moment all were RUNNING (see run_many)
                 "settled_records_per_s": median_or_none(
                     [r.get("settled_records_per_s") for r in results]
@@ -748,6 +883,7 @@ def main(argv: list[str] | None = None) -> int:
                 # reading the output
                 "broker_cpu_s": median_or_none([r.get("broker_cpu_s") for r in results]),
                 "harness_cpu_s": median_or_none([r.get("harness_cpu_s") for r in results]),
+                "config": {"broker": broker_name, "broker_compat": compat},
             }
         )
     ceiling = {r["guarantee"]: r["records_per_s"] for r in rows if r["engine"] == "raw"}
@@ -760,15 +896,33 @@ def main(argv: list[str] | None = None) -> int:
         q = quix.get((r["pipeline"], base))
         r["vs_ceiling"] = round(r["records_per_s"] / c, 3) if c else None
         r["vs_quix"] = round(r["records_per_s"] / q, 2) if q and r["engine"] != "quix" else None
+    compat_cost = compat_pairs(rows)
+    floor = latency_floor(latency)
 
     print()
+    print(f"broker: {broker_name}")
     print(table(rows))
+    for pair in compat_cost:
+        us = pair["cpu_us_per_record"]
+        print(
+            f"\nbroker_compat, kstream {pair['pipeline']} {pair['guarantee']} {pair['backend']}: "
+            f"CPU {us['none']} us/record with 'none', {us['tansu']} with 'tansu' "
+            f"({pair['tansu_over_none']:.2f}x; runs {pair['runs_cpu_us_per_record']})"
+        )
     for lat in latency.values():
         print(
             f"\nlatency, {lat['engine']} {lat['pipeline']} {lat['guarantee']} "
             f"{input_linger_note(lat)}at {lat['rate_per_s']:,} "
             f"records/s: p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms, max {lat['max_ms']} ms"
             f" (p99 by fifth of the run: {lat.get('p99_ms_by_fifth')})"
+        )
+    if floor is not None:
+        print(
+            f"\nlatency floor (plain hop p99 + transactional hop p99): "
+            f"{floor['hop_p99_ms']} + {floor['transactional_hop_p99_ms']} = "
+            f"{floor['floor_p99_ms']} ms; p99 / floor: "
+            + ", ".join(f"{k} {v:.2f}x" for k, v in floor["p99_over_floor"].items())
+            + f" (target <= {floor['target']}x)"
         )
     total = time.monotonic() - t_start
     print(f"\ntotal wall time {total:.0f} s ({total / 60:.1f} min)")
@@ -779,12 +933,16 @@ def main(argv: list[str] | None = None) -> int:
                 "records": n,
                 "partitions": PARTITIONS,
                 "mode": "full" if args.full else "quick",
+                "broker": broker_name,
                 "repeats": args.repeats,
                 "quix_repeats": args.quix_repeats,
+                "quix_skipped": quix_skipped,
                 "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
                 "total_seconds": round(total),
                 "rows": rows,
+                "broker_compat_cost": compat_cost,
                 "latency": latency,
+                "latency_floor": floor,
             },
             f,
             indent=2,
@@ -792,6 +950,40 @@ def main(argv: list[str] | None = None) -> int:
         f.write("\n")
     print(f"wrote {os.path.relpath(args.out, ROOT)}")
     return 0
+
+
+def compat_pairs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """kstream's rows measured under both broker_compat values, side by side: what Tansu's
+    compensations cost on a broker that does not need them."""
+    by = {
+        (r["pipeline"], r["guarantee"], r["backend"], r["processes"], r["broker_compat"]): r
+        for r in rows
+        if r["engine"] == "kstream"
+    }
+    out: list[dict[str, Any]] = []
+    for (p, g, b, k, compat), on in by.items():
+        off = by.get((p, g, b, k, "none"))
+        if compat != "tansu" or off is None:
+            continue
+        out.append(
+            {
+                "pipeline": p,
+                "guarantee": g,
+                "backend": b,
+                "processes": k,
+                "cpu_us_per_record": {
+                    "none": off["cpu_us_per_record"],
+                    "tansu": on["cpu_us_per_record"],
+                },
+                "runs_cpu_us_per_record": {
+                    "none": off["runs_cpu_us_per_record"],
+                    "tansu": on["runs_cpu_us_per_record"],
+                },
+                "records_per_s": {"none": off["records_per_s"], "tansu": on["records_per_s"]},
+                "tansu_over_none": round(on["cpu_us_per_record"] / off["cpu_us_per_record"], 3),
+            }
+        )
+    return out
 
 
 def worker_cmds(cmd: list[str], processes: int, state: str) -> list[list[str]]:
@@ -825,7 +1017,8 @@ def median_or_none(values: list[float | None]) -> float | None:
 
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
-        f"| {'engine':<8} | {'pipeline':<8} | {'guarantee':<14} | {'backend':<8} | {'procs':>5} | "
+        f"| {'engine':<8} | {'pipeline':<8} | {'guarantee':<15} | {'backend':<8} | "
+        f"{'compat':<6} | {'procs':>5} | "
         f"{'records/s':>9} | {'CPU us/rec':>10} | {'vs ceiling':>10} | {'vs Quix':>7} | "
         f"{'CPU s':>6} | {'peak RSS':>8} |"
     )
@@ -835,8 +1028,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         vc = f"{r['vs_ceiling']:.2f}" if r["vs_ceiling"] is not None else "-"
         vq = f"{r['vs_quix']:.2f}x" if r["vs_quix"] is not None else "-"
         lines.append(
-            f"| {r['engine']:<8} | {r['pipeline']:<8} | {r['guarantee']:<14} | {r['backend']:<8} | "
-            f"{r['processes']:>5} | "
+            f"| {r['engine']:<8} | {r['pipeline']:<8} | {r['guarantee']:<15} | {r['backend']:<8} | "
+            f"{r['broker_compat']:<6} | {r['processes']:>5} | "
             f"{r['records_per_s']:>9,} | {r['cpu_us_per_record']:>10.1f} | {vc:>10} | {vq:>7} | "
             f"{r['cpu_s']:>6.1f} | "
             f"{r['peak_rss_bytes'] / 2**20:>6.0f}MB |"

@@ -1,5 +1,7 @@
-"""The Spark runner next to the native runtime, against the embedded broker: on local[2], or
-(`--cluster`) on a standalone cluster of two one-core workers started here.
+"""The Spark runner next to the native runtime, against Apache Kafka (`--broker tansu`: the
+embedded Tansu; bench/brokers.py): on local[2], or (`--cluster`) on a standalone cluster of two
+one-core workers started here. Both engines run with the `broker_compat` the broker needs
+(`KSTREAM_BROKER_COMPAT`, set here unless already set).
 
 Three workloads over the same input (100-byte JSON values, 2 partitions): a stateless
 filter + map_values to a topic, a grouped count (one stateful step: the fast path), and a
@@ -66,14 +68,17 @@ from confluent_kafka import TopicPartition  # noqa: E402
 
 from kstream.dsl import StreamBuilder  # noqa: E402
 from kstream.kafka.admin import Admin  # noqa: E402
-from kstream.kafka.broker import EmbeddedBroker  # noqa: E402
 from kstream.kafka.consumer import Consumer, to_end_settings  # noqa: E402
 from kstream.kafka.producer import Producer  # noqa: E402
-from kstream.runtime import App, AppState, caught_up, read_unique  # noqa: E402
+from kstream.runtime import App, AppState, caught_up  # noqa: E402
 from kstream.spark.progress import batch_records  # noqa: E402
 from kstream.topology.topology import Topology  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from brokers import add_broker_argument, default_compat, read_output, start_broker  # noqa: E402
+
 PARTITIONS = 2
 USERS = 1000
 
@@ -141,7 +146,9 @@ def produce(bootstrap: str, topic: str, n: int, users: int = USERS) -> None:
 def final_results(bootstrap: str, topic: str, name: str) -> tuple[int, Any]:
     """(records, a digest of the final result): every record for a stream, last per key else."""
     value_serde = VALUE_SERDES[name]
-    recs = read_unique(bootstrap, topic, KEY_SERDES[name], value_serde)
+    # outputs carry provenance ids, and need reading without repeats, only under Tansu's compat
+    dedup = os.environ.get("KSTREAM_BROKER_COMPAT") == "tansu"
+    recs = read_output(bootstrap, topic, KEY_SERDES[name], value_serde, dedup=dedup)
     if value_serde == "long":
         table = {r.key: r.value for r in recs}
         return len(recs), sorted(table.items())
@@ -278,12 +285,19 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def jvm_pid() -> int | None:
-    """The Spark JVM this process started (its child `java`), from /proc."""
+    """The Spark JVM this process started (its child `java` running Spark: the Kafka broker
+    is a child `java` too), from /proc."""
     me = str(os.getpid())
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             status = proc_status(pid)
             if status.get("PPid") == me and status.get("Name") == "java":
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        if b"kafka.Kafka\0" in f.read():
+                            continue
+                except OSError:
+                    continue
                 return int(pid)
     return None
 
@@ -407,7 +421,10 @@ def main() -> None:
         action="store_true",
         help="run Spark on a standalone cluster of two one-core workers started here, not local[2]",
     )
+    add_broker_argument(ap)
     args = ap.parse_args()
+    # before Spark starts, so that its Python workers get it too
+    os.environ.setdefault("KSTREAM_BROKER_COMPAT", default_compat(args.broker))
     keys = args.keys or [USERS]
     batches = args.batch or [50_000]
     chosen = args.workload or list(WORKLOADS)
@@ -419,7 +436,7 @@ def main() -> None:
     ]
     with contextlib.ExitStack() as stack:
         master, spark = start_spark(stack, args.cluster)
-        broker = stack.enter_context(EmbeddedBroker())
+        broker = stack.enter_context(start_broker(args.broker))
         tmp = stack.enter_context(tempfile.TemporaryDirectory())
         bs = broker.bootstrap_servers
         warm_batch = max(batches)
@@ -500,6 +517,8 @@ def main() -> None:
         "keys": keys,
         "workloads": chosen,
         "processing_guarantee": "exactly_once",
+        "broker": broker.name,
+        "broker_compat": os.environ["KSTREAM_BROKER_COMPAT"],
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
     }
     runs_meta = [r for r in previous.get("runs", []) if r.get("master_kind") != master_kind(master)]

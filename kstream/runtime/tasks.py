@@ -256,7 +256,10 @@ class Collector:
         partitions: Sequence[int | None] | None,
         fast: Any,
     ) -> None:
-        """`send_many` without provenance: each record keeps its own headers."""
+        """`send_many` without provenance: each record keeps its own headers, less a
+        `kstream.src` stamp an upstream kstream app on a compatibility broker wrote (it names
+        that app's input, and a reader that drops repeated stamps would drop this app's
+        second output of one input record as a repeat)."""
         sent = 0
         i = -1
         for r in records:
@@ -264,7 +267,7 @@ class Collector:
             headers = r.headers
             hdrs: Any = None
             if headers:
-                hdrs = headers if headers.__class__ is list else list(headers)
+                hdrs = [h for h in headers if h[0] != HEADER] or None
             partition = None if partitions is None else partitions[i]
             if fast is not None:
                 try:

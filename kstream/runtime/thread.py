@@ -150,6 +150,11 @@ class StreamThread:
             )
             self.ctx.global_views = self.globals.views
             self.globals.bootstrap(self.stop)
+        if self.ctx.exactly_once and self.ctx.shared_transactions:
+            # Before joining: the thread's transactional producer, starting up, fences this
+            # instance's predecessor (same transactional id) and aborts its open transaction,
+            # whose pending offsets would hold up reading the committed ones (_read_committed).
+            self.shared_producer()
         self.consumer = self.ctx.client_supplier.consumer(
             ClientConfig(
                 self.ctx.bootstrap_servers,
@@ -202,11 +207,8 @@ class StreamThread:
             sub = compiled.subtopology_for_topic(p.topic)
             wanted[(sub.id, p.partition)] = None
         tps = [(t, n) for sid, n in wanted for t in compiled.subtopologies[sid].source_topics]
-        committed: dict[TP, int] = {}
-        for c in self.consumer.committed(tps):
-            if c.offset is not None and c.offset >= 0:
-                committed[(c.topic, c.partition)] = c.offset
         keys = list(wanted)
+        committed = self._read_committed(keys, tps)
         try:
             # every store of every new task, restored by one consumer
             restored = restore_tasks(self.ctx, keys, committed)
@@ -243,6 +245,68 @@ class StreamThread:
         if self.ctx.exactly_once:
             self._restore_again_if_committed_moved(tps)
         self.on_state("RUNNING")
+
+    def _read_committed(self, keys: list[tuple[int, int]], tps: list[TP]) -> dict[TP, int]:
+        """The group's committed offsets of `tps` (the partitions of tasks `keys`), read again
+        until the read succeeds.
+
+        A read_committed consumer's read waits while an open transaction holds offsets pending
+        for these partitions (KIP-447): that of a previous owner killed between sending its
+        offsets and committing, until a producer with its transactional id starts up (fencing
+        it) or the broker aborts it after `transaction.timeout.ms`. Under exactly_once the
+        tasks' transactional ids are known, so a failed read fences their previous owners and
+        reads again; under exactly_once_v2 `open` fenced this instance's predecessor, and
+        another instance's transaction ends with its restart or its timeout. The read is
+        retried rather than raised: out of the rebalance callback, an error would leave the
+        partitions assigned (confluent-kafka assigns them anyway) with no task to run them.
+        """
+        assert self.consumer is not None
+        per_task = self.ctx.exactly_once and not self.ctx.shared_transactions
+        full = self.ctx.config.connect_timeout / 1000
+        # a read takes milliseconds; under exactly_once a short first try leaves time to fence
+        timeout = min(2.0, full) if per_task else full
+        while True:
+            try:
+                found = self.consumer.committed(tps, timeout=timeout)
+                break
+            except KafkaClientError as e:
+                if self.stop.is_set():
+                    raise
+                log.warning(
+                    "tasks %s: %s (an open transaction of a previous owner?); %s",
+                    sorted(f"{sid}_{p}" for sid, p in keys),
+                    e,
+                    "fencing their previous owners, reading again" if per_task else "retrying",
+                )
+                if per_task:
+                    self._fence_previous_owners(keys)
+                try:
+                    self._failed_once(e)
+                except BaseException:
+                    self.error = e
+                    self.stop.set()
+                    raise
+                timeout = full
+        committed: dict[TP, int] = {}
+        for c in found:
+            if c.offset is not None and c.offset >= 0:
+                committed[(c.topic, c.partition)] = c.offset
+        return committed
+
+    def _fence_previous_owners(self, keys: list[tuple[int, int]]) -> None:
+        """exactly_once: start a producer with each task's transactional id (RuntimeTask's,
+        `<app_id>-<sub-topology>_<partition>`) and close it, aborting the previous owner's open
+        transaction; side by side, one round trip for all."""
+
+        def fence(key: tuple[int, int]) -> None:
+            producer = self.ctx.new_producer(f"{self.ctx.app_id}-{key[0]}_{key[1]}")
+            producer.close(1.0, drop_undelivered=True)
+
+        with ThreadPoolExecutor(max_workers=min(16, max(1, len(keys)))) as pool:
+            futures = [pool.submit(fence, key) for key in keys]
+        for fut in futures:
+            if fut.exception() is not None:
+                log.warning("fencing a previous owner: %s", fut.exception())
 
     def _restore_again_if_committed_moved(self, tps: list[TP]) -> None:
         """Restore again the tasks whose committed offsets moved while they were created.
@@ -292,6 +356,8 @@ class StreamThread:
         try:
             msgs = self.consumer.consume_batch(self._max, self._wait_s)
         except KafkaClientError as e:
+            if self.error is not None:  # a rebalance callback gave up (_on_assign)
+                raise self.error from None
             # The broker is away or the group is moving: librdkafka reconnects by itself.
             log.warning("consumer: %s (retrying)", e)
             self.backoff(0.2)

@@ -178,6 +178,10 @@ class KafkaNode:
             "broker.session.timeout.ms": "3000",
             "broker.heartbeat.interval.ms": "500",
             "auto.create.topics.enable": "true",
+            # tests write synthetic event times (1970, 2023): a topic without its own
+            # retention keeps them, and time-based deletion does not run while tests do
+            "log.retention.ms": "-1",
+            "log.retention.check.interval.ms": "3600000",
             # the log cleaner runs, with a small buffer (the default takes 128 MB of heap)
             "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
             "log.cleaner.backoff.ms": "1000",
