@@ -307,8 +307,7 @@ def check_headers(bootstrap: str, out: str, nat: str, src: str, *, by_trace: boo
     def written(topic: str) -> tuple[Counter[Any], list[Any]]:
         got = read_all(bootstrap, topic, "string", "string")
         plain = Counter(
-            (r.key, r.value, r.timestamp, tuple(h for h in r.headers if h[0] != stamp))
-            for r in got
+            (r.key, r.value, r.timestamp, tuple(h for h in r.headers if h[0] != stamp)) for r in got
         )
         return plain, [provenance.from_headers(list(r.headers)) for r in got]
 
