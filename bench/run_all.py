@@ -645,6 +645,12 @@ def latency_runs(
     )
     if not full:  # quick: the floor a pipeline cannot beat (both hops), the raw loop, kstream
         hops = hops[:2]
+    if shared is not None:
+        # Warm the broker up first, discarded: with `--only latency` it is fresh, and a fresh
+        # JVM spends its first seconds compiling (a cold plain hop measured p99 1,087 ms, its
+        # first two fifths over a second, the last three 18-60 ms).
+        hop_latency_run(shared, rate, 3.0, None, False)
+        hop_latency_run(shared, rate, 3.0, LATENCY_KNOBS["commit_interval"], False)
     for name, commit_ms, offsets in hops:
         # as long as the pipelines' runs: Tansu's tail grows with a run's length (measured at
         # 5,000 records/s: plain + transactional hop p99 15.8 + 34.8 ms over 5 s, 20.4 + 36.8

@@ -177,8 +177,9 @@ class Collector:
         partitions: Sequence[int | None] | None,
     ) -> None:
         """A sink's records, serialized (`keys`, `values`, and `partitions` or None for the
-        partitioner's choice, one per record): each is stamped with the provenance of its
-        record (topic, partition, offset) and keeps the record's timestamp and headers.
+        partitioner's choice, one per record): each keeps the record's timestamp and headers
+        and, with the compensations on, is stamped with the provenance of its record (topic,
+        partition, offset).
 
         This is the engine's innermost loop, one pass per output record: the producer is
         looked up once per call, the header encoder once per run of records from one source
@@ -190,9 +191,7 @@ class Collector:
             self._producer = producer
             self._client_produce = getattr(producer, "client_produce", None)
         fast = self._client_produce
-        if not self.stamp:
-            self._send_plain(topic, records, keys, values, partitions, fast)
-            return
+        stamp = self.stamp
         counters = self.counters
         last_topic: str | None = None
         last_part: int | None = None
@@ -204,11 +203,14 @@ class Collector:
         for r in records:
             i += 1
             headers = r.headers
+            # a record keeps its own headers, less a `kstream.src` stamp: without the
+            # compensations, an upstream's stamp names that app's input, and a reader that
+            # drops repeated stamps would drop this app's second output of one input record
             hdrs: list[tuple[str, bytes | None]] = (
                 [h for h in headers if h[0] != HEADER] if headers else []
             )
             offset = r.offset
-            if offset is not None:
+            if stamp and offset is not None:
                 src_topic = r.topic
                 src_part = r.partition
                 if src_part != last_part or src_topic != last_topic:
@@ -245,47 +247,6 @@ class Collector:
                 except Exception:
                     pass
             sent += self._produce(topic, r, keys[i], values[i], partition, hdrs, sent)
-        self._count(topic, sent)
-
-    def _send_plain(
-        self,
-        topic: str,
-        records: Sequence[Record],
-        keys: Sequence[bytes | None],
-        values: Sequence[bytes | None],
-        partitions: Sequence[int | None] | None,
-        fast: Any,
-    ) -> None:
-        """`send_many` without provenance: each record keeps its own headers, less a
-        `kstream.src` stamp an upstream kstream app on a compatibility broker wrote (it names
-        that app's input, and a reader that drops repeated stamps would drop this app's
-        second output of one input record as a repeat)."""
-        sent = 0
-        i = -1
-        for r in records:
-            i += 1
-            headers = r.headers
-            hdrs: Any = None
-            if headers:
-                hdrs = [h for h in headers if h[0] != HEADER] or None
-            partition = None if partitions is None else partitions[i]
-            if fast is not None:
-                try:
-                    fast(
-                        topic,
-                        values[i],
-                        keys[i],
-                        UNASSIGNED if partition is None else partition,
-                        None,
-                        None,
-                        r.timestamp or 0,
-                        hdrs,
-                    )
-                    sent += 1
-                    continue
-                except Exception:
-                    pass
-            sent += self._produce(topic, r, keys[i], values[i], partition, hdrs or [], sent)
         self._count(topic, sent)
 
     def _produce(

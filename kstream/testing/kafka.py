@@ -25,7 +25,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -34,7 +33,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from kstream.kafka.broker import free_port
+from kstream.kafka.broker import _die_with_parent, free_port
 from kstream.kafka.errors import BrokerStartError
 
 __all__ = [
@@ -467,13 +466,3 @@ class KafkaCluster:
 
     def __repr__(self) -> str:
         return f"KafkaCluster({self.version}, {self.bootstrap_servers})"
-
-
-def _die_with_parent() -> None:
-    """In the broker's process, before exec: SIGKILL when the process that started it dies,
-    so a test run killed outright leaves no broker behind (Linux only)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG

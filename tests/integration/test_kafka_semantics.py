@@ -67,6 +67,12 @@ def _produce(bs: str, topic: str, values: list[str], headers: Any = None) -> Non
     p.flush(30)
 
 
+def _topics(bs: str, *names: str) -> None:
+    admin = Admin(bs)
+    for name in names:
+        admin.create_topic(name, 1)
+
+
 def _app(src: str, dst: str, app_id: str, bs: str, tmp: Path, **kafka: Any) -> App:
     config = fast_group({"state_dir": str(tmp), "kafka": kafka})
     return App(_copy(src, dst), app_id, bs, config=config)
@@ -77,9 +83,7 @@ def test_outputs_keep_their_headers_and_carry_no_provenance_stamp(
 ) -> None:
     bs = kafka_broker.bootstrap_servers
     src, dst = unique_name("in"), unique_name("out")
-    admin = Admin(bs)
-    admin.create_topic(src, 1)
-    admin.create_topic(dst, 1)
+    _topics(bs, src, dst)
     _produce(bs, src, ["a", "b"], headers=[("trace", b"t1"), ("kstream.src", b"stale")])
     app = _app(src, dst, unique_name("app"), bs, tmp_path)
     assert app.config.broker_compat == "none"
@@ -98,9 +102,7 @@ def test_auto_offset_reset_latest_starts_a_new_group_at_the_end(
 ) -> None:
     bs = kafka_broker.bootstrap_servers
     src, dst = unique_name("in"), unique_name("out")
-    admin = Admin(bs)
-    admin.create_topic(src, 1)
-    admin.create_topic(dst, 1)
+    _topics(bs, src, dst)
     _produce(bs, src, ["old1", "old2", "old3"])
     app = _app(src, dst, unique_name("app"), bs, tmp_path, **{"auto.offset.reset": "latest"})
     app.start()
@@ -123,9 +125,7 @@ def test_reported_lag_is_the_distance_to_the_end_listoffsets_gives(
     """An app stopped part-way: its lag gauge, the committed offset and ListOffsets agree."""
     bs = kafka_broker.bootstrap_servers
     src, dst = unique_name("in"), unique_name("out")
-    admin = Admin(bs)
-    admin.create_topic(src, 1)
-    admin.create_topic(dst, 1)
+    _topics(bs, src, dst)
     _produce(bs, src, [f"v{i}" for i in range(50)])
     app = _app(src, dst, unique_name("app"), bs, tmp_path)
     app.start()

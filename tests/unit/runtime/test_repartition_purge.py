@@ -115,7 +115,9 @@ def make_purge(admin: Admin, clock: Clock, **config: Any) -> RepartitionPurge:
         return admin
 
     ctx = SimpleNamespace(
-        config=Config.from_mapping({"repartition_purge_interval": 1_000, **config}),
+        config=Config.from_mapping(
+            {"repartition_purge_interval": 1_000, "broker_compat": "none", **config}
+        ),
         compiled=SimpleNamespace(repartition_topics={"app-r": None, "app-s": None}),
         bootstrap_servers="broker:9092",
         client_supplier=SimpleNamespace(admin=new_admin),
