@@ -113,7 +113,12 @@ def _java() -> str:
 
 
 def _cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A random KRaft cluster id (a base64 UUID), never starting with '-', which the storage
+    tool's command line would read as an option (Kafka's own Uuid.randomUuid avoids it too)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 class KafkaNode:
