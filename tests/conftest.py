@@ -10,7 +10,7 @@ broker-compatibility component) start their own Tansu in either lane. Set
 `KSTREAM_TEST_BOOTSTRAP` to run against a Kafka the tests did not start.
 
 With `CI` set (as CI runs `.ci/run`), a skipped test is a failure: a missing system package
-(redis-server, stunnel, prometheus, Java) must not turn the suite silently green. `xfail` stays
+(redis-server, prometheus, Java, Maven) must not turn the suite silently green. `xfail` stays
 allowed. Tests marked `slow` run only with `KSTREAM_LONG=1`; otherwise they are deselected
 (listed as such in the summary), not skipped.
 """

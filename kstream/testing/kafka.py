@@ -18,6 +18,9 @@ archive of the broker's classes exists beside the jars (`write_class_archive`, w
 kafka` runs: `python -m kstream.testing.kafka --class-archive`), every JVM here maps it instead
 of loading and verifying some 4,000 classes from the jars: a node starts in about 3 s instead
 of 5 on 2 cores. A JVM that cannot use the archive (another Java) ignores it.
+
+`client_listener="SSL"` (or "SASL_PLAINTEXT", "SASL_SSL") adds a client listener of that
+protocol, for the tests of kstream's TLS and SASL settings against Kafka's own (`KafkaCluster`).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from kstream.kafka.errors import BrokerStartError
 
 __all__ = [
     "BENCH_JVM_OPTIONS",
+    "CLIENT_LISTENER_PROTOCOLS",
     "TEST_JVM_OPTIONS",
     "KafkaCluster",
     "KafkaNode",
@@ -79,6 +83,9 @@ logger.started.level = INFO
 """
 
 _LOG_TAIL = 3000
+
+#: the security protocols a `KafkaCluster` client listener can have
+CLIENT_LISTENER_PROTOCOLS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 def _repo_libs() -> Path:
@@ -159,6 +166,8 @@ class KafkaNode:
         self.host = cluster.host
         self.port = free_port(cluster.host)
         self.controller_port = free_port(cluster.host)
+        #: the port of the CLIENT listener, if the cluster has one (`client_listener`)
+        self.client_port = free_port(cluster.host) if cluster.client_listener else None
         self.dir = root / f"node-{node_id}"
         self.data_dir = self.dir / "data"
         self.config_path = self.dir / "server.properties"
@@ -171,6 +180,13 @@ class KafkaNode:
         return f"{self.host}:{self.port}"
 
     @property
+    def client_bootstrap_server(self) -> str:
+        """The address of the node's CLIENT listener (`KafkaCluster(client_listener=...)`)."""
+        if self.client_port is None:
+            raise ValueError("this cluster was started without a client_listener")
+        return f"{self.host}:{self.client_port}"
+
+    @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
@@ -181,18 +197,26 @@ class KafkaNode:
     def properties(self) -> dict[str, str]:
         c = self.cluster
         rf = str(c.replication_factor)
+        listeners = [
+            f"PLAINTEXT://{self.host}:{self.port}",
+            f"CONTROLLER://{self.host}:{self.controller_port}",
+        ]
+        advertised = [f"PLAINTEXT://{self.host}:{self.port}"]
+        protocols = ["CONTROLLER:PLAINTEXT", "PLAINTEXT:PLAINTEXT"]
+        if c.client_listener is not None:
+            # clients only: brokers and controllers keep talking PLAINTEXT among themselves
+            listeners.append(f"CLIENT://{self.client_bootstrap_server}")
+            advertised.append(f"CLIENT://{self.client_bootstrap_server}")
+            protocols.append(f"CLIENT:{c.client_listener}")
         props = {
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
             "controller.quorum.voters": c.quorum_voters,
-            "listeners": (
-                f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:"
-                f"{self.controller_port}"
-            ),
-            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "listeners": ",".join(listeners),
+            "advertised.listeners": ",".join(advertised),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "listener.security.protocol.map": ",".join(protocols),
             "log.dirs": str(self.data_dir),
             "num.partitions": "1",
             "default.replication.factor": rf,
@@ -349,6 +373,14 @@ class KafkaCluster:
     node's `server.properties`. `replication_factor` and `min_insync_replicas` default to 1
     for one node and to 3 and 2 for more. The data lives in a temporary directory removed on
     `stop()` unless `keep_data` is set (logs too: see `root`).
+
+    `client_listener` (one of `CLIENT_LISTENER_PROTOCOLS`) adds a listener named CLIENT of that
+    security protocol on one more loopback port per node, advertised beside PLAINTEXT, so tests
+    can exercise TLS and SASL against Kafka itself; its keys, certificates and JAAS settings
+    come through `overrides` (`listener.name.client.ssl.keystore.location=...`,
+    `listener.name.client.scram-sha-512.sasl.jaas.config=...`, `sasl.enabled.mechanisms=...`).
+    `bootstrap_servers` stays the PLAINTEXT listener (the cluster's own readiness checks use it;
+    so can a test's admin work, e.g. creating SCRAM users); `client_bootstrap_servers` is CLIENT.
     """
 
     def __init__(
@@ -364,10 +396,17 @@ class KafkaCluster:
         root: str | None = None,
         keep_data: bool = False,
         use_archive: bool = True,
+        client_listener: str | None = None,
     ) -> None:
         if nodes < 1:
             raise ValueError(f"nodes: expected at least 1, got {nodes}")
+        if client_listener is not None and client_listener not in CLIENT_LISTENER_PROTOCOLS:
+            raise ValueError(
+                f"client_listener: expected one of {', '.join(CLIENT_LISTENER_PROTOCOLS)}, "
+                f"got {client_listener!r}"
+            )
         self.host = host
+        self.client_listener = client_listener
         self.overrides = dict(overrides or {})
         self.jvm_options = list(jvm_options)
         self.replication_factor = replication_factor or min(nodes, 3)
@@ -394,6 +433,11 @@ class KafkaCluster:
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(n.bootstrap_server for n in self.nodes)
+
+    @property
+    def client_bootstrap_servers(self) -> str:
+        """The CLIENT listeners' addresses; ValueError without a `client_listener`."""
+        return ",".join(n.client_bootstrap_server for n in self.nodes)
 
     @property
     def pids(self) -> list[int | None]:

@@ -1,14 +1,14 @@
-"""The SSL client path end to end: a TLS-terminating proxy (stunnel) in front of the broker.
+"""The SSL client path end to end, against Apache Kafka's own TLS listener.
 
-The proxy holds a certificate signed by a CA this test generates; the broker advertises the
-proxy's port, so every connection the clients make goes through TLS.
+The module starts its own broker with a CLIENT listener of protocol SSL
+(`KafkaCluster(client_listener="SSL")`) whose key store is a PEM file: the server key
+(unencrypted PKCS#8, as `openssl req -nodes` writes it) and its certificate, signed by a CA
+this test generates. Every connection the clients make to that listener goes through TLS.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,20 +17,13 @@ from pathlib import Path
 import pytest
 
 from kstream.errors import BrokerUnreachableError, ConfigError
-from kstream.kafka import Admin, Consumer, EmbeddedBroker, Producer
-from kstream.kafka.broker import free_port
+from kstream.kafka import Admin, Consumer, Producer
 from kstream.kafka.errors import AuthenticationError
-
-STUNNEL = shutil.which("stunnel4") or shutil.which("stunnel")
-OPENSSL = shutil.which("openssl")
-
-pytestmark = pytest.mark.skipif(
-    STUNNEL is None or OPENSSL is None, reason="needs stunnel4 and openssl (apt)"
-)
+from kstream.testing.kafka import KafkaCluster
 
 
 def openssl(*args: str, cwd: Path) -> None:
-    subprocess.run([OPENSSL or "openssl", *args], cwd=cwd, check=True, capture_output=True)
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
 
 def make_ca(d: Path, name: str) -> None:
@@ -55,51 +48,25 @@ def make_server_cert(d: Path, ca: str) -> None:
     )
 
 
-def wait_port(port: int, timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            if time.monotonic() > end:
-                raise
-            time.sleep(0.05)
-
-
 @pytest.fixture(scope="module")
 def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """(the TLS listener's address, the directory of the CA files)."""
     d = tmp_path_factory.mktemp("tls")
     make_ca(d, "ca")
     make_ca(d, "other-ca")
     make_server_cert(d, "ca")
-    proxy_port = free_port()
-    with EmbeddedBroker(advertised_port=proxy_port) as broker:
-        conf = d / "stunnel.conf"
-        conf.write_text(
-            "foreground = yes\n"
-            "pid =\n"
-            f"output = {d / 'stunnel.log'}\n"
-            "[kafka]\n"
-            f"accept = 127.0.0.1:{proxy_port}\n"
-            f"connect = {broker.listen_address}\n"
-            f"cert = {d / 'server.pem'}\n"
-            f"key = {d / 'server.key'}\n"
-        )
-        proc = subprocess.Popen(
-            [STUNNEL or "stunnel4", str(conf)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            wait_port(proxy_port)
-            yield f"127.0.0.1:{proxy_port}", d
-        finally:
-            proc.terminate()
-            proc.wait(10)
+    # Kafka's PEM key store: the private key and the certificate chain in one file
+    keystore = d / "server-keystore.pem"
+    keystore.write_text((d / "server.key").read_text() + (d / "server.pem").read_text())
+    overrides = {
+        "listener.name.client.ssl.keystore.type": "PEM",
+        "listener.name.client.ssl.keystore.location": str(keystore),
+    }
+    with KafkaCluster(client_listener="SSL", overrides=overrides) as cluster:
+        yield cluster.client_bootstrap_servers, d
 
 
-def test_ssl_produce_and_consume_through_tls_proxy(
+def test_ssl_produce_and_consume_over_kafkas_tls_listener(
     tls_broker: tuple[str, Path], topic_name: str
 ) -> None:
     bootstrap, d = tls_broker

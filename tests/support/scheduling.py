@@ -47,6 +47,9 @@ UNIT_SECONDS = {
     "tests/integration/test_kstreamd_processes.py": 25.0,
     "tests/unit/service/test_service_process.py": 25.0,
     "tests/e2e/test_dashboards_prometheus.py": 20.0,
+    "tests/integration/test_kafka_ssl.py": 15.0,
+    "tests/integration/test_internal_topics.py": 15.0,
+    "tests/integration/test_kafka_sasl.py": 10.0,
 }
 SECONDS_PER_TEST = 0.3
 # Modules of long, independent tests (no module-scoped fixture): each test is a unit of its own,
