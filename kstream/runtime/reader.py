@@ -1,9 +1,11 @@
 """Read a topic that kstream wrote, each record once.
 
-Every record kstream produces carries a provenance id (`kstream.src`). A batch that was retried
-after an abort writes the same ids again, and some brokers show the aborted copies even to
-read_committed readers; a reader that drops ids it has already seen gets exactly the committed
-result. Records without an id (not written by kstream) are all passed on.
+On Apache Kafka a read_committed reader sees every committed record once: nothing is dropped
+here. With the broker-compatibility component on (`broker_compat="tansu"`,
+kstream.broker_compat) every record kstream produces carries a provenance id (`kstream.src`); a
+batch retried after an abort writes the same ids again, and that broker shows the aborted
+copies even to read_committed readers, so a reader that drops ids it has already seen gets
+exactly the committed result. Records without an id are all passed on.
 """
 
 from __future__ import annotations
