@@ -78,3 +78,21 @@ def expected(records: Iterable[tuple[str, int, int]]) -> tuple[dict[str, int], d
         counts[key] += 1
         sums[f"{key}@{ts - ts % WINDOW_MS}"] += value
     return dict(counts), dict(sums)
+
+
+def expected_updates(
+    records: Iterable[tuple[str, int, int]],
+) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    """Every update the pipeline must emit, per key in order: a key's running counts 1..n on
+    the counts topic, and each (key, minute)'s running sums on the sums topic.
+
+    A key's records are on one input partition, processed in their order, so these sequences
+    are exact; both strictly increase (values are at least 1), so a repeat is visible.
+    """
+    counts: dict[str, list[int]] = defaultdict(list)
+    sums: dict[str, list[int]] = defaultdict(list)
+    for key, value, ts in records:
+        counts[key].append(len(counts[key]) + 1)
+        wk = f"{key}@{ts - ts % WINDOW_MS}"
+        sums[wk].append((sums[wk][-1] if sums[wk] else 0) + value)
+    return dict(counts), dict(sums)

@@ -29,12 +29,23 @@ def main() -> None:
     ap.add_argument("--backend", default="memory")
     ap.add_argument("--batch", type=int, default=500)
     ap.add_argument("--delay", type=float, default=0.0)
+    # the group session (FAST_GROUP's when unset): how soon a killed worker's tasks move on
+    ap.add_argument("--session-ms", type=int, default=None)
+    # more librdkafka settings, KEY=VALUE (repeatable)
+    ap.add_argument("--kafka", action="append", default=[])
     args = ap.parse_args()
     faulthandler.register(signal.SIGUSR1)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
     )
     logging.getLogger("kstream.kafka.librdkafka").setLevel(logging.ERROR)
+    kafka: dict[str, int | str] = {}
+    if args.session_ms is not None:
+        kafka["session.timeout.ms"] = args.session_ms
+        kafka["heartbeat.interval.ms"] = max(100, args.session_ms // 5)
+    for setting in args.kafka:
+        key, _, value = setting.partition("=")
+        kafka[key] = value
     app = App(
         stateful_topology(args.input, args.counts, args.sums, args.delay),
         app_id=args.app_id,
@@ -47,6 +58,7 @@ def main() -> None:
                 "batch_max_records": args.batch,
                 "commit_interval": 50,
                 "batch_max_wait": 50,
+                "kafka": kafka,
             }
         ),
     )
