@@ -36,6 +36,7 @@ class Update:
     offset: int
     key: str | None
     value: int | None
+    timestamp: int
 
 
 class IndependentReader:
@@ -125,7 +126,8 @@ class IndependentReader:
                 value = _LONG.unpack(raw_value)[0]
             topic = msg.topic()
             assert topic is not None
-            self.records[topic].append(Update(msg.partition() or 0, msg.offset() or 0, key, value))
+            update = Update(msg.partition() or 0, msg.offset() or 0, key, value, msg.timestamp()[1])
+            self.records[topic].append(update)
             self.started.add((topic, msg.partition() or 0))
             got += 1
         return got

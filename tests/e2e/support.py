@@ -59,7 +59,9 @@ def produce(
     headers: list[tuple[str, bytes | None]] | None = None,
 ) -> None:
     ks, vs = serde(key_serde), serde(value_serde)
-    with Producer(bootstrap) as p:
+    # idempotent: a retried batch can neither repeat records nor land after later ones, so the
+    # input's order per partition is the order of `records` (the checks depend on it)
+    with Producer(bootstrap, idempotent=True) as p:
         for k, v, ts in records:
             p.produce(topic, vs.to_bytes(v), ks.to_bytes(k), timestamp=ts, headers=headers)
         p.flush()
@@ -228,11 +230,20 @@ class Results:
         self.reader.close()
 
 
-def check_exact(results: Results, records: Iterable[tuple[str, int, int]]) -> list[Verdict]:
+def check_exact(
+    results: Results, records: Iterable[tuple[str, int, int]], input_topic: str | None = None
+) -> list[Verdict]:
     """Read both output topics to their end (every transaction over) and compare them with
     every update the pipeline must emit for `records`: per key, each count 1..n once and in
     order, and each (key, minute)'s running sums once and in order. Fails with the counts of
-    missing, duplicated and wrong records; returns the verdicts."""
+    missing, duplicated and wrong records; returns the verdicts.
+
+    With `input_topic`, first checks that the input topic holds `records` as the test meant
+    them (per key, the same values and timestamps in the same order), so that a wrong output
+    is the app's and not the test's."""
+    records = list(records)
+    if input_topic is not None:
+        check_input(results.bootstrap, input_topic, records)
     counts, sums = expected_updates(records)
     results.reader.read_to_end(60)
     verdicts = [
@@ -242,6 +253,24 @@ def check_exact(results: Results, records: Iterable[tuple[str, int, int]]) -> li
     assert all(v.exact for v in verdicts), "\n".join(str(v) for v in verdicts)
     assert not results.reader.errors, results.reader.errors[:5]
     return verdicts
+
+
+def check_input(bootstrap: str, topic: str, records: list[tuple[str, int, int]]) -> None:
+    """`topic` holds `records`: per key, the same (value, timestamp) pairs in the same order
+    (read back by the independent reader)."""
+    want: dict[str, list[tuple[int | None, int]]] = {}
+    for key, value, ts in records:
+        want.setdefault(key, []).append((value, ts))
+    with IndependentReader(bootstrap, [topic], isolation="read_uncommitted") as r:
+        r.read_to_end(60)
+        got: dict[str, list[tuple[int | None, int]]] = {}
+        for u in r.records[topic]:
+            got.setdefault(str(u.key), []).append((u.value, u.timestamp))
+    bad = [k for k in set(want) | set(got) if want.get(k) != got.get(k)]
+    assert not bad, (
+        f"the input topic {topic} does not hold the records the test produced: {len(bad)} "
+        f"keys differ, e.g. {bad[0]!r}: {got.get(bad[0], [])[:8]} vs {want.get(bad[0], [])[:8]}"
+    )
 
 
 def random_pause(rng: random.Random, lo: float, hi: float) -> None:

@@ -278,7 +278,7 @@ class Run:
         took = time.monotonic() - since
         self.wait(self.w.running, "the app to run", 30)
         assert self.w.stop() == 0, self.w.tail()
-        verdicts = check_exact(self.res, self.data)
+        verdicts = check_exact(self.res, self.data, self.inp)
         print(f"faults: {self.log}; {verdicts}")
         return took
 

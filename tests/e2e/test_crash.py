@@ -95,7 +95,7 @@ def test_sigkill_at_random_moments_keeps_results_exact(
         res.wait(w.running, "the last worker to run", 60, w)
         assert w.stop() == 0, w.tail()
         elapsed = time.monotonic() - t0
-        verdicts = check_exact(res, data)
+        verdicts = check_exact(res, data, inp)
     finally:
         if w.alive():
             w.kill()
@@ -169,7 +169,7 @@ def test_sigkill_worker_processes_and_supervisor_keeps_results_exact(
         fleet.wait(sup.ready, "both workers ready at the end", 120)
         assert sup.stop() == 0, sup.tail()
         elapsed = time.monotonic() - t0
-        verdicts = check_exact(res, data)
+        verdicts = check_exact(res, data, inp)
     finally:
         fleet.kill()
         res.close()

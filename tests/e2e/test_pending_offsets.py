@@ -89,7 +89,7 @@ def test_restart_after_a_kill_between_sending_offsets_and_committing(
         took = time.monotonic() - t0
         res.wait(w.running, "the worker to run", 30, w)
         assert w.stop() == 0, w.tail()
-        verdicts = check_exact(res, data)
+        verdicts = check_exact(res, data, inp)
     finally:
         if w.alive():
             w.kill()

@@ -114,7 +114,7 @@ def test_workers_killed_mid_stream_keep_counts_exact(
     log = sup.tail(200_000)
     assert log.count("was killed by SIGKILL; restart") == kills, log
     assert all(pid_gone(p) for p in killed)
-    check_exact(res, data)
+    check_exact(res, data, topics[0])
     res.close()
 
 
