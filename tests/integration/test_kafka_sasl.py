@@ -21,6 +21,7 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
+from support.roundtrip import produce_and_read_back
 
 from kstream.kafka import Admin, Consumer, Producer
 from kstream.kafka.errors import AuthenticationError
@@ -91,18 +92,7 @@ def test_right_credentials_produce_and_consume(
     Admin(sasl_broker.bootstrap_servers).create_topic(topic_name, 2)
     bootstrap = sasl_broker.client_bootstrap_servers
     kafka = sasl(mechanism, username, password)
-    p = Producer(bootstrap, kafka=kafka)
-    for i in range(4):
-        p.produce(topic_name, f"v{i}".encode(), f"k{i}".encode())
-    p.flush()
-    c = Consumer(bootstrap, kafka=kafka)
-    c.assign([(topic_name, 0, 0), (topic_name, 1, 0)])
-    got: list[bytes] = []
-    end = time.monotonic() + 20
-    while len(got) < 4 and time.monotonic() < end:
-        got.extend(m.value() or b"" for m in c.consume_batch(100, 0.2))
-    c.close()
-    assert sorted(got) == [b"v0", b"v1", b"v2", b"v3"]
+    assert produce_and_read_back(bootstrap, topic_name, kafka) == [b"v0", b"v1", b"v2", b"v3"]
 
 
 # An hour of connect timeout: only failing at once on the SASL error finishes in time.

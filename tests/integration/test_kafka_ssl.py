@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.roundtrip import produce_and_read_back
 
 from kstream.errors import BrokerUnreachableError, ConfigError
-from kstream.kafka import Admin, Consumer, Producer
+from kstream.kafka import Admin, Producer
 from kstream.kafka.errors import AuthenticationError
 from kstream.testing.kafka import KafkaCluster
 
@@ -72,18 +72,7 @@ def test_ssl_produce_and_consume_over_kafkas_tls_listener(
     bootstrap, d = tls_broker
     kafka = {"security.protocol": "SSL", "ssl.ca.location": str(d / "ca.pem")}
     Admin(bootstrap, kafka=kafka).create_topic(topic_name, 2)
-    p = Producer(bootstrap, kafka=kafka)
-    for i in range(4):
-        p.produce(topic_name, f"v{i}".encode(), f"k{i}".encode())
-    p.flush()
-    c = Consumer(bootstrap, kafka=kafka)
-    c.assign([(topic_name, 0, 0), (topic_name, 1, 0)])
-    got: list[bytes] = []
-    end = time.monotonic() + 20
-    while len(got) < 4 and time.monotonic() < end:
-        got.extend(m.value() or b"" for m in c.consume_batch(100, 0.2))
-    c.close()
-    assert sorted(got) == [b"v0", b"v1", b"v2", b"v3"]
+    assert produce_and_read_back(bootstrap, topic_name, kafka) == [b"v0", b"v1", b"v2", b"v3"]
 
 
 @pytest.mark.timeout(120)
