@@ -86,8 +86,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if TEST_BROKER == "tansu":
         # every App and kstreamd of the lane turns on the compensations Tansu needs
         os.environ.setdefault("KSTREAM_BROKER_COMPAT", "tansu")
-    if hasattr(config, "workerinput") or TEST_BROKER != "kafka":
-        return
+    if hasattr(config, "workerinput") or TEST_BROKER != "kafka" or config.option.collectonly:
+        return  # (collecting only, e.g. tests/support/warm_bytecode.py, needs no broker)
     if os.environ.get("KSTREAM_TEST_BOOTSTRAP") or not _needs_broker(config):
         return
     # One broker for the run, started here, before pytest-xdist starts its workers, which
