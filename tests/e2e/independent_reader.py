@@ -52,22 +52,7 @@ class IndependentReader:
         self.bootstrap = bootstrap
         self.topics = list(topics)
         self.isolation = isolation
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                # a group id is required by the client; the reader never joins or commits
-                "group.id": f"independent-reader-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "isolation.level": isolation,
-                "enable.partition.eof": True,
-                # a position the log no longer has (records deleted under the reader) is an
-                # error, not a silent re-read from wherever the log starts now
-                "auto.offset.reset": "error",
-                "fetch.wait.max.ms": 50,
-                "log_level": 3,
-            }
-        )
+        self.consumer = self._new_consumer()
         self.partitions: list[TopicPartition] = []
         end = time.monotonic() + timeout
         for topic in self.topics:
@@ -94,6 +79,11 @@ class IndependentReader:
                 except KafkaException:
                     if time.monotonic() > end:
                         raise
+                    # librdkafka can keep answering "unknown partition" from a metadata cache
+                    # filled while a new topic was still reaching every broker of a cluster
+                    # (seen for 30 s on three nodes): a new client starts with no cache
+                    self.consumer.close()
+                    self.consumer = self._new_consumer()
                     time.sleep(0.2)
         self.consumer.assign(self.partitions)
         self.records: dict[str, list[Update]] = {t: [] for t in self.topics}
@@ -102,6 +92,25 @@ class IndependentReader:
         # partitions a record was read from
         self.started: set[tuple[str, int]] = set()
         self.errors: list[str] = []
+
+    def _new_consumer(self) -> Consumer:
+        """A plain confluent-kafka consumer in this reader's isolation mode; it never joins."""
+        return Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                # a group id is required by the client; the reader never joins or commits
+                "group.id": f"independent-reader-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "isolation.level": self.isolation,
+                "enable.partition.eof": True,
+                # a position the log no longer has (records deleted under the reader) is an
+                # error, not a silent re-read from wherever the log starts now
+                "auto.offset.reset": "error",
+                "fetch.wait.max.ms": 50,
+                "log_level": 3,
+            }
+        )
 
     def poll(self, timeout: float = 0.1) -> int:
         """Read what is there (waiting up to `timeout`); the number of records read."""

@@ -38,9 +38,10 @@ CHUNK = 600  # input records produced for each kill
 FINAL = 1_000  # and after the last
 KEYS = 300
 PARTITIONS = 4
-# At most 1,000 records/s per worker (500 with two): a kill waits for 100-300 new outputs of
-# a chunk of 600, so it lands with input pending, and restarts dominate the run's time.
-DELAY = 0.001
+# At most ~330 records/s per worker: a kill waits for 100-300 new outputs of a chunk of 600, so
+# it lands with at least 0.9 s of input pending (more than a loaded reader lags; at 1 ms a
+# record one CI run read 300 outputs only after all 600 were done), and restarts dominate.
+DELAY = 0.003
 SESSION_MS = 1000  # a killed worker's partitions move on after a second
 
 
