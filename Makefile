@@ -10,7 +10,8 @@ PYTEST_ARGS ?=
 # of the run, and the other three take everything else (tests/support/scheduling.py).
 TEST_WORKERS ?= 6
 
-.PHONY: demo test test-tansu pytest warm lint unit integration bench bench-full venv kafka clean
+.PHONY: demo test test-tansu pytest warm lint unit integration bench bench-full venv kafka clean \
+	oracle oracle-harness
 
 # Apache Kafka, the reference broker of the tests and benchmarks: Maven resolves
 # org.apache.kafka:kafka_2.13 (the version is pinned in tools/kafka/pom.xml) and its runtime
@@ -25,6 +26,25 @@ $(KAFKA_STAMP): tools/kafka/pom.xml $(STAMP)
 	touch $(KAFKA_STAMP)
 
 kafka: $(KAFKA_STAMP)
+
+# Kafka Streams as the oracle of tests/oracle: a small Java harness (tools/kafka-streams-oracle,
+# Kafka Streams pinned to the broker's version) that Maven compiles, with its dependencies'
+# jars copied into target/libs; the tests start it once per session
+ORACLE_DIR := tools/kafka-streams-oracle
+ORACLE_STAMP := $(ORACLE_DIR)/target/.built
+$(ORACLE_STAMP): $(ORACLE_DIR)/pom.xml $(wildcard $(ORACLE_DIR)/src/main/java/io/kstream/oracle/*.java)
+	rm -rf $(ORACLE_DIR)/target
+	mvn -q -B -f $(ORACLE_DIR)/pom.xml package dependency:copy-dependencies
+	touch $(ORACLE_STAMP)
+
+oracle-harness: $(ORACLE_STAMP)
+
+# `make test` runs 300 generated cases from a fixed seed; this runs ORACLE_CASES from a random
+# one, and prints a failing case shrunk to a minimal spec (and the seed that reproduces it)
+ORACLE_CASES ?= 10000
+oracle: $(STAMP) $(ORACLE_STAMP)
+	KSTREAM_ORACLE_CASES=$(ORACLE_CASES) KSTREAM_ORACLE_RANDOM=1 $(RUN_PY) -m pytest -q \
+		--timeout=0 tests/oracle/test_oracle.py $(PYTEST_ARGS)
 
 # The install skips byte-compiling (Python compiles a module when it is first imported, and
 # most of pyspark and pandas never are): half the install's time. So the processes make starts
@@ -56,7 +76,7 @@ test: $(STAMP)
 	@$(MAKE) --no-print-directory -j2 lint pytest
 
 # the slowest tests are listed at the end: where a slow run spent its time, from its log alone
-pytest: warm $(KAFKA_STAMP)
+pytest: warm $(KAFKA_STAMP) $(ORACLE_STAMP)
 	$(RUN_PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20 $(PYTEST_ARGS)
 
 # one process compiles what every test process imports (tests/support/warm_bytecode.py), so a
@@ -91,4 +111,5 @@ bench-full: BENCH_ARGS += --full
 bench-full: bench
 
 clean:
-	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache tools/kafka/target
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache tools/kafka/target \
+		tools/kafka-streams-oracle/target

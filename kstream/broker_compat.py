@@ -19,6 +19,10 @@ hold in the engine itself, at a CPU cost per record (bench/, "workarounds on"):
 * **Restore filter** (`is_committed`): a changelog record is applied only when its source
   offset is below the task's committed offset for that source partition (committed offsets
   are exact: the broker applies transactional offsets only on commit).
+* **Restore provenance check** (`provenance_problem`): every changelog record kstream writes
+  carries the header (`NO_SOURCE` when no input record caused it), so a restore refuses one
+  without it, with one that does not decode, or naming a partition its task does not read:
+  a record some other producer wrote into the changelog (kstream.state.restore_check).
 * **No DeleteRecords**: Tansu's panics, so repartition topics are not purged.
 
 Tansu's other gaps need nothing here: kstream finds the end of a partition from fetch
@@ -29,10 +33,11 @@ correctly, and it never asks Tansu for compaction or retention to be right.
 from __future__ import annotations
 
 import struct
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kstream.state.provenance import decode, from_headers
+from kstream.state.provenance import HEADER, NO_SOURCE, decode, from_headers, header_value
 
 if TYPE_CHECKING:
     from kstream.config import Config
@@ -48,6 +53,7 @@ __all__ = [
     "marks_key",
     "marks_spec",
     "marks_value",
+    "provenance_problem",
 ]
 
 
@@ -183,3 +189,26 @@ def is_committed(headers: Any, committed: Any) -> bool:
         return True
     done = committed.get((src.topic, src.partition))
     return done is not None and src.offset < done
+
+
+def provenance_problem(headers: Any, sources: Collection[tuple[str, int]]) -> str | None:
+    """Why a changelog record's provenance is not that of a write of its task (None when it
+    is): `sources` are the (topic, partition) pairs the task reads."""
+    value = header_value(headers)
+    if value is None:
+        return (
+            f"it has no {HEADER} header, which every changelog record kstream writes under "
+            "broker_compat='tansu' carries: another producer wrote it"
+        )
+    if value == NO_SOURCE:
+        return None
+    src = decode(value)
+    if src is None:
+        return f"its {HEADER} header {value[:40]!r} does not decode"
+    if (src.topic, src.partition) not in sources:
+        reads = ", ".join(f"{t}[{p}]" for t, p in sorted(sources))
+        return (
+            f"its {HEADER} header names {src.topic}[{src.partition}] offset {src.offset}, "
+            f"which its task does not read (it reads {reads})"
+        )
+    return None

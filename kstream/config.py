@@ -20,6 +20,9 @@ from kstream.internal_topics import WINDOWSTORE_CHANGELOG_ADDITIONAL_RETENTION
 from kstream.kafka.security import validate_security
 
 ERROR_POLICIES = ("fail", "skip", "dlq")
+RESTORE_POLICIES = ("fail", "skip")
+"""`on_restore_error`: what a restore does with a changelog record that fails its checks
+(kstream.state.restore_check): stop naming it (default), or leave it out."""
 RECORDING_LEVELS = ("info", "debug", "trace")
 GUARANTEES = ("exactly_once", "exactly_once_v2", "at_least_once")
 DEFAULT_GUARANTEE = "exactly_once_v2"
@@ -37,7 +40,11 @@ DURATION_KEYS = (
     "shutdown_timeout",
     "windowstore_changelog_additional_retention",
     "repartition_purge_interval",
+    "future_timestamp_warning",
+    "slow_rebalance_warning",
 )
+OPTIONAL_DURATION_KEYS = ("future_timestamp_warning", "slow_rebalance_warning")
+"""Duration keys that None (or 0) turns off: a warning nobody wants is disabled, not tuned."""
 MAX_TOPIC_NAME = 249
 APP_ID_MAX_LEN = 200
 """An app id names topics (`<app_id>-<store>-changelog`, `<app_id>-instances`, ...) and a
@@ -63,6 +70,8 @@ class Config:
     dedup_retention: int = 7 * 24 * 3_600_000
     on_deserialization_error: str = "fail"
     on_processing_error: str = "fail"
+    # a changelog record a restore refuses (kstream.state.restore_check): "fail" or "skip"
+    on_restore_error: str = "fail"
     dlq_topic: str | None = None
     http: str | None = None
     http_token: str | None = None
@@ -87,6 +96,15 @@ class Config:
     # Kafka Streams' metrics.recording.level: state-store operation metrics (counts, latency)
     # are recorded at "debug" (and "trace", which adds nothing more here); "info" keeps the rest
     metrics_recording_level: str = "info"
+    # warn (at most once a minute per task) and count kstream_records_future_timestamp_total
+    # when a record moves a task's stream time more than this ahead of the wall clock: every
+    # record with an earlier timestamp is then late for windows and joins, as in Kafka Streams
+    # (kstream.runtime.future_timestamps); 0 or None: off
+    future_timestamp_warning: int = 86_400_000
+    # warn, again every such interval, while a rebalance lasts longer than this (a member that
+    # does not poll, a broker that lost track of members; kstream.runtime.slow_rebalance);
+    # 0 or None: off
+    slow_rebalance_warning: int = 60_000
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -116,6 +134,9 @@ class Config:
             raise ConfigError(
                 f"batch_max_records: expected a positive int, got {self.batch_max_records}"
             )
+        for key in OPTIONAL_DURATION_KEYS:
+            if getattr(self, key) is None:
+                set_(self, key, 0)
         for key in DURATION_KEYS:
             value = getattr(self, key)
             if isinstance(value, float) and not math.isfinite(value):
@@ -150,6 +171,11 @@ class Config:
                 raise ConfigError(
                     f"{key}: expected one of {', '.join(ERROR_POLICIES)}, got {val!r}"
                 )
+        if self.on_restore_error not in RESTORE_POLICIES:
+            raise ConfigError(
+                f"on_restore_error: expected one of {', '.join(RESTORE_POLICIES)} (a changelog "
+                f"record cannot go to a dead-letter topic), got {self.on_restore_error!r}"
+            )
         uses_dlq = "dlq" in (self.on_deserialization_error, self.on_processing_error)
         if uses_dlq and not self.dlq_topic:
             raise ConfigError("dlq_topic: required when an error policy is 'dlq'")
@@ -298,6 +324,64 @@ def validate_app_id(app_id: object, key: str = "app_id") -> str:
             f"after it must fit Kafka's {MAX_TOPIC_NAME})"
         )
     return app_id
+
+
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_HOSTNAME = re.compile(r"[A-Za-z0-9._-]+")
+_IPV6 = re.compile(r"\[[0-9A-Fa-f:.]+(%[A-Za-z0-9._-]+)?\]")
+_PORT = re.compile(r"[0-9]{1,5}")
+
+
+def validate_bootstrap_servers(value: object, key: str = "bootstrap_servers") -> str:
+    """`value` if it is a comma-separated list of `HOST:PORT` that librdkafka can use.
+
+    A host is a name, an IPv4 address or a bracketed IPv6 address (`[::1]:9092`); an entry may
+    start with a security protocol as a listener name (`SASL_SSL://host:9093`), as librdkafka
+    allows. The port is required (librdkafka would quietly use 9092, and Kafka's Java clients
+    refuse an entry without one) and lies in 1-65535. Checked before anything connects: a
+    typo here would otherwise cost the whole connect_timeout and surface as an unreachable
+    broker (librdkafka reads `127.0.0.1:notaport` as port 0).
+    """
+    form = "HOST:PORT[,HOST:PORT...] such as '127.0.0.1:9092' or '[::1]:9092,kafka-2:9092'"
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{key}: expected {form}, got {value!r}")
+    entries = value.split(",")
+    for n, entry in enumerate(entries, 1):
+        problem = _broker_problem(entry.strip())
+        if problem is not None:
+            where = f"entry {n} of {value!r}: " if len(entries) > 1 else ""
+            raise ConfigError(f"{key}: {where}{problem}; expected {form}")
+    return value
+
+
+def _broker_problem(entry: str) -> str | None:
+    """What is wrong with one entry of a bootstrap list, or None."""
+    if not entry:
+        return "an empty entry"
+    rest = entry
+    if "://" in rest:
+        proto, _, rest = rest.partition("://")
+        if proto.upper() not in _SECURITY_PROTOCOLS:
+            return (
+                f"{entry!r} starts with {proto + '://'!r}; a listener name must be one of "
+                f"{', '.join(_SECURITY_PROTOCOLS)}"
+            )
+    if rest.startswith("["):
+        host, sep, port = rest.rpartition("]:")
+        host += "]"
+        if not sep or not _IPV6.fullmatch(host):
+            return f"{entry!r} is not '[IPV6]:PORT'"
+    else:
+        host, sep, port = rest.rpartition(":")
+        if not sep:
+            return f"{entry!r} has no port"
+        if ":" in host:
+            return f"{entry!r}: write an IPv6 address in brackets, e.g. '[::1]:9092'"
+        if not _HOSTNAME.fullmatch(host):
+            return f"{entry!r} has no valid host name before ':{port}'"
+    if not _PORT.fullmatch(port) or not 1 <= int(port) <= 65535:
+        return f"{entry!r} has port {port!r}, not a number 1-65535"
+    return None
 
 
 def validate_topic_names(app_id: str, names: list[str], key: str = "app_id") -> None:

@@ -94,3 +94,19 @@ def duration(value: DurationLike, *, name: str = "duration") -> int:
         raise ConfigError(f"{name}: duration must not be negative, got {value!r}")
     # Half a millisecond rounds up (not to even): (1.5, "ms") is 2 and (0.5, "ms") is 1.
     return int(ms + 0.5)
+
+
+def format_ms(ms: int | float) -> str:
+    """`ms` milliseconds in the unit that reads best in a log line: "1.5 s", "12 min", "3.2 h",
+    "1 day", "10 days", "55944 years" (a microsecond timestamp read as milliseconds)."""
+    s = ms / 1000
+    if abs(s) < 120:
+        return f"{round(s, 3 if abs(s) < 10 else 1):g} s"
+    if abs(s) < 7_200:
+        return f"{round(s / 60, 1):g} min"
+    if abs(s) < 86_400:
+        return f"{round(s / 3_600, 1):g} h"
+    if abs(s) < 3 * 365 * 86_400:
+        days = round(s / 86_400, 1)
+        return f"{days:g} day" if days == 1 else f"{days:g} days"
+    return f"{s / (365.25 * 86_400):.0f} years"

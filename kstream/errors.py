@@ -93,3 +93,15 @@ class StoreLostError(StoreError):
 
 class StoreCorruptedError(StoreError):
     """Local state is damaged or of an incompatible format and must be restored from scratch."""
+
+
+class ChangelogRecordError(StoreError):
+    """A changelog record a restore refused to apply: it does not decode with the store's
+    serdes, or (with the broker-compatibility component on) its provenance is not that of a
+    record of the store's task. Names the changelog record, never an input record."""
+
+    def __init__(self, message: str, *, topic: str, partition: int, offset: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        super().__init__(message)

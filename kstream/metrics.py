@@ -141,6 +141,13 @@ class Metrics:
         self.txn_committed = 0
         self.txn_aborted = 0
         self.rebalances_total = 0
+        # rebalances that outlasted slow_rebalance_warning, and since when (time.monotonic())
+        # the current one lasts: None when the app is not rebalancing
+        self.slow_rebalances_total = 0
+        self.rebalancing_since: float | None = None
+        # records that moved stream time more than future_timestamp_warning past the wall
+        # clock, per input (topic, partition)
+        self.future_timestamps: dict[tuple[str, int], int] = {}
         self.lag: dict[tuple[str, int], int] = {}
         self.assigned: set[tuple[str, int]] = set()
         self.restoring_tasks = 0
@@ -296,17 +303,47 @@ class Metrics:
         self.rebalances_total += 1
 
     def set_assigned(self, partitions: Iterable[tuple[str, int]]) -> None:
-        """The input partitions this instance now holds; lag series of others are removed."""
+        """The input partitions this instance now holds; lag series of others are removed.
+        Their future-timestamp counters start at zero, so an alert on their increase sees the
+        first one."""
         new = set(partitions)
         with self._lock:
             self.assigned = new
+            future = self.future_timestamps
+            for tp in new:
+                if tp not in future:
+                    future[tp] = 0
             for tp in [tp for tp in self.lag if tp not in new]:
                 del self.lag[tp]
             for tp in [tp for tp in self.last_timestamp_ms if tp not in new]:
                 del self.last_timestamp_ms[tp]
 
     def set_state(self, state: str) -> None:
+        """The app's state; entering REBALANCING starts the clock of
+        `kstream_rebalance_duration_seconds` (calling it again with the same state does not)."""
+        if state != "REBALANCING":
+            self.rebalancing_since = None
+        elif self.rebalancing_since is None:
+            self.rebalancing_since = time.monotonic()
         self.state = state if state in APP_STATES else _OTHER
+
+    def rebalance_seconds(self, now: float | None = None) -> float:
+        """How long the current rebalance has lasted (0 when the app is not rebalancing);
+        read at scrape time, so it grows while the stream thread is stuck in one."""
+        since = self.rebalancing_since
+        if since is None:
+            return 0.0
+        return max(0.0, (time.monotonic() if now is None else now) - since)
+
+    def slow_rebalance(self) -> None:
+        """A rebalance outlasted `slow_rebalance_warning` (counted once per rebalance)."""
+        self.slow_rebalances_total += 1
+
+    def future_timestamp(self, topic: str, partition: int, n: int = 1) -> None:
+        """`n` records of (`topic`, `partition`) moved stream time more than
+        `future_timestamp_warning` past the wall clock."""
+        key = (topic, partition)
+        self.future_timestamps[key] = self.future_timestamps.get(key, 0) + n
 
     def set_restoring(self, tasks: int) -> None:
         self.restoring_tasks = tasks

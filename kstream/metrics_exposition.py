@@ -214,6 +214,26 @@ def _families(m: Metrics) -> Iterator[Metric]:
     yield _counter(
         "kstream_rebalances", "Rebalances seen by this instance.", [], [((), m.rebalances_total)]
     )
+    rebalancing = GaugeMetricFamily(
+        "kstream_rebalance_duration_seconds",
+        "How long the current rebalance has lasted (0 when the app is not rebalancing).",
+    )
+    rebalancing.add_metric([], m.rebalance_seconds())
+    yield rebalancing
+    yield _counter(
+        "kstream_rebalances_slow",
+        "Rebalances that lasted longer than slow_rebalance_warning (counted when they pass it).",
+        [],
+        [((), m.slow_rebalances_total)],
+    )
+    yield _counter(
+        "kstream_records_future_timestamp",
+        "Input records that moved their task's stream time more than future_timestamp_warning "
+        "past the wall clock (records with earlier timestamps are late after them), per input "
+        "partition; retried batches count again.",
+        ["topic", "partition"],
+        sorted(list(m.future_timestamps.items())),
+    )
     assigned = GaugeMetricFamily(
         "kstream_assigned_partitions", "Input partitions assigned to this instance."
     )

@@ -13,8 +13,14 @@ import threading
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from kstream.config import DEFAULT_GUARANTEE, Config, validate_app_id, validate_guarantee
-from kstream.errors import ConfigError, KStreamError
+from kstream.config import (
+    DEFAULT_GUARANTEE,
+    Config,
+    validate_app_id,
+    validate_bootstrap_servers,
+    validate_guarantee,
+)
+from kstream.errors import KStreamError
 
 __all__ = ["run_processes"]
 
@@ -52,10 +58,7 @@ def run_processes(
     n = parse_processes(processes)
     validate_app_id(app_id)
     validate_guarantee(processing_guarantee)
-    if not isinstance(bootstrap_servers, str) or not bootstrap_servers:
-        raise ConfigError(
-            f"bootstrap_servers: expected a non-empty string, got {bootstrap_servers!r}"
-        )
+    validate_bootstrap_servers(bootstrap_servers)
     Config.from_mapping(config)
     target = load_target(topology_ref)
     if hasattr(target, "app_id") and hasattr(target, "start"):

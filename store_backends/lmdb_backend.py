@@ -14,11 +14,19 @@ Durability (URL options): `sync=true` (default) fsyncs on every commit, so a com
 survives an OS crash. `sync=false` skips the fsync: a process crash loses nothing, an OS crash
 may roll back the last commits (data and checkpoint together, so restore simply replays more of
 the changelog). `map_size=BYTES` sets the initial map size (default 16 MiB); it doubles
-whenever a write finds the map full.
+whenever a write finds the map full, up to `max_map_size=BYTES` when that is given (default:
+no limit; the map is address space, the file grows only with the data).
+
+A write that fails for want of room says so in an operator's words (store_backends.disk): "no
+space left on the device holding state_dir (<path>)", however LMDB reported it (ENOSPC, or EIO
+from some filesystems), and "LMDB map full" naming the store and `max_map_size` when the map
+reached its limit. Neither is corruption: LMDB aborts the transaction, so the environment stays
+as it was before the write, nothing is wiped, and the app stops with that message.
 """
 
 from __future__ import annotations
 
+import errno
 import heapq
 import os
 import shutil
@@ -34,8 +42,13 @@ import orjson
 from kstream.errors import ConfigError, StoreCorruptedError, StoreError
 from store_backends import lmdb_keys as lk
 from store_backends.base import BatchedPoints, Cursor, check_bytes, prefix_upper_bound
+from store_backends.disk import allocate, describe, free_bytes
 
 FORMAT = b"kstream-lmdb-1"
+NEW_ENV_SPACE = 64 << 10
+"""Free bytes a new environment needs before LMDB creates it (its lock file and first pages):
+below this, opening fails with "no space left" instead of LMDB touching an unbacked page of
+its lock file, which a full device answers with SIGBUS."""
 MAX_KEY = lk.MAX_KEY
 _CRC = struct.Struct(">I")
 
@@ -54,17 +67,38 @@ class LMDBBackend(BatchedPoints):
         partition: int = 0,
         sync: bool = True,
         map_size: int = 16 << 20,
+        max_map_size: int = 0,
+        holder: str | None = None,
     ) -> None:
+        """`max_map_size`: the limit the map may grow to (0: none); `holder`: the directory
+        the operator configured, as messages about a full device name it (e.g.
+        "state_dir (/var/lib/kstream)"; default `path`)."""
         self.path = path
         self.name = name
         self.partition = partition
+        self.max_map_size = max_map_size
+        self.holder = holder or path
         self._closed = False
-        os.makedirs(path, exist_ok=True)
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as e:
+            raise self._device_error("creating the directory", e) from e
         fresh = not os.path.exists(os.path.join(path, "data.mdb"))
+        lock = os.path.join(path, "lock.mdb")
+        if not os.path.exists(lock):
+            free = free_bytes(path)
+            if free is not None and free < NEW_ENV_SPACE:
+                short = OSError(errno.ENOSPC, f"{free} bytes free, {NEW_ENV_SPACE} needed")
+                raise self._device_error("creating the LMDB environment", short)
         try:
             self._env = lmdb.open(
                 path, map_size=map_size, max_dbs=3, sync=sync, metasync=sync, readahead=False
             )
+            try:
+                allocate(lock)  # every reader slot backed: no SIGBUS on a full device later
+            except OSError as e:
+                self._close_env()
+                raise self._device_error("allocating the LMDB lock file", e) from e
             self._data = self._env.open_db(b"data")
             self._meta = self._env.open_db(b"meta")
             self._long = self._env.open_db(b"long")
@@ -75,6 +109,9 @@ class LMDBBackend(BatchedPoints):
                     fmt = FORMAT
         except lmdb.Error as e:
             self._close_env()
+            if describe(e, self.holder, path) is not None:
+                # a full or failing device: wiping and restoring would fail the same way
+                raise self._device_error("opening the LMDB environment", e) from e
             raise StoreCorruptedError(f"{self._where()}: cannot open LMDB environment: {e}") from e
         if fmt != FORMAT:
             self._close_env()
@@ -88,6 +125,32 @@ class LMDBBackend(BatchedPoints):
 
     def _where(self) -> str:
         return f"lmdb store {self.name!r} partition {self.partition} at {self.path}"
+
+    def _device_error(self, doing: str, e: BaseException) -> StoreError:
+        """A StoreError for a failure of `doing`, led by the device's state when that is the
+        cause (store_backends.disk)."""
+        cause = describe(e, self.holder, self.path)
+        if cause is None:
+            return StoreError(f"{self._where()}: {doing} failed: {e}")
+        return StoreError(f"{cause}; {self._where()}: {doing} failed ({e})")
+
+    def _grow(self) -> None:
+        """Double the map after a write found it full, up to `max_map_size`."""
+        size = int(self._env.info()["map_size"])
+        if self.max_map_size and size >= self.max_map_size:
+            raise StoreError(
+                f"LMDB map full: {self._where()} reached its max_map_size of {size} bytes; "
+                "raise max_map_size in the backend URL (or leave it out: the map then grows "
+                "as the data does)"
+            )
+        new = size * 2 if not self.max_map_size else min(size * 2, self.max_map_size)
+        try:
+            self._env.set_mapsize(new)
+        except lmdb.Error as e:
+            raise StoreError(
+                f"LMDB map full: {self._where()} could not grow its map from {size} to {new} "
+                f"bytes: {e}"
+            ) from e
 
     def _close_env(self) -> None:
         env = getattr(self, "_env", None)
@@ -162,10 +225,9 @@ class LMDBBackend(BatchedPoints):
                 return
             except lmdb.MapFullError:
                 # The transaction was aborted as a whole; grow the map and write it again.
-                size = self._env.info()["map_size"]
-                self._env.set_mapsize(size * 2)
+                self._grow()
             except lmdb.Error as e:
-                raise StoreError(f"{self._where()}: write failed: {e}") from e
+                raise self._device_error("write", e) from e
 
     def _write_odd(self, txn: Any, writes: list[tuple[bytes, bytes | None]]) -> None:
         """Apply writes of empty and long keys (None = delete) inside `txn`."""
@@ -396,9 +458,31 @@ def open_url(
     """Registry factory for `lmdb:///abs/dir`, `lmdb://rel/dir` and the short name `lmdb`."""
     query = parse_qs(urlsplit(url).query)
     sync = _flag(url, query, "sync", True)
-    try:
-        map_size = int(query.get("map_size", [str(16 << 20)])[-1])
-    except ValueError:
-        raise ConfigError(f"lmdb backend URL {url!r}: map_size must be an integer") from None
+    map_size = _bytes(url, query, "map_size", 16 << 20)
+    max_map_size = _bytes(url, query, "max_map_size", 0)
     path = store_path(url, name=name, partition=partition, state_dir=state_dir, namespace=namespace)
-    return LMDBBackend(path, name, partition, sync=sync, map_size=map_size)
+    parts = urlsplit(url)
+    root = parts.netloc + parts.path
+    holder = root if os.path.isabs(root) else f"state_dir ({state_dir})"
+    return LMDBBackend(
+        path,
+        name,
+        partition,
+        sync=sync,
+        map_size=map_size,
+        max_map_size=max_map_size,
+        holder=holder,
+    )
+
+
+def _bytes(url: str, query: dict[str, list[str]], key: str, default: int) -> int:
+    raw = query.get(key, [None])[-1]
+    if raw is None:
+        return default
+    try:
+        n = int(raw)
+    except ValueError:
+        raise ConfigError(f"lmdb backend URL {url!r}: {key} must be an integer") from None
+    if n < 0:
+        raise ConfigError(f"lmdb backend URL {url!r}: {key} must not be negative, got {n}")
+    return n

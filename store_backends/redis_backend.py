@@ -14,14 +14,25 @@ and every `write_batch` (under WATCH, so nothing is written into a store that ch
 them with the server's: a missing or different epoch or checkpoint raises `StoreLostError`, and
 the runtime rebuilds the store from its changelog instead of counting from zero.
 
+Rolled back before any output: a server restarted on an older snapshot (an RDB dump taken
+before the last commits) keeps the epoch but holds an older checkpoint, and every read would
+answer with old data. A server can only lose or roll back data across a new connection (a
+restart or a failover drops every connection), so the client counts the connections it opens
+(`_Connects`, redis-py's connect hook) and a read answered after a new connection is trusted
+only once the epoch and checkpoint are checked again (`_verified`): the first read from a
+restarted server raises `StoreLostError`, before anything computed from it leaves the task.
+
 Connection loss: every operation is retried with exponential backoff (`retry_for` seconds,
 default 30) and each retry is logged as a warning; when the time is up a `StoreError` names the
 server and the store. Retrying a batch is safe: applying the same puts, deletes and checkpoint
-twice gives the same state.
+twice gives the same state. A server that does not answer at all (paused, a network partition)
+shows in `not_answering`: the app reports not-ready while an operation has waited longer than a
+few seconds (kstream.runtime.store_health).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 import uuid
@@ -39,6 +50,23 @@ T = TypeVar("T")
 CHUNK = 512
 
 
+class _Connects:
+    """redis-py's `redis_connect_func`: sets a new connection up and counts it.
+
+    The count tells a backend that a reply may come from a server it has not checked since it
+    last compared epoch and checkpoint (redis-py reconnects silently, inside a command).
+    """
+
+    __slots__ = ("n",)
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, connection: Any) -> None:
+        connection.on_connect()
+        self.n += 1
+
+
 class RedisBackend(BatchedPoints):
     """An ordered map in Redis, namespaced by application, store and partition."""
 
@@ -50,7 +78,10 @@ class RedisBackend(BatchedPoints):
         partition: int = 0,
         retry_for: float = 30.0,
         where: str = "",
+        connects: _Connects | None = None,
     ) -> None:
+        """`connects`: the hook counting `client`'s connections (None: every read re-checks
+        the epoch and checkpoint, for a client made without it)."""
         self._r = client
         self.name = name
         self.partition = partition
@@ -65,6 +96,12 @@ class RedisBackend(BatchedPoints):
         self.retry_for = retry_for
         self._server = where
         self._closed = False
+        self._connects = connects
+        # the connection count before the last check that found the store intact (-1: never)
+        self._verified = -1
+        # operations waiting for the server: token -> when they began (for `not_answering`)
+        self._tokens = itertools.count()
+        self._inflight: dict[int, float] = {}
 
     def __repr__(self) -> str:
         return f"RedisBackend({self._server!r}, {self.base!r})"
@@ -79,6 +116,28 @@ class RedisBackend(BatchedPoints):
             raise StoreError(f"{self._where()} is closed")
 
     def _retry(self, what: str, fn: Callable[[], T]) -> T:
+        token = next(self._tokens)
+        self._inflight[token] = time.monotonic()
+        try:
+            return self._attempts(what, fn)
+        finally:
+            del self._inflight[token]
+
+    def not_answering(self, after: float) -> str | None:
+        """Why the store is not usable, when an operation has waited `after` seconds or more
+        for the server (retries included); None otherwise."""
+        started = list(self._inflight.values())
+        if not started:
+            return None
+        waited = time.monotonic() - min(started)
+        if waited < after:
+            return None
+        return (
+            f"{self._where()} has not answered for {waited:.1f}s "
+            f"(retrying for up to {self.retry_for:g}s)"
+        )
+
+    def _attempts(self, what: str, fn: Callable[[], T]) -> T:
         import redis
 
         deadline = time.monotonic() + self.retry_for
@@ -155,16 +214,31 @@ class RedisBackend(BatchedPoints):
                 "that was behind) or written by another instance"
             )
 
+    def _connections(self) -> int:
+        """Connections the client has opened so far (-2 when they are not counted)."""
+        return -2 if self._connects is None else self._connects.n
+
     def check_intact(self) -> None:
         """Raise StoreLostError unless the server still holds what this handle last wrote."""
         self._claim()
+        before = self._connections()
         epoch, cp = self._retry("check", lambda: self._r.mget(self._epoch_key, self._cp))
         self._raise_if_lost(epoch, cp)
+        self._verified = before
+
+    def _read(self, what: str, fn: Callable[[], T]) -> T:
+        """A read whose answer is trusted: if the client opened a connection since the store
+        was last found intact, the answer may come from a restarted or rolled-back server, so
+        the epoch and checkpoint are checked before it is returned (StoreLostError if not)."""
+        result = self._retry(what, fn)
+        if self._connects is None or self._connects.n != self._verified:
+            self.check_intact()
+        return result
 
     # --- point operations ----------------------------------------------------------------------
 
     def get(self, key: bytes) -> bytes | None:
-        v: bytes | None = self._retry("get", lambda: self._r.hget(self._v, key))
+        v: bytes | None = self._read("get", lambda: self._r.hget(self._v, key))
         return v
 
     def write_batch(
@@ -185,6 +259,7 @@ class RedisBackend(BatchedPoints):
             return
 
         self._claim()
+        before = self._connections()
 
         def run() -> None:
             import redis
@@ -221,6 +296,8 @@ class RedisBackend(BatchedPoints):
         self._retry("write_batch", run)
         if cp is not None:
             self._cp_seen = cp
+        if self._connections() == before:
+            self._verified = before  # checked under WATCH, on no newer connection
 
     # --- scans ---------------------------------------------------------------------------------
 
@@ -236,10 +313,10 @@ class RedisBackend(BatchedPoints):
         lo_b: bytes = b"-" if lo is None else b"[" + lo
         hi_b: bytes = b"+" if hi is None else b"[" + hi
         while True:
-            keys = self._retry("range", self._page(lo_b, hi_b, reverse))
+            keys = self._read("range", self._page(lo_b, hi_b, reverse))
             if not keys:
                 return
-            vals: list[bytes | None] = self._retry("range", self._values(keys))
+            vals: list[bytes | None] = self._read("range", self._values(keys))
             for k, v in zip(keys, vals, strict=True):
                 if v is not None:
                     yield k, v
@@ -281,7 +358,7 @@ class RedisBackend(BatchedPoints):
         return cp
 
     def approximate_num_entries(self) -> int:
-        return int(self._retry("zcard", lambda: self._r.zcard(self._k)))
+        return int(self._read("zcard", lambda: self._r.zcard(self._k)))
 
     def close(self) -> None:
         if not self._closed:
@@ -325,7 +402,12 @@ def open_url(
     prefix = query.pop("prefix", ["kstream"])[-1]
     rest = "&".join(f"{k}={v[-1]}" for k, v in query.items())
     clean = urlunsplit((parts.scheme, parts.netloc or "127.0.0.1:6379", parts.path, rest, ""))
-    client = redis.Redis.from_url(clean, socket_timeout=10, socket_connect_timeout=5)
+    connects = _Connects()
+    client = redis.Redis.from_url(
+        clean, socket_timeout=10, socket_connect_timeout=5, redis_connect_func=connects
+    )
     base = f"{prefix}:{{{namespace}:{name}:{partition}}}"
     server = f"{parts.hostname or '127.0.0.1'}:{parts.port or 6379}{parts.path or '/0'}"
-    return RedisBackend(client, base, name, partition, retry_for=retry_for, where=server)
+    return RedisBackend(
+        client, base, name, partition, retry_for=retry_for, where=server, connects=connects
+    )

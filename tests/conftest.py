@@ -98,7 +98,7 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["KSTREAM_TEST_BROKER_LOG"] = str(_SHARED_KAFKA.nodes[0].log_path)
 
 
-_BROKER_FREE = ("tests/unit", "tests/property", "tests/conformance")
+_BROKER_FREE = ("tests/unit", "tests/property", "tests/conformance", "tests/oracle")
 
 
 def _needs_broker(config: pytest.Config) -> bool:

@@ -75,7 +75,8 @@ class StreamBuilder:
         spec = _spec(b, store, f"{topic}", backend, ks, vs)
         b.processor(node, processor_factory(p.TableSourceProcessor, spec.name), src)
         b.add_store(spec, [node])
-        return KTable(b, node, ks, vs, ValueGetter(spec.name))
+        # Kafka materializes a source table given a store name; an unnamed one only on demand
+        return KTable(b, node, ks, vs, ValueGetter(spec.name), sends_old_values=store is not None)
 
     def global_table(
         self,

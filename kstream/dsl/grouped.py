@@ -52,6 +52,7 @@ class KGroupedStream(Handle):
         store: StoreLike,
         value_serde: Serde | None,
         name: str | None,
+        initial: Callable[[], Any] | None = None,
     ) -> KTable:
         from kstream.dsl.table import KTable
 
@@ -61,7 +62,8 @@ class KGroupedStream(Handle):
             store, op, key_serde=self._key_serde, value_serde=value_serde
         )
         parent = self._source(spec.name)
-        b.processor(node, processor_factory(p.AggregateProcessor, spec.name, step), parent)
+        factory = processor_factory(p.AggregateProcessor, spec.name, step, initial)
+        b.processor(node, factory, parent)
         b.add_store(spec, [node])
         return KTable(b, node, self._key_serde, value_serde, ValueGetter(spec.name))
 
@@ -77,7 +79,7 @@ class KGroupedStream(Handle):
             counts = clicks.group_by(lambda k, v: v["page"]).count(store="clicks-per-page")
             counts.to_stream().to("page-counts", value_serde="long")
         """
-        return self._aggregate("AGGREGATE", p.count_step, store, LONG, name)
+        return self._aggregate("AGGREGATE", p.count_step, store, LONG, name, p.count_initial)
 
     def reduce(
         self, reducer: Callable[[Any, Any], Any], store: StoreLike = None, name: str | None = None
@@ -110,7 +112,7 @@ class KGroupedStream(Handle):
         """
         vs = None if value_serde is None else serde(value_serde)
         step = p.aggregate_step(initializer, aggregator)
-        return self._aggregate("AGGREGATE", step, store, vs, name)
+        return self._aggregate("AGGREGATE", step, store, vs, name, initializer)
 
     @overload
     def windowed_by(self, windows: TimeWindows | SlidingWindows) -> TimeWindowedKStream: ...

@@ -26,8 +26,9 @@ against ports of Kafka's own join tests (`tests/conformance`):
 None keys and values (KIP-962, Kafka 3.7+): a None value is always dropped. A None key is
 dropped by inner joins, but a left join (and both sides of an outer stream-stream join)
 forwards the record as `joiner(v, None)` at its own timestamp, and repartition topics in front
-of such joins keep None keys. A global-table join drops a keyed record whose
-`key_selector` returns None. Every drop is counted by reason (`ctx.record_dropped`).
+of such joins keep None keys. A global-table join drops a record whose `key_selector`
+returns None, unless it is a left join, which forwards `joiner(v, None)` (Kafka 4.x). Every
+drop is counted by reason (`ctx.record_dropped`).
 
 A stream-stream join is one processor fed by two thin "side" processors that tag each record
 with its side: a single processor owns both window stores and the outer store, so the stream
@@ -235,8 +236,8 @@ class StreamTableJoinProcessor(BuiltinProcessor):
 
     As Kafka's `KStreamKTableJoinProcessor`: a record with a None value is dropped, and so is
     one whose lookup key (its key, or `key_selector(k, v)`) is None, except that a left join
-    forwards a None-key record as `joiner(v, None)` (KIP-962) or, for a global table, looks
-    up `key_selector(None, v)`. The result keeps the stream record's timestamp.
+    forwards it as `joiner(v, None)` (KIP-962; for a global table, whatever the record's own
+    key, as Kafka 4.x does). The result keeps the stream record's timestamp.
     """
 
     def __init__(
@@ -266,7 +267,7 @@ class StreamTableJoinProcessor(BuiltinProcessor):
                 continue
             try:
                 lookup = k if select is None else select(k, v)
-                if lookup is None and not (left and k is None):
+                if lookup is None and not left:
                     dropped("null_key", r)
                     continue
                 tv = None if lookup is None else get(lookup)

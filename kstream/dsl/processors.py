@@ -345,11 +345,22 @@ class AggregateProcessor(BuiltinProcessor):
     (counted), as Kafka's KStreamAggregate/KStreamReduce skip them. A result carries the
     largest timestamp of the records aggregated into it: `max(record, stored)`, or the
     record's own when the key has no aggregate yet. Emits `Change(new, old)`.
+
+    `initial` (count's 0, aggregate's initializer; None for reduce) is what a key without an
+    aggregate starts from: as Kafka's KStreamAggregate, its first result's old value is that
+    initial aggregate, not None, which a table filter or a regroup below sees (a regroup
+    subtracts it from its group).
     """
 
-    def __init__(self, store: str, step: Callable[[Any, Any, Any], Any]) -> None:
+    def __init__(
+        self,
+        store: str,
+        step: Callable[[Any, Any, Any], Any],
+        initial: Callable[[], Any] | None = None,
+    ) -> None:
         self.store_name = store
         self.step = step
+        self.initial = initial
 
     def init(self, ctx: ProcessorContext) -> None:
         super().init(ctx)
@@ -357,7 +368,7 @@ class AggregateProcessor(BuiltinProcessor):
 
     def process_batch(self, records: Sequence[Record]) -> None:
         get, put, step, task, on_error = self.get, self.put, self.step, self.task, self.ctx.on_error
-        dropped = self.ctx.record_dropped
+        dropped, initial = self.ctx.record_dropped, self.initial
         out = []
         for r in records:
             k, v = r.key, r.value
@@ -370,13 +381,14 @@ class AggregateProcessor(BuiltinProcessor):
             if task is not None:
                 task.current = r
             try:
-                kb, old, stored_ts = get(k)
+                kb, stored, stored_ts = get(k)
+                old = initial() if stored is None and initial is not None else stored
                 new = step(k, v, old)
             except Exception as e:
                 on_error(e, r)
                 continue
             ts = r.timestamp
-            if old is not None and stored_ts > ts:
+            if stored is not None and stored_ts > ts:
                 ts = stored_ts
             put(kb, new, ts)
             result = derive(r, r.key, new_change((new, old)))
@@ -388,6 +400,11 @@ class AggregateProcessor(BuiltinProcessor):
 
 def count_step(_k: Any, _v: Any, agg: Any) -> int:
     return 1 if agg is None else agg + 1
+
+
+def count_initial() -> int:
+    """Count's initial aggregate (Kafka's `countInitializer`)."""
+    return 0
 
 
 def reduce_step(reducer: Callable[[Any, Any], Any]) -> Callable[[Any, Any, Any], Any]:
@@ -465,9 +482,11 @@ class SendOldValues:
     """Whether a table filter's consumers need old values (Kafka's `sendOldValues`).
 
     Kafka's KTableFilter forwards `Change(null, null)` for an update that does not match,
-    which `to_stream` turns into a tombstone, unless a consumer needs old values (a
-    re-grouping, a table-table join): then an update invisible before and after is not
-    forwarded at all. The DSL switches this on when such a consumer is added below the filter.
+    which `to_stream` turns into a tombstone, unless the table above it is materialized or a
+    consumer needs old values (a re-grouping, a table-table join): then an update invisible
+    before and after is not forwarded at all. The DSL switches this on when the filter is made
+    below a materialized table (`KTable._sends_old_values`) or such a consumer is added below
+    it.
     """
 
     __slots__ = ("enabled",)

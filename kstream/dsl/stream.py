@@ -325,7 +325,11 @@ class KStream(Handle):
         parent = self._ensure_partitioned(spec.name)
         b.processor(node, processor_factory(p.TableSourceProcessor, spec.name), parent)
         b.add_store(spec, [node])
-        return KTable(b, node, self._key_serde, self._value_serde, ValueGetter(spec.name))
+        getter = ValueGetter(spec.name)
+        # as `StreamBuilder.table`: materialized in Kafka's sense only when given a store
+        return KTable(
+            b, node, self._key_serde, self._value_serde, getter, sends_old_values=store is not None
+        )
 
     # --- grouping -------------------------------------------------------------------------
 

@@ -11,7 +11,8 @@ Per record, in Kafka's order (`KStreamKStreamJoin.process` plus `KStreamJoinWind
 2. On a side whose unmatched records are emitted (the left side of a left join, both sides of
    an outer join), a record with a None key and a value is forwarded at once as
    `joiner(value, None)` (`joiner(None, value)` on the right): KIP-962, Kafka 3.7+.
-   Any other record with a None key or value is dropped (`null_key` / `null_value`).
+   Any other record with a None key or value is dropped (`null_key` / `null_value`); a
+   dropped record with a key still moves its side's window store's newest timestamp (step 6).
 3. If the record is at stream time, pending unmatched records whose window has closed are
    emitted first, oldest first (see `_emit_closed`).
 4. The record joins every record of the other side's window store with the same key and a
@@ -145,6 +146,11 @@ class StreamStreamJoinProcessor(BuiltinProcessor):
                 out.append(self._unmatched(r, k, v, is_left, ts))
                 return
             self.ctx.record_dropped("null_value" if v is None else "null_key", r)
+            if k is not None:
+                # Kafka's KStreamJoinWindow puts every keyed record, None values too: the
+                # put stores nothing but moves the store's newest timestamp, so its retention
+                # (what the other side can still join) moves with it
+                (self.this if is_left else self.other).put(k, None, ts)
             return
         if self.outer is not None and ts == self.stream_time:
             self._emit_closed(r, out, is_left)

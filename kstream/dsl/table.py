@@ -27,7 +27,11 @@ class KTable(Handle):
         users = b.table("users", value_serde="json")
         users.filter(lambda k, u: u["active"]).to_stream().to("active-users")
 
-    `_getter` reads its current value for a key (for joins).
+    `_getter` reads its current value for a key (for joins). `_sends_old_values` is what
+    Kafka's `enableSendingOldValues(false)` answers for the table: True when it is materialized
+    in Kafka's sense (a source or `to_table` given a store, any aggregation, a table-table
+    join) or derives, without a store of its own, from such a table. A filter below such a
+    table forwards nothing for an update that is invisible before and after.
     """
 
     def __init__(
@@ -37,9 +41,11 @@ class KTable(Handle):
         key_serde: Serde | None,
         value_serde: Serde | None,
         getter: ValueGetter,
+        sends_old_values: bool = True,
     ) -> None:
         super().__init__(builder, node, key_serde, value_serde)
         self._getter = getter
+        self._sends_old_values = sends_old_values
 
     @property
     def store_name(self) -> str:
@@ -56,16 +62,17 @@ class KTable(Handle):
     ) -> KTable:
         b = self._builder
         node = b.processor(b.name(op, name, prefix="KTABLE"), factory, self._node)
-        return KTable(b, node, self._key_serde, value_serde, getter)
+        return KTable(b, node, self._key_serde, value_serde, getter, self._sends_old_values)
 
     def filter(self, predicate: Callable[[Any, Any], Any], name: str | None = None) -> KTable:
         """Keep the keys whose value matches `predicate(key, value)`.
 
         A key that stops matching is deleted downstream: its update reaches `to_stream()` as a
         tombstone. As Kafka's KTableFilter, an update not visible before or after is also forwarded
-        as a tombstone, unless a consumer needs old values (a `group_by`, a table-table join), in
-        which case it is not forwarded at all. No store of its own: joins read the parent's store
-        through the filter.
+        as a tombstone, unless the table above is materialized (a source or `to_table` given a
+        `store`, an aggregation, a table-table join) or a consumer needs old values (a
+        `group_by`, a table-table join): then it is not forwarded at all. No store of its own:
+        joins read the parent's store through the filter.
 
         Example:
             active = users.filter(lambda k, v: v["active"])
@@ -90,9 +97,12 @@ class KTable(Handle):
         getter: ValueGetter,
     ) -> KTable:
         """As Kafka's KTableFilter: an update that does not match reaches `to_stream` as a
-        tombstone, unless a consumer below needs old values (a regroup, a table-table join),
-        in which case an update invisible before and after is not forwarded."""
+        tombstone, unless the table above sends old values (Kafka decides it when the filter is
+        made: `parent.enableSendingOldValues(false)`) or a consumer below needs them (a
+        regroup, a table-table join), in which case an update invisible before and after is
+        not forwarded."""
         flag = p.SendOldValues()
+        flag.enabled = self._sends_old_values
         factory = processor_factory(p.TableFilterProcessor, predicate, negate, flag)
         table = self._then("FILTER", factory, name, getter, self._value_serde)
         self._builder.table_operator(table._node, self._node, flag)

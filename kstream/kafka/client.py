@@ -16,15 +16,19 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException
 
+from kstream.config import validate_bootstrap_servers
 from kstream.duration import DurationLike, duration
 from kstream.errors import BrokerUnreachableError, ConfigError, KafkaClientError
 from kstream.kafka.errors import AuthenticationError
+from kstream.kafka.log_repeats import RepeatFilter
 from kstream.kafka.security import validate_security
 
 __all__ = ["DEFAULT_CONNECT_TIMEOUT_MS", "ErrorLog", "build_config", "check_connected"]
 
 DEFAULT_CONNECT_TIMEOUT_MS = 10_000
 LIBRDKAFKA_LOGGER = logging.getLogger("kstream.kafka.librdkafka")
+# one line per interval for a failure librdkafka logs at every reconnect (kstream.kafka.log_repeats)
+LIBRDKAFKA_LOGGER.addFilter(RepeatFilter())
 
 _SLICE_S = 0.5
 _AUTH_CODES = (
@@ -94,11 +98,8 @@ def build_config(
     where: str,
 ) -> dict[str, Any]:
     """Merge `defaults` < user `kafka` < `forced`, checking security settings first."""
-    if not isinstance(bootstrap_servers, str) or not bootstrap_servers.strip():
-        raise ConfigError(
-            f"{where}: bootstrap_servers must be 'host:port[,host:port...]', "
-            f"got {bootstrap_servers!r}"
-        )
+    # a malformed address is a bad setting now, not an unreachable broker after the timeout
+    validate_bootstrap_servers(bootstrap_servers, key=f"{where}: bootstrap_servers")
     user = dict(kafka or {})
     validate_security(user)
     reserved = sorted(k for k in user if k in _RESERVED)

@@ -24,6 +24,7 @@ from kstream.config import (
     Config,
     prepare_state_dir,
     validate_app_id,
+    validate_bootstrap_servers,
     validate_guarantee,
     validate_topic_names,
 )
@@ -31,6 +32,9 @@ from kstream.errors import ConfigError, KStreamError, TopologyError
 from kstream.kafka.admin import TopicSpec
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.metrics import Metrics
+from kstream.runtime.slow_rebalance import RebalanceWatch
+from kstream.runtime.state_lock import StateDirLock
+from kstream.runtime.store_health import unanswered_store
 from kstream.runtime.tasks import RuntimeContext
 from kstream.runtime.thread import StreamThread
 from kstream.runtime.workers import WorkerProcesses, split_processes, topology_reference
@@ -98,7 +102,7 @@ class App:
             raise TopologyError(f"App needs a Topology, got {topology!r}")
         self.topology = topology
         self.app_id = validate_app_id(app_id)
-        self.bootstrap_servers = bootstrap_servers
+        self.bootstrap_servers = validate_bootstrap_servers(bootstrap_servers)
         # where the Kafka clients come from; kstream.testing.MockClientSupplier needs no broker
         self.client_supplier: ClientSupplier = (
             client_supplier if client_supplier is not None else KafkaClientSupplier()
@@ -113,6 +117,15 @@ class App:
         self.metrics = Metrics(
             app_id, guarantee=self.processing_guarantee, stores=list(topology.stores)
         )
+        # warns while a rebalance outlasts slow_rebalance_warning; a supervisor of worker
+        # processes leaves that to its workers, whose groups they are
+        self._rebalance_watch = RebalanceWatch(
+            app_id,
+            self.config.slow_rebalance_warning if self.processes <= 1 else 0,
+            self.metrics,
+            lambda: self._ctx.restoring if self._ctx is not None else 0,
+            tansu=self.config.broker_compat == "tansu",
+        )
         self._state = AppState.CREATED
         self._lock = threading.Condition()
         self._stop = threading.Event()
@@ -122,6 +135,7 @@ class App:
         self._listeners: list[Callable[[AppState, AppState], None]] = []
         self._workers: WorkerProcesses | None = None
         self._reference: str | None = None
+        self._dir_lock: StateDirLock | None = None
         if self.processes > 1:
             if client_supplier is not None:
                 raise ConfigError(
@@ -147,6 +161,7 @@ class App:
             self._state = new
             self._lock.notify_all()
         self.metrics.set_state(new.value)
+        self._rebalance_watch.state_changed(new == AppState.REBALANCING)
         log.info("app %r: %s -> %s", self.app_id, old.value, new.value)
         for listener in list(self._listeners):
             try:
@@ -165,8 +180,18 @@ class App:
 
     @property
     def ready(self) -> bool:
-        """Running, with every assigned task's stores restored."""
-        return self._state == AppState.RUNNING and (self._ctx is None or self._ctx.restoring == 0)
+        """Running, with every assigned task's stores restored and answering."""
+        return self.not_ready_reason() is None
+
+    def not_ready_reason(self) -> str | None:
+        """Why the app is not ready, or None: its state, stores being restored, or a remote
+        store that has not answered for `store_health.STALL_S` seconds (the stream thread
+        waits in the backend's retries meanwhile; liveness is not affected)."""
+        if self._state != AppState.RUNNING:
+            return f"state is {self._state.value}"
+        if self._ctx is not None and self._ctx.restoring:
+            return f"{self._ctx.restoring} task(s) restoring their stores"
+        return unanswered_store(self._stream)
 
     @property
     def error(self) -> BaseException | None:
@@ -193,6 +218,7 @@ class App:
         """Create internal topics, then start the stream thread (returns at once)."""
         if self._state != AppState.CREATED:
             raise KStreamError(f"app {self.app_id!r}: start() in state {self._state.value}")
+        self.lock_state_dir()
         if self._reference is not None:
             self._workers = self._new_workers()
             self._set_state(AppState.REBALANCING)
@@ -202,6 +228,7 @@ class App:
             counts = self._create_topics()
         except BaseException:
             self._set_state(AppState.ERROR)
+            self._release_state_dir()
             raise
         stream = self._new_stream_thread(counts)
         self._ctx, self._stream = stream.ctx, stream
@@ -211,15 +238,31 @@ class App:
         )
         self._thread.start()
 
+    def lock_state_dir(self) -> None:
+        """Lock `<state_dir>/<app_id>` for this instance until it closes (kstream.runtime.
+        state_lock); `start()` does it, `kstreamd run` earlier, before it serves anything.
+
+        Raises StateDirLockedError (a ConfigError) naming the directory and the holder's PID
+        when another instance, in this process or another, holds it. Idempotent.
+        """
+        if self._dir_lock is None or not self._dir_lock.held:
+            self._dir_lock = StateDirLock.acquire(self.config.state_dir, self.app_id)
+
+    def _release_state_dir(self) -> None:
+        if self._dir_lock is not None:
+            self._dir_lock.release()
+
     def _new_workers(self) -> WorkerProcesses:
         """The supervisor of this app's worker processes (config["processes"] > 1)."""
         assert self._reference is not None
         try:
+            self.lock_state_dir()
             # the workers' own start would fail the same way, once per restart: fail here
             self._create_topics()
-            return WorkerProcesses(self, self._reference, self.processes)
+            return WorkerProcesses(self, self._reference, self.processes, self._dir_lock)
         except BaseException:
             self._set_state(AppState.ERROR)
+            self._release_state_dir()
             raise
 
     def _new_stream_thread(self, partition_counts: dict[str, int]) -> StreamThread:
@@ -302,7 +345,10 @@ class App:
         if self._reference is not None and self._state == AppState.CREATED:
             self._workers = self._new_workers()
             self._set_state(AppState.REBALANCING)
-            self._workers.run()  # the supervisor takes SIGTERM/SIGINT in the main thread
+            try:
+                self._workers.run()  # the supervisor takes SIGTERM/SIGINT in the main thread
+            finally:
+                self._release_state_dir()
             if self._workers.error is not None:
                 raise self._workers.error
             return
@@ -328,19 +374,23 @@ class App:
         if self._state == AppState.CREATED:
             self._set_state(AppState.PENDING_SHUTDOWN)
             self._set_state(AppState.NOT_RUNNING)
+            self._release_state_dir()
             return True
         if self._state not in (AppState.ERROR, AppState.NOT_RUNNING):
             self._set_state(AppState.PENDING_SHUTDOWN)
         self._stop.set()
+        stopped = True
         if self._workers is not None:
             # each worker may take shutdown_timeout to commit and close
-            return self._workers.close(
+            stopped = self._workers.close(
                 self.config.shutdown_timeout / 1000 + 30 if timeout is None else timeout
             )
-        if self._thread is not None:
+        elif self._thread is not None:
             self._thread.join(self.config.shutdown_timeout / 1000 if timeout is None else timeout)
-            return not self._thread.is_alive()
-        return True
+            stopped = not self._thread.is_alive()
+        if stopped:  # a thread still closing keeps the directory (and its process id) locked
+            self._release_state_dir()
+        return stopped
 
     def __enter__(self) -> App:
         return self

@@ -320,6 +320,15 @@ def restore_tasks(
     Returns each task's `RestoreResult`s, in `task_store_parts` order."""
     cfg = ctx.config
     parts = [task_store_parts(ctx, sub, part) for sub, part in tasks]
+    # with provenance stamped on every changelog record, each must name an input partition of
+    # its task (kstream.state.restore_check)
+    sources: list[frozenset[TP] | None] = [
+        frozenset((t, part) for t in ctx.compiled.subtopologies[sub].source_topics)
+        if ctx.compat.provenance
+        else None
+        for (sub, part), task_parts in zip(tasks, parts, strict=True)
+        for _ in task_parts
+    ]
     ctx.restoring_changed(+len(tasks))
     try:
         results = open_and_restore_all(
@@ -332,6 +341,8 @@ def restore_tasks(
             kafka=cfg.kafka,
             progress=ctx.store_metrics.record_restore if ctx.store_metrics is not None else None,
             client_supplier=ctx.client_supplier,
+            on_error=cfg.on_restore_error,
+            sources=sources,
         )
     finally:
         ctx.restoring_changed(-len(tasks))
@@ -413,11 +424,13 @@ class RuntimeTask:
         """A store of this task fresh from its restore: logged, and timed when asked to be."""
         ctx, cfg, name = self.ctx, self.ctx.config, res.store.name
         log.info(
-            "task %s: restored store %r: %d record(s) applied, %d skipped, offsets %d..%d",
+            "task %s: restored store %r: %d record(s) applied, %d skipped, %d refused, "
+            "offsets %d..%d",
             self.id,
             name,
             res.applied,
             res.skipped,
+            res.refused,
             res.start_offset,
             res.end_offset,
         )

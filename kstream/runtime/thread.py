@@ -37,6 +37,7 @@ from kstream.kafka.producer import Producer
 from kstream.kafka.supplier import ClientConfig
 from kstream.metrics import LATENCY_SAMPLE_EVERY, Metrics
 from kstream.runtime.commit import CommitProtocol, commit_protocol
+from kstream.runtime.future_timestamps import FutureTimestamps
 from kstream.runtime.globals import GlobalStores
 from kstream.runtime.purge import RepartitionPurge
 from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask, restore_tasks
@@ -106,6 +107,8 @@ class StreamThread:
         self._max = cfg.batch_max_records
         self._interval_s = cfg.commit_interval / 1000
         self._gc_pause = cfg.gc_pause
+        # counts and reports records that move stream time far past the wall clock
+        self.future = FutureTimestamps(cfg.future_timestamp_warning, self.metrics)
         # how the thread waits before retrying (broker-free tests retry without waiting)
         self.backoff: Callable[[float], None] = time.sleep
 
@@ -486,7 +489,10 @@ class StreamThread:
                 continue
             per_task.setdefault(rt, {})[tp] = lst
         processed = 0
+        future, limit = self.future, self.future.limit(int(time.time() * 1000))
         for rt, parts in per_task.items():
+            task = rt.task
+            task.future_limit, task.on_future = limit, future
             if self.guard(rt, rt.process, parts):
                 processed += sum(len(v) for v in parts.values())
         self.processed += processed

@@ -29,6 +29,7 @@ from kstream.errors import ConfigError, KStreamError
 
 if TYPE_CHECKING:
     from kstream.runtime.app import App
+    from kstream.runtime.state_lock import StateDirLock
 
 log = logging.getLogger("kstream.runtime")
 
@@ -91,7 +92,11 @@ def topology_reference(given: Any, processes: int) -> str:
 class WorkerProcesses:
     """The supervisor of an App's worker processes, run on a background thread."""
 
-    def __init__(self, app: App, reference: str, processes: int) -> None:
+    def __init__(
+        self, app: App, reference: str, processes: int, state_lock: StateDirLock | None = None
+    ) -> None:
+        """`state_lock`: the App's lock on `<state_dir>/<app_id>`, which the supervisor then
+        holds for the App instead of taking its own (one process cannot take it twice)."""
         from kstream.service.settings import Settings
         from kstream.service.supervisor import Supervisor, config_mapping
 
@@ -106,7 +111,7 @@ class WorkerProcesses:
             processing_guarantee=app.processing_guarantee,
             config=config,
         )
-        self.supervisor = Supervisor(reference, settings, processes)
+        self.supervisor = Supervisor(reference, settings, processes, state_lock=state_lock)
         self.error: BaseException | None = None
         self.exit_code: int | None = None
         self._thread: threading.Thread | None = None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -161,7 +162,13 @@ def run_showcase(
     suffix = f"-{int(time.time() * 1000)}" if bootstrap_servers else ""
     clicks, users, output = f"clicks{suffix}", f"users{suffix}", f"clicks-per-user{suffix}"
     app_id = f"kstream-demo{suffix}"
-    with _bootstrap(bootstrap_servers, out) as bootstrap:
+    # a state directory of its own: the demo's state means nothing after it (each run has a
+    # new embedded broker, or a new app id and topics), and two demos at once must not
+    # contend for one directory's lock (kstream.runtime.state_lock)
+    with (
+        _bootstrap(bootstrap_servers, out) as bootstrap,
+        tempfile.TemporaryDirectory(prefix="kstream-demo-state-") as state_dir,
+    ):
         timeout = int(connect_timeout_s * 1000)
         admin = Admin(bootstrap, connect_timeout=timeout)
         for t in (clicks, users, output):
@@ -177,6 +184,7 @@ def run_showcase(
             app_id=app_id,
             bootstrap_servers=bootstrap,
             config={
+                "state_dir": state_dir,
                 "commit_interval": 200,
                 "connect_timeout": timeout,
                 # the embedded broker is Tansu: its compensations on (kstream.broker_compat)

@@ -10,6 +10,13 @@ the key, so any worker gives the owner's answer.
 
 With a token configured every endpoint but `/health/*` needs it here too; the supervisor uses
 the same token to scrape its workers.
+
+Only origin-form request targets (`/path?query`) are served; any other (`@evil:80/x`,
+`http://host/x`, `*`) is answered 400. A request passed on goes to the worker's own host and
+port with the target's path and query re-quoted: the URL is built from those parts, never by
+appending the raw target to the worker's address: `@host:port/x` appended to
+`http://127.0.0.1:41001` made the gateway look up a host name of the client's choosing
+(`127.0.0.1:41001@host`) and answer a misleading 503.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import json
 import logging
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -141,6 +149,15 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("gateway %s: " + format, self.address_string(), *args)
 
     def do_GET(self) -> None:
+        if not self.path.startswith("/"):
+            self._json(
+                400,
+                {
+                    "error": "bad_target",
+                    "message": "the request target must be a path starting with '/'",
+                },
+            )
+            return
         try:
             self._route()
         except Exception as e:
@@ -184,7 +201,7 @@ class _Handler(BaseHTTPRequestHandler):
         """GET the same path and query from a live worker and answer what it answers."""
         tried = []
         for worker in self.gateway.candidates():
-            req = urllib.request.Request(worker.url + self.path, method="GET")
+            req = urllib.request.Request(worker_url(worker.url, self.path), method="GET")
             auth = self.headers.get("Authorization")
             if auth:
                 req.add_header("Authorization", auth)
@@ -224,6 +241,34 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         self.wfile.write(body)
+
+
+_SAFE = "/%:@!$&'()*+,;=-._~"
+"""Characters a path or query keeps as they are (RFC 3986's pchar plus '/' and '%', so escapes
+stay escapes); anything else (spaces, control characters, non-ASCII) is percent-encoded."""
+
+
+def worker_url(base: str, target: str) -> str:
+    """`base` (the worker's `http://host:port`) with the path and query of `target`, an
+    origin-form request target (starts with '/'; the gateway refuses any other).
+
+    Built from parts, so nothing in `target` can change the scheme, host or port.
+    """
+    if not target.startswith("/"):
+        raise ValueError(f"not an origin-form request target: {target!r}")
+    path, sep, query = target.partition("?")
+    path = path.partition("#")[0]
+    query = query.partition("#")[0]
+    scheme, netloc, _, _, _ = urllib.parse.urlsplit(base)
+    return urllib.parse.urlunsplit(
+        (
+            scheme,
+            netloc,
+            urllib.parse.quote(path, safe=_SAFE),
+            urllib.parse.quote(query, safe=_SAFE + "?") if sep else "",
+            "",
+        )
+    )
 
 
 def _state(workers: list[WorkerView]) -> str:

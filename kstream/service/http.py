@@ -231,9 +231,13 @@ class _Handler(BaseHTTPRequestHandler):
             ok = served.is_ready()
         else:
             raise Problem(404, "not_found", "use /health/live or /health/ready")
-        self._json(
-            200 if ok else 503, {"status": "ok" if ok else "unavailable", "state": served.state}
-        )
+        body: dict[str, Any] = {"status": "ok" if ok else "unavailable", "state": served.state}
+        why = getattr(served, "not_ready_reason", None)  # optional in `Served`
+        if what == "ready" and not ok and callable(why):
+            reason = why()
+            if reason:
+                body["reason"] = reason
+        self._json(200 if ok else 503, body)
 
     def _store(self, store: str, what: str, key: str, query: dict[str, list[str]]) -> None:
         served = self.server_ref.served

@@ -80,6 +80,15 @@ class AppService:
             return ready
         return self.state == "RUNNING"
 
+    def not_ready_reason(self) -> str | None:
+        """Why /health/ready answers 503 while the state is RUNNING (a restore, a remote store
+        that does not answer); None otherwise, the state being reason enough."""
+        why = getattr(self.app, "not_ready_reason", None)
+        if self.state != "RUNNING" or not callable(why):
+            return None
+        reason: str | None = why()
+        return reason
+
     def metrics_text(self) -> bytes:
         self.probe.sample()
         return self.probe.metrics.render()

@@ -12,14 +12,20 @@ app `wc-x`, so they are listed and deleted only with `--yes`.
 
 It refuses to reset a running app (`--force` overrides): a group whose state is not empty, or
 that rejects an offset commit from outside the group (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
-REBALANCE_IN_PROGRESS: how Kafka answers a commit to a group with members), is running.
+REBALANCE_IN_PROGRESS: how Kafka answers a commit to a group with members), is running. It
+also refuses, `--force` or not, while an instance on this machine holds the lock on
+`<state_dir>/<app_id>` (or a worker process its own, below it): that instance is certainly
+running, and would go on with its directory deleted underneath it. The reset holds those locks
+itself while it works, so no instance starts on the directory meanwhile.
 """
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +40,7 @@ from kstream.config import app_state_dir, validate_app_id
 from kstream.errors import ConfigError, KafkaClientError, KStreamError
 from kstream.kafka.admin import Admin
 from kstream.kafka.consumer import Consumer
+from kstream.runtime.state_lock import LOCK_FILE, StateDirLock, StateDirLockedError
 
 __all__ = [
     "INTERNAL_SUFFIXES",
@@ -176,9 +183,40 @@ def reset_app(
     try:
         if not force:
             check_not_running(admin, consumer, plan)
-        return _carry_out(plan, admin, consumer, delete_candidates, dry_run)
+        with _locked(plan):
+            return _carry_out(plan, admin, consumer, delete_candidates, dry_run)
     finally:
         consumer.close()
+
+
+@contextlib.contextmanager
+def _locked(plan: ResetPlan) -> Iterator[None]:
+    """Hold the locks of the app's state directory and of its worker processes' directories
+    (kstream.runtime.state_lock) while the block runs; AppRunningError if one is held."""
+    local = plan.local
+    if local is None or os.path.islink(local) or not os.path.isdir(local):
+        yield
+        return
+    app_id = plan.app_id
+    workers = glob.glob(os.path.join(glob.escape(local), "processes", "*", app_id))
+    locks: list[StateDirLock] = []
+    try:
+        for directory in [local, *sorted(workers)]:
+            if not os.path.exists(os.path.join(directory, LOCK_FILE)):
+                continue  # every holder creates the file: no file, no holder
+            try:
+                locks.append(StateDirLock.at(directory, app_id))
+            except StateDirLockedError as e:
+                who = f"pid {e.pid}" if e.pid is not None else "a process"
+                raise AppRunningError(
+                    f"app {app_id!r} is running on this machine: {who} holds its state "
+                    f"directory {directory}; stop it first (--force does not override this: "
+                    "its state would be deleted underneath it)"
+                ) from None
+        yield
+    finally:
+        for lock in locks:
+            lock.release()
 
 
 def _carry_out(

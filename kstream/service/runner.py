@@ -1,9 +1,10 @@
 """`kstreamd run`: one app instance with its HTTP server, until SIGTERM or SIGINT.
 
-Start order: the HTTP server first (liveness answers while the app starts), then the instance
-registry, then the app. Stop order is the reverse: the app finishes its batch and commits, the
-instance withdraws from the registry, the server stops. The exit status is 0 after a clean
-stop and 1 when the app stopped on an error.
+Start order: the lock on the app's state directory (kstream.runtime.state_lock), the HTTP
+server (liveness answers while the app starts), then the instance registry, then the app.
+Stop order is the reverse: the app finishes its batch and commits (and lets the directory
+go), the instance withdraws from the registry, the server stops. The exit status is 0 after
+a clean stop and 1 when the app stopped on an error.
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ def run_service(target: Any, settings: Settings, out: TextIO = sys.stdout) -> in
 
     app = build_app(target, settings)
     cfg = app.config
+    lock_state_dir = getattr(app, "lock_state_dir", None)
+    if lock_state_dir is not None:
+        # before anything is served or registered: a second instance on this state
+        # directory exits 2 here, naming the directory and the PID that holds it
+        lock_state_dir()
     instance_id = settings.instance_id or f"{socket.gethostname()}-{os.getpid()}"
     host, port = _split_hostport(cfg.http or DEFAULT_HTTP)
     probe = attach(app, instance_id=instance_id)
@@ -66,6 +72,7 @@ def run_service(target: Any, settings: Settings, out: TextIO = sys.stdout) -> in
     try:
         server = HttpServer(_Pending(app, instance_id), host, port, token=cfg.http_token)
     except OSError as e:
+        app.close()  # lets the state directory go
         raise ConfigError(f"http: cannot listen on {host}:{port}: {e.strerror or e}") from None
     endpoint = settings.advertised_url or server.url
     stop = threading.Event()

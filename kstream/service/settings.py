@@ -25,7 +25,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from kstream.config import DEFAULT_GUARANTEE, DURATION_KEYS, GUARANTEES, Config, validate_app_id
+from kstream.config import (
+    DEFAULT_GUARANTEE,
+    DURATION_KEYS,
+    GUARANTEES,
+    Config,
+    validate_app_id,
+    validate_bootstrap_servers,
+)
 from kstream.errors import ConfigError
 
 __all__ = ["OTHER_KSTREAM_VARIABLES", "SERVICE_KEYS", "Settings", "load_settings"]
@@ -197,7 +204,9 @@ def load_settings(
         raise ConfigError(f"engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
     if service.get("app_id") is not None:
         validate_app_id(service["app_id"])
-    for key in ("bootstrap_servers", "instance_id", "advertised_url"):
+    if "bootstrap_servers" in service:
+        validate_bootstrap_servers(service["bootstrap_servers"])
+    for key in ("instance_id", "advertised_url"):
         val = service.get(key)
         if val is not None and (not isinstance(val, str) or not val):
             raise ConfigError(f"{key}: expected a non-empty string, got {val!r}")

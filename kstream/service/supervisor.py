@@ -5,6 +5,8 @@ worker processes of the same app instead: the same `app_id` (one consumer group 
 partitions), each with its own instance id (`<id>-<n>`) and its own state directory
 (`<state_dir>/<app_id>/processes/<n>`, kept across restarts of worker n, so its stores and
 process id carry over; `kstreamd reset` removes it with the rest of `<state_dir>/<app_id>`).
+The supervisor locks `<state_dir>/<app_id>` while it runs, and each worker its own directory
+(kstream.runtime.state_lock): a second supervisor or a lone instance on it is refused.
 
 Restarts. A worker that dies is restarted after a backoff that doubles with every failure in a
 row (0.5 s, 1 s, 2 s, ... up to 30 s) and starts again from 0.5 s once the worker has been
@@ -55,6 +57,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from kstream.config import Config, app_state_dir, validate_app_id
 from kstream.errors import ConfigError
 from kstream.runtime.app import graceful_signals
+from kstream.runtime.state_lock import StateDirLock
 from kstream.service.gateway import Gateway, WorkerView
 from kstream.service.runner import DEFAULT_HTTP
 from kstream.service.settings import Settings
@@ -120,7 +123,10 @@ class Supervisor:
         *,
         log_level: str | None = None,
         log_format: str | None = None,
+        state_lock: StateDirLock | None = None,
     ) -> None:
+        """`state_lock`: the lock on `<state_dir>/<app_id>` when the caller holds it already
+        (an App of N processes); otherwise `run()` takes it (kstream.runtime.state_lock)."""
         if not settings.app_id:
             raise ConfigError(
                 "app_id is required: pass --app-id, set KSTREAM_APP_ID or put app_id in the "
@@ -147,6 +153,7 @@ class Supervisor:
         ]
         self._lock = threading.Lock()
         self.stop = threading.Event()
+        self.state_lock = state_lock
 
     # --- the Fleet protocol of the gateway ---------------------------------------------------
 
@@ -205,7 +212,20 @@ class Supervisor:
 
     def run(self, out: TextIO = sys.stdout) -> int:
         """Serve, start the workers, keep them running until `stop` or a signal; the exit
-        status (0: every running worker closed cleanly)."""
+        status (0: every running worker closed cleanly).
+
+        The app's state directory is locked first: a second supervisor, or a lone instance,
+        on it is refused (StateDirLockedError) before anything is served or started.
+        """
+        own_lock = self.state_lock is None
+        lock = self.state_lock or StateDirLock.acquire(self.config.state_dir, self.app_id)
+        try:
+            return self._run(out)
+        finally:
+            if own_lock:
+                lock.release()
+
+    def _run(self, out: TextIO) -> int:
         try:
             gateway = Gateway(self, self.host, self.port, token=self.config.http_token)
         except OSError as e:

@@ -8,6 +8,11 @@ input record that caused it, and `seq`, its place among the step's outputs: the 
 into deterministic provenance ids, so a replayed batch produces the very same records. `h` holds
 the record's headers, carried from the input record as in Kafka Streams.
 
+A record that does not deserialize, or on which a processor or sink raises, goes to the error
+policies (`kstream.spark.policy`): `fail` fails the batch with kstream's error naming the
+record, `skip` drops it, `dlq` adds a row for the dead-letter topic (the record's bytes and
+`kstream.error.*` headers), written with the batch's other rows.
+
 The stateful step groups its rows by `grp`, one of `STATE_BUCKETS` buckets of keys: one call per
 bucket and batch, its state the bucket's stores (a pickled dict per store). A call per key
 would cost a pandas frame in and out per key; a bucket's state travels through Spark's state
@@ -24,11 +29,13 @@ from typing import Any
 import pyarrow as pa
 
 from kstream.dsl.processors import Change
-from kstream.errors import DeserializationError, ProcessingError, TopologyError
-from kstream.records import Record
+from kstream.errors import TopologyError
+from kstream.records import Headers, Record
 from kstream.serde import BUILTIN, Serde, SerdeContext
+from kstream.spark.failure import in_worker
 from kstream.spark.order import merge_by_head, tp_order
 from kstream.spark.plan import ENTRY, Plan
+from kstream.spark.policy import Origin, RecordPolicy
 from kstream.spark.source import decode_headers, encode_headers
 from kstream.topology.topology import ProcessorDef, SinkDef, SourceDef
 
@@ -245,10 +252,7 @@ class _Ctx:
         self.runner.forward(self.node, [record], to)
 
     def on_error(self, exc: Exception, record: Record) -> None:
-        raise ProcessingError(
-            f"processor {self.node!r} failed on a record of topic={record.topic!r} "
-            f"partition={record.partition} offset={record.offset}: {exc!r}"
-        ) from exc
+        self.runner.policy.report(exc, record, f"processor {self.node!r}")
 
     def get_store(self, name: str) -> _DictStore:
         return _DictStore(self._stores.setdefault(name, {}))
@@ -278,7 +282,8 @@ class _DictStore:
 
 
 class _Runner:
-    """Pushes records through the stateless nodes until a stateful node or a sink."""
+    """Pushes records through the stateless nodes until a stateful node or a sink; a failing
+    record goes to the error policies (`policy`), a dead letter to the step's rows."""
 
     def __init__(self, plan: Plan, owner: str, stores: dict[str, dict[bytes, Any]]) -> None:
         self.plan = plan
@@ -288,6 +293,19 @@ class _Runner:
         self.stores = stores
         self.procs: dict[str, Any] = {}
         self.captured: list[Record] | None = None
+        self.policy = RecordPolicy(plan.policies, self._dead_letter)
+
+    def _dead_letter(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        ts: int,
+        headers: Headers,
+        origin: Origin,
+    ) -> None:
+        src = Record(None, None, ts, list(headers), *origin)
+        self.rows.add_many(None, topic, [key], [value], None, None, [src])
 
     def _proc(self, node: str) -> Any:
         proc = self.procs.get(node)
@@ -337,19 +355,22 @@ class _Runner:
             values = [vser(r.value) for r in records]
             parts = None
         except Exception:
-            keys, values, parts = [], [], []
+            keys, values, parts, sent = [], [], [], []
             for r in records:
                 try:
-                    keys.append(_ser(ks, r.key, topic, True, r.headers))
-                    values.append(_ser(vs, r.value, topic, False, r.headers))
-                    parts.append(None if fn is None else int(fn(r.key, r.value, n)))
+                    k = _ser(ks, r.key, topic, True, r.headers)
+                    v = _ser(vs, r.value, topic, False, r.headers)
+                    part = None if fn is None else int(fn(r.key, r.value, n))
                 except Exception as e:
-                    raise ProcessingError(
-                        f"sink {nd.name!r} (topic {topic!r}) cannot write a record from "
-                        f"topic={r.topic!r} partition={r.partition} offset={r.offset}: {e!r}"
-                    ) from e
+                    self.policy.report(e, r, f"sink {nd.name!r} (topic {topic!r})")
+                    continue
+                keys.append(k)
+                values.append(v)
+                parts.append(part)
+                sent.append(r)
             if fn is None:
                 parts = None
+            records = sent
         self.rows.add_many(None, topic, keys, values, parts, None, records)
 
 
@@ -357,8 +378,9 @@ class _OneByOne(Exception):
     """Serialize record by record (context serdes, partitioners, or to find a failure)."""
 
 
-def deserialize(plan: Plan, records: list[Record]) -> dict[str, list[Record]]:
-    """Input records (key and value bytes) deserialized in place, by source node."""
+def deserialize(plan: Plan, records: list[Record], policy: RecordPolicy) -> dict[str, list[Record]]:
+    """Input records (key and value bytes) deserialized in place, by source node; a record
+    that does not deserialize goes to `policy` and, if that returns (skip, dlq), no further."""
     by_topic: dict[str, list[Record]] = {}
     for r in records:
         by_topic.setdefault(r.topic or "", []).append(r)
@@ -378,17 +400,22 @@ def deserialize(plan: Plan, records: list[Record]) -> dict[str, list[Record]]:
                 r.key = k
                 r.value = v
         except Exception:
+            good = []
             for r in recs:
                 try:
                     k = _de(ks, r.key, topic, True, r.headers)
+                except Exception as e:
+                    policy.bad_input(e, r, src_name, "key")
+                    continue
+                try:
                     v = _de(vs, r.value, topic, False, r.headers)
                 except Exception as e:
-                    raise DeserializationError(
-                        f"cannot deserialize the record at topic={topic!r} "
-                        f"partition={r.partition} offset={r.offset}: {e!r}"
-                    ) from e
+                    policy.bad_input(e, r, src_name, "value")
+                    continue
                 r.key = k
                 r.value = v
+                good.append(r)
+            recs = good
         out.setdefault(src_name, []).extend(recs)
     return out
 
@@ -398,11 +425,14 @@ def entry_function(plan: Plan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         runner = _Runner(plan, ENTRY, {})
-        for batch in batches:
-            for src_name, records in deserialize(plan, input_records(batch)).items():
-                runner.push(src_name, records)
-            if len(runner.rows):
-                yield runner.rows.take()
+        with in_worker():
+            for batch in batches:
+                records = input_records(batch)
+                runner.policy.remember(records)
+                for src_name, recs in deserialize(plan, records, runner.policy).items():
+                    runner.push(src_name, recs)
+                if len(runner.rows):
+                    yield runner.rows.take()
 
     return run
 
@@ -411,7 +441,11 @@ def stateful_function(plan: Plan) -> Callable[..., Iterator[Any]]:
     """`applyInPandasWithState` function of the stateful step: one state bucket per call.
 
     The bucket's records run through their nodes in Kafka Streams' order: each input
-    partition's records in offset order, partitions merged by timestamp.
+    partition's records in offset order, partitions merged by timestamp. A record that fails
+    here is named by the input record that caused it (a repartition topic's record on the
+    native engine, where the fast path has none) and fails or is skipped; a topology whose
+    processing errors go to the dead-letter topic runs on the task path instead
+    (`kstream.spark.runner.fast_plan`), since this step no longer has the record's bytes.
     """
 
     def run(key: tuple[Any, ...], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
@@ -440,13 +474,14 @@ def stateful_function(plan: Plan) -> Callable[..., Iterator[Any]]:
                 Record(key_from_bytes(bytes(k)), pickle.loads(v), ts, decode_headers(h), pt, pp, po)
             )
         runner = _Runner(plan, ENTRY, stores)
-        for node in sorted(by_node):
-            runner.owner = node
-            runner.captured = []
-            runner._proc(node).process_batch(by_node[node])
-            outputs, runner.captured = _coalesce(runner.captured), None
-            if outputs:
-                runner.forward(node, outputs, None)
+        with in_worker():
+            for node in sorted(by_node):
+                runner.owner = node
+                runner.captured = []
+                runner._proc(node).process_batch(by_node[node])
+                outputs, runner.captured = _coalesce(runner.captured), None
+                if outputs:
+                    runner.forward(node, outputs, None)
         state.update((pickle.dumps((STATE_BUCKETS, stores), protocol=5),))
         yield pd.DataFrame(runner.rows.take_columns(), columns=COLUMNS)
 

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from kstream.config import Config
 from kstream.dsl import processors as p
 from kstream.errors import TopologyError
 from kstream.serde import BUILTIN, Serde
@@ -68,6 +69,8 @@ class Plan:
     feeds: dict[str, list[str]] = field(default_factory=dict)
     reaches_sink: set[str] = field(default_factory=set)
     sink_partitions: dict[str, int] = field(default_factory=dict)
+    # the error policies the steps apply (`kstream.spark.policy.policy_config`)
+    policies: Config = field(default_factory=Config)
 
     def processor_class(self, node: str) -> type | None:
         return processor_class(self.nodes[node])

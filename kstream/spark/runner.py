@@ -8,6 +8,10 @@ topology runs on the task path (`kstream.spark.tasks`): one query per sub-topolo
 Both are checked before Spark starts, so a topology Spark cannot run is reported at once.
 Spark's checkpoint holds the source offsets and the state; the sink's marker offset in Kafka
 says which batches reached Kafka.
+
+The error policies (`on_deserialization_error`, `on_processing_error`, `dlq_topic`) apply on
+both paths through the native engine's handler (`kstream.spark.policy`); a query that fails on
+a record raises kstream's own error naming it (`kstream.spark.failure`), not Spark's wrapper.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from kstream.config import Config, validate_app_id
 from kstream.duration import duration
 from kstream.errors import ConfigError, TopologyError
 from kstream.spark.checkpoint import clear_unfinished_start
+from kstream.spark.failure import raise_failure
 from kstream.spark.plan import ENTRY, Plan, build_plan
+from kstream.spark.policy import ensure_dlq_topic, policy_config, uses_dlq
 from kstream.spark.progress import ProgressLog
 from kstream.topology.topology import Topology
 
@@ -61,12 +67,15 @@ class SparkQuery:
     def wait(self) -> None:
         """Block until the query stops, logging its batches; re-raise its failure."""
         log = ProgressLog()
-        while not self.query.awaitTermination(_POLL_S):
-            log.poll(self.query)
+        try:
+            while not self.query.awaitTermination(_POLL_S):
+                log.poll(self.query)
+        except Exception as e:  # the query's failure, which awaitTermination raises
+            raise_failure(e)
         log.poll(self.query)
         exc = self.query.exception()
         if exc is not None:
-            raise exc
+            raise_failure(exc)
 
     def stop(self) -> None:
         self.query.stop()
@@ -125,12 +134,16 @@ class TaskQueries:
                 exc = q.exception()
                 if exc is not None:
                     self.stop()
-                    raise exc
+                    raise_failure(exc)
             if self._pending and self._start_ready():
                 continue
             active = [q for q in self.queries if q.isActive]
             if active:
-                active[0].awaitTermination(_HANDOVER_POLL_S if self._pending else _POLL_S)
+                try:
+                    active[0].awaitTermination(_HANDOVER_POLL_S if self._pending else _POLL_S)
+                except Exception as e:  # the query's failure, which awaitTermination raises
+                    self.stop()
+                    raise_failure(e)
                 continue
             if not (self._pending and self._start_ready()):
                 return
@@ -178,9 +191,8 @@ def start(
     cfg = config if isinstance(config, Config) else Config.from_mapping(config)
     trig = parse_trigger(trigger)
     guarantee = sink_guarantee(guarantee)
-    try:
-        plan = build_plan(topology)
-    except TopologyError:
+    plan = fast_plan(topology, cfg)
+    if plan is None:
         from kstream.spark.tasks import build_task_plan
 
         task_plan = build_task_plan(topology, app_id)
@@ -237,7 +249,9 @@ def start(
             "append",
             GroupStateTimeout.NoTimeout,
         )
-    finals = [outputs[ENTRY].filter(F.col("dest").isNull())] if ENTRY in plan.reaches_sink else []
+    # the entry step's rows for user topics: its sinks' records and its dead letters
+    entry_writes = ENTRY in plan.reaches_sink or uses_dlq(plan.policies)
+    finals = [outputs[ENTRY].filter(F.col("dest").isNull())] if entry_writes else []
     if plan.stateful and set(plan.stateful) & plan.reaches_sink:
         finals.append(outputs["__stateful__"].filter(F.col("dest").isNull()))
     if not finals:
@@ -263,6 +277,24 @@ def start(
         .start()
     )
     return SparkQuery(query, sink, plan)
+
+
+def fast_plan(topology: Topology, cfg: Config) -> Plan | None:
+    """The fast path's plan of `topology`, or None when it runs on the task path: the fast
+    path cannot run it, or it has a stateful step and processing errors go to the dead-letter
+    topic (that step holds deserialized records, not the bytes a dead letter copies)."""
+    try:
+        plan = build_plan(topology)
+    except TopologyError:
+        return None
+    if plan.stateful and cfg.on_processing_error == "dlq":
+        log.info(
+            "on_processing_error='dlq' with a stateful operator: running on the task path, "
+            "which keeps every record's bytes for the dead-letter topic"
+        )
+        return None
+    plan.policies = policy_config(cfg)
+    return plan
 
 
 def run(
@@ -376,6 +408,7 @@ def _prepare_topics(
         if missing:
             raise TopologyError(f"source topic(s) {missing} do not exist")
         plan.sink_partitions = admin.partition_counts(plan.sink_topics)
+        plan.sink_partitions.update(ensure_dlq_topic(admin, cfg))
         slots = ensure_marker_topic(admin, app_id, max(plan.sink_partitions.values(), default=1))
     return counts, slots
 
@@ -408,7 +441,7 @@ def _start_tasks(
         for t in plan.repartition_topics:
             admin.create_topic(t, resolved[t], repartition_config(), cfg.replication_factor)
         sinks = admin.partition_counts(plan.user_sink_topics)
-        plan.partitions = {**counts, **resolved, **sinks}
+        plan.partitions = {**counts, **resolved, **sinks, **ensure_dlq_topic(admin, cfg)}
         # as many write slots as the widest topic the query may write to
         widest = max(plan.partitions.values(), default=1)
         slots = {
@@ -416,6 +449,7 @@ def _start_tasks(
         }
     plan.bootstrap_servers = bootstrap_servers
     plan.kafka = dict(cfg.kafka)
+    plan.policies = policy_config(cfg)
     blob = plan.blob()
     if spark is None:
         from kstream.spark.session import spark_session

@@ -30,6 +30,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from kstream.errors import TopologyError
 from kstream.records import Record
 from kstream.spark.buckets import BucketedMap
+from kstream.spark.failure import in_worker
 from kstream.spark.packing import pack_by_slot, unpack_input
 from kstream.spark.state_client import SparkMap
 from kstream.spark.task_state import DATA_TAG, MapBackend
@@ -106,7 +107,8 @@ class TaskProcessor(StatefulProcessor):
             for b in backends:
                 if b.name not in guessless:
                     b.prefetch(keys)
-            cols = task.run(records)
+            with in_worker():
+                cols = task.run(records)
             for b in backends:
                 b.sync()
                 if b.prefetch_missed():

@@ -59,12 +59,15 @@ from typing import Any
 import pyarrow as pa
 
 from kstream.broker_compat import HighMarks
+from kstream.config import Config
 from kstream.dsl import processors as p
 from kstream.errors import TopologyError
 from kstream.records import Headers, Record
 from kstream.serde import BUILTIN, Serde
 from kstream.spark.execute import ROW_ARROW_SCHEMA, ROW_SCHEMA, input_records
+from kstream.spark.failure import in_worker
 from kstream.spark.order import merge_by_head
+from kstream.spark.policy import Origin, RecordPolicy
 from kstream.spark.sink import destination
 from kstream.spark.source import encode_headers
 from kstream.state.provenance import HEADER, header_value
@@ -106,7 +109,8 @@ class TaskPlan:
     from (through repartition topics); `stateful` those that need Spark state
     (stores, global stores, or a processor that is not a built-in stateless one). `partitions`
     (every source, sink and internal topic's partition count) is filled in when the query
-    starts, as are the connection settings the global-table readers use.
+    starts, as are the connection settings the global-table readers use and the error
+    policies.
     """
 
     app_id: str
@@ -120,6 +124,8 @@ class TaskPlan:
     partitions: dict[str, int] = field(default_factory=dict)
     bootstrap_servers: str = ""
     kafka: dict[str, Any] = field(default_factory=dict)
+    # the error policies the tasks apply (`kstream.spark.policy.policy_config`)
+    policies: Config = field(default_factory=Config)
 
     @property
     def repartition_topics(self) -> list[str]:
@@ -302,7 +308,40 @@ class _Collector:
         partition: int | None,
     ) -> None:
         src = self.task.source() if self.task is not None else None
-        prov = src if src is not None else self.fallback
+        self._row(
+            src if src is not None else self.fallback,
+            topic,
+            key,
+            value,
+            timestamp,
+            headers,
+            partition,
+        )
+
+    def dead_letter(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        headers: Headers,
+        origin: Origin,
+    ) -> None:
+        """A dead-letter copy of the failed record `origin`: its provenance is that record's."""
+        t, part, off = origin
+        prov = (t, part, off) if t is not None and part is not None and off is not None else None
+        self._row(prov or self.fallback, topic, key, value, timestamp, headers, None)
+
+    def _row(
+        self,
+        prov: tuple[str, int, int],
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        headers: Headers,
+        partition: int | None,
+    ) -> None:
         rank = self.ranks.get(prov, 0)
         self.ranks[prov] = rank + 1
         if partition is None:
@@ -410,7 +449,8 @@ class TaskRun:
 
     `backend(spec)` gives the backend of each of the task's stores (for a stateful task, one
     over its Spark `MapState`: see `kstream.spark.task_state`); without it the stores are
-    empty in-memory ones (stateless sub-topologies have none to speak of).
+    empty in-memory ones (stateless sub-topologies have none to speak of). A failing record
+    goes to the plan's error policies, as in a native task (`kstream.spark.policy`).
     """
 
     def __init__(
@@ -451,12 +491,14 @@ class TaskRun:
                 return _memory_store(spec, part, None)
             return open_store(spec, app_id="", partition=part, state_dir="", backend=backend(spec))
 
+        self.policy = RecordPolicy(plan.policies, self.collector.dead_letter)
         self.task = Task(
             compiled,
             sub,
             partition,
             collector=self.collector,
             open_store=open_task_store,
+            error_handler=self.policy,
             global_stores=glob,
             wall_clock_ms=self.now,
         )
@@ -479,6 +521,7 @@ class TaskRun:
                 for recs in parts:
                     self.global_task.process(recs)
             self.global_task.flush_stores()
+        self.policy.remember(records)
         ordered = self._drop_seen(merge_by_time(records))
         if ordered:
             last = ordered[-1]
@@ -540,17 +583,18 @@ def stateless_function(
         plan = _plan(blob)
         tasks: dict[int, TaskRun] = {}
         try:
-            for batch in batches:
-                by_part: dict[int, list[Record]] = {}
-                for r in input_records(batch):
-                    by_part.setdefault(r.partition or 0, []).append(r)
-                for part, records in by_part.items():
-                    task = tasks.get(part)
-                    if task is None:
-                        task = tasks[part] = TaskRun(plan, sub, part, {})
-                    cols = task.run(records)
-                    if cols["seq"]:
-                        yield output_batch(pack_by_slot(cols, slots))
+            with in_worker():
+                for batch in batches:
+                    by_part: dict[int, list[Record]] = {}
+                    for r in input_records(batch):
+                        by_part.setdefault(r.partition or 0, []).append(r)
+                    for part, records in by_part.items():
+                        task = tasks.get(part)
+                        if task is None:
+                            task = tasks[part] = TaskRun(plan, sub, part, {})
+                        cols = task.run(records)
+                        if cols["seq"]:
+                            yield output_batch(pack_by_slot(cols, slots))
         finally:
             for task in tasks.values():
                 task.close()

@@ -93,6 +93,16 @@ class StateStore:
         """Physical writes a store adds at flush time (expiry, metadata); never logged."""
         return ()
 
+    def check_changelog(self, key: bytes, value: bytes | None) -> None:
+        """Raise unless a changelog record is one this store could have written: its key and
+        value decode with the store's serdes (None deletes). Restore calls it for every record
+        it applies, so a record written by something else is refused where it is, instead of
+        failing a later input record that reads it. A well-formed value of the right type
+        passes: a serde cannot tell a forged value from a real one."""
+        self.key_serde.from_bytes(key)
+        if value is not None:
+            self.value_serde.from_bytes(value)
+
     def has_pending(self) -> bool:
         return bool(self._cache)
 

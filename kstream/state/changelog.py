@@ -3,7 +3,9 @@
 Topic `<app_id>-<store>-changelog`, partition = the task's partition, key/value = the store's
 logical changelog bytes. With the broker-compatibility component on (kstream.broker_compat),
 header `kstream.src` = the provenance of the write; its index counts the changelog records
-caused by one input record, so ids stay unique and deterministic across retries.
+caused by one input record, so ids stay unique and deterministic across retries. A write no
+input record caused (a punctuation, an expiry) carries `NO_SOURCE` instead: every changelog
+record kstream writes there has the header, and restore refuses one without it.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from kstream.state.base import ChangelogEntry, StateStore
-from kstream.state.provenance import HEADER, encode
+from kstream.state.provenance import HEADER, NO_SOURCE, encode
 
 #: The checkpoint key holding the next changelog offset to read on restore.
 CHANGELOG_OFFSET = "changelog_offset"
@@ -46,5 +48,7 @@ def changelog_records(
             idx = counters.get(e.source, 0)
             counters[e.source] = idx + 1
             headers.append((HEADER, encode(e.source[0], e.source[1], e.source[2], idx)))
+        elif provenance:
+            headers.append((HEADER, NO_SOURCE))
         out.append(ChangelogRecord(topic, part, e.key, e.value, headers))
     return out

@@ -57,6 +57,13 @@ class DedupStore(SegmentedStore):
     def _to_changelog(self, pkey: bytes, value: bytes | None) -> tuple[bytes, bytes | None] | None:
         return pkey[8:], value
 
+    def check_changelog(self, key: bytes, value: bytes | None) -> None:
+        """Key: the id's bytes; value: the 8-byte first-seen time (see
+        `StateStore.check_changelog`)."""
+        self.key_serde.from_bytes(key)
+        if value is not None and len(value) != 8:
+            raise ValueError(f"first-seen time of {len(value)} bytes, expected 8")
+
     def _from_changelog(self, key: bytes, value: bytes | None) -> Writes:
         if value is None:
             return ()

@@ -21,6 +21,10 @@ from typing import Any, NamedTuple
 
 HEADER = "kstream.src"
 _V1 = 1
+NO_SOURCE = b"\x00"
+"""The header value of a changelog record no input record caused (a punctuation's write, an
+expiry): with every changelog record stamped, one without a header was not written by kstream
+(restore refuses it, kstream.broker_compat.provenance_problem). `decode` reads it as None."""
 _FMT = struct.Struct(">BiqI")
 
 

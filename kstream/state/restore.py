@@ -14,6 +14,12 @@ A remote store that has lost its data (a Redis restarted empty) has no checkpoin
 so it is restored from offset 0 like a new one; one that loses it during the restore
 (`StoreLostError`) is restored again.
 
+Every record is checked before it is applied (kstream.state.restore_check): its key and value
+must decode with the store's serdes and, with the broker-compatibility component on, its
+provenance must name an input partition of the store's task. A record that fails is named by
+changelog topic, partition and offset, and `on_restore_error` decides: stop (default) or leave
+it out.
+
 Many stores are restored by one consumer (`restore_all`), whose fetches wait at most 10 ms for
 data (`kstream.kafka.consumer.to_end_settings`): the end shows with a fetch's answer.
 """
@@ -22,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +37,7 @@ from kstream.errors import StoreCorruptedError, StoreError, StoreLostError
 from kstream.state import open_backend, open_store
 from kstream.state.base import StateStore
 from kstream.state.changelog import CHANGELOG_OFFSET
+from kstream.state.restore_check import refusal, refuse
 from kstream.state.spec import StoreSpec
 
 if TYPE_CHECKING:
@@ -52,6 +59,8 @@ class RestoreResult:
     applied: int
     skipped: int
     wiped: bool
+    refused: int = 0
+    """Records left out because they failed the checks (on_restore_error="skip")."""
 
 
 def open_for_restore(
@@ -132,17 +141,20 @@ def wipe(
 class _Restoring:
     """One store's place in a restore: where it started and how far it has read."""
 
-    __slots__ = ("applied", "next", "skipped", "start", "store", "wiped")
+    __slots__ = ("applied", "next", "refused", "skipped", "sources", "start", "store", "wiped")
 
-    def __init__(self, store: StateStore, wiped: bool) -> None:
+    def __init__(
+        self, store: StateStore, wiped: bool, sources: Collection[tuple[str, int]] | None
+    ) -> None:
         self.store = store
         self.wiped = wiped
+        self.sources = sources
         self.start = self.next = int(store.checkpoint().get(CHANGELOG_OFFSET, 0))
-        self.applied = self.skipped = 0
+        self.applied = self.skipped = self.refused = 0
 
     def result(self) -> RestoreResult:
         return RestoreResult(
-            self.store, self.start, self.next, self.applied, self.skipped, self.wiped
+            self.store, self.start, self.next, self.applied, self.skipped, self.wiped, self.refused
         )
 
 
@@ -166,6 +178,8 @@ def restore_all(
     progress: Progress | None = None,
     wiped: Sequence[bool] | None = None,
     client_supplier: ClientSupplier | None = None,
+    on_error: str = "fail",
+    sources: Sequence[Collection[tuple[str, int]] | None] | None = None,
 ) -> list[RestoreResult]:
     """Bring `stores` up to the ends of their changelog partitions, in their order.
 
@@ -173,16 +187,19 @@ def restore_all(
     does for a thread's tasks: a task's stores cost one client and one wait for the end, not
     one each. `committed`: the task's committed input offsets; None applies every record (for
     stores fed by no transactional task, e.g. global tables). `wiped[i]`: store i was wiped
-    before (reported in its result).
+    before (reported in its result). Each record is checked before it is applied
+    (kstream.state.restore_check); `on_error` is the policy for one that fails ("fail" or
+    "skip"), `sources[i]` the input partitions of store i's task when provenance is checked.
     """
     from kstream.kafka.consumer import TO_END_POLL_S, to_end_settings
     from kstream.kafka.supplier import ClientConfig, KafkaClientSupplier
 
     supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
     flags = list(wiped) if wiped is not None else [False] * len(stores)
+    reads = list(sources) if sources is not None else [None] * len(stores)
     states = {
-        (store.spec.changelog_topic(app_id), store.partition): _Restoring(store, w)
-        for store, w in zip(stores, flags, strict=True)
+        (store.spec.changelog_topic(app_id), store.partition): _Restoring(store, w, r)
+        for store, w, r in zip(stores, flags, reads, strict=True)
     }
     if not states:
         return []
@@ -202,15 +219,18 @@ def restore_all(
                     continue
                 st.next = off + 1
                 records = got.setdefault(tp, [])
-                if is_committed(m.headers(), committed):
-                    key = m.key()
-                    if key is None:
-                        raise StoreError(
-                            f"changelog {tp[0]}[{tp[1]}] offset {off}: record has no key"
-                        )
-                    records.append((key, m.value()))
-                else:
+                key, value, headers = m.key(), m.value(), m.headers()
+                # checked before the restore filter: a forged header naming a partition the
+                # task does not read must be refused, not skipped as uncommitted
+                why = refusal(st.store, key, value, headers, st.sources)
+                if why is not None:
+                    refuse(st.store, tp[0], tp[1], off, why, on_error)
+                    st.refused += 1
+                elif not is_committed(headers, committed):
                     st.skipped += 1
+                else:
+                    assert key is not None  # refused otherwise
+                    records.append((key, value))
             for tp in sorted(pending):
                 st = states[tp]
                 eof = consumer.eof_offset(*tp)
@@ -253,6 +273,8 @@ def restore(
     progress: Progress | None = None,
     wiped: bool = False,
     client_supplier: ClientSupplier | None = None,
+    on_error: str = "fail",
+    sources: Collection[tuple[str, int]] | None = None,
 ) -> RestoreResult:
     """Bring `store` up to the end of its changelog partition (see `restore_all`)."""
     return restore_all(
@@ -266,6 +288,8 @@ def restore(
         progress=progress,
         wiped=[wiped],
         client_supplier=client_supplier,
+        on_error=on_error,
+        sources=[sources],
     )[0]
 
 
@@ -280,9 +304,12 @@ def open_and_restore_all(
     kafka: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
     client_supplier: ClientSupplier | None = None,
+    on_error: str = "fail",
+    sources: Sequence[Collection[tuple[str, int]] | None] | None = None,
 ) -> list[RestoreResult]:
     """Open store partitions (`(spec, partition)`, wiping untrustworthy state) and restore them
-    from their changelogs together (`restore_all`), in the order of `parts`.
+    from their changelogs together (`restore_all`, which takes `on_error` and `sources`, one
+    per part), in the order of `parts`.
 
     A remote store that loses its data while being restored (StoreLostError) is wiped and
     restored again from offset 0, a few times before giving up; the others go on from where
@@ -314,6 +341,8 @@ def open_and_restore_all(
                     progress=progress,
                     wiped=[w for _, w in opened],
                     client_supplier=client_supplier,
+                    on_error=on_error,
+                    sources=sources,
                 )
             except StoreLostWhileRestoring as e:
                 losses += 1
@@ -355,6 +384,8 @@ def open_and_restore(
     kafka: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
     client_supplier: ClientSupplier | None = None,
+    on_error: str = "fail",
+    sources: Collection[tuple[str, int]] | None = None,
 ) -> RestoreResult:
     """Open one store partition and restore it from its changelog (`open_and_restore_all`)."""
     return open_and_restore_all(
@@ -367,4 +398,6 @@ def open_and_restore(
         kafka=kafka,
         progress=progress,
         client_supplier=client_supplier,
+        on_error=on_error,
+        sources=[sources],
     )[0]

@@ -118,6 +118,18 @@ class SessionStore(SegmentedStore):
     def _to_changelog(self, pkey: bytes, value: bytes | None) -> tuple[bytes, bytes | None] | None:
         return pkey[8:], value
 
+    def check_changelog(self, key: bytes, value: bytes | None) -> None:
+        """Key: escaped key + 8-byte end + 8-byte start; value: the aggregate's bytes (see
+        `StateStore.check_changelog`)."""
+        kb, at = unesc(key)
+        if len(key) != at + 16:
+            raise ValueError(f"session key of {len(key)} bytes, expected {at + 16}")
+        if unts8(key, at) < unts8(key, at + 8):
+            raise ValueError("session key whose end is before its start")
+        self.key_serde.from_bytes(kb)
+        if value is not None:
+            self.value_serde.from_bytes(value)
+
     def _from_changelog(self, key: bytes, value: bytes | None) -> Writes:
         _, at = unesc(key)
         end = unts8(key, at)

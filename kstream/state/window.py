@@ -297,6 +297,27 @@ class WindowStore(SegmentedStore):
     def _to_changelog(self, pkey: bytes, value: bytes | None) -> tuple[bytes, bytes | None] | None:
         return pkey[8:], value
 
+    def check_changelog(self, key: bytes, value: bytes | None) -> None:
+        """Key: escaped key + 8-byte start (+ 4-byte sequence with retain_duplicates); value:
+        [8-byte timestamp +] the value serde's bytes, the timestamp missing from a value written
+        before timestamps were kept (see `StateStore.check_changelog`)."""
+        kb, at = unesc(key)
+        sizes = (at + 8, at + 12) if self.spec.retain_duplicates else (at + 8,)
+        if len(key) not in sizes:
+            raise ValueError(
+                f"window key of {len(key)} bytes, expected {' or '.join(map(str, sizes))}"
+            )
+        self.key_serde.from_bytes(kb)
+        if value is None:
+            return
+        if self.timestamped and len(value) >= 8:
+            try:
+                self.value_serde.from_bytes(bytes(value[8:]))
+                return
+            except Exception:
+                pass  # perhaps a value written before timestamps were kept (upgraded later)
+        self.value_serde.from_bytes(value)
+
     def _from_changelog(self, key: bytes, value: bytes | None) -> Writes:
         _, at = unesc(key)
         start = unts8(key, at)

@@ -146,8 +146,11 @@ class CompiledTopology:
                 if t in counts:
                     continue
                 writer = self.subtopologies[it.subtopology]
-                known = [counts[s] for s in writer.source_topics if s in counts]
-                if known and len(known) == len(writer.source_topics):
+                # a writer may read its own repartition topic (a re-keyed stream joined with
+                # the stream it came from): the other topics it reads decide the count
+                inputs = [s for s in writer.source_topics if s != t]
+                known = [counts[s] for s in inputs if s in counts]
+                if known and len(known) == len(inputs):
                     counts[t] = max(known)
                     changed = True
             for s in self.subtopologies:

@@ -37,12 +37,14 @@ record at the node where it failed; the default handler raises.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from kstream.errors import (
     ProcessingError,
     RecordError,
+    StoreLostError,
     TopologyError,
 )
 from kstream.records import Headers, Record
@@ -56,6 +58,10 @@ from kstream.topology.schedule import Schedule
 from kstream.topology.topology import NodeDef, ProcessorDef, SinkDef, SourceDef
 
 log = logging.getLogger(__name__)
+
+NO_LIMIT = sys.maxsize
+"""`Task.future_limit` when nothing watches for far-future timestamps (the test driver)."""
+FutureWatch = Callable[["Task", list[Record]], None]
 
 
 class RecordCollector(Protocol):
@@ -122,6 +128,12 @@ class Task:
         self.error_handler = error_handler
         self.global_stores: Mapping[str, Any] = global_stores or {}
         self.stream_time = -1
+        # The runtime sets `future_limit` (its wall clock plus `future_timestamp_warning`) for
+        # each batch; stream time about to move past it calls `on_future(task, run)` first
+        # (kstream.runtime.future_timestamps), which finds, counts and reports the records.
+        # Checked only when stream time advances: once per run of records, not per record.
+        self.future_limit = NO_LIMIT
+        self.on_future: FutureWatch | None = None
         self.wall_clock = wall_clock_ms
         self.punctuation_time = -1
         self.current: Record | None = None
@@ -246,9 +258,10 @@ class Task:
 
     def report(self, exc: BaseException, record: Record, where: str) -> None:
         """Turn an exception on `record` into a `ProcessingError` for the error handler."""
-        if isinstance(exc, RecordError | TopologyError):
-            # Already reported (a handler re-raised it further down), or a bug in the topology
-            # that skipping records cannot fix.
+        if isinstance(exc, RecordError | TopologyError | StoreLostError):
+            # Already reported (a handler re-raised it further down), a bug in the topology
+            # that skipping records cannot fix, or a remote store that lost or rolled back its
+            # data: not the record's fault, the runtime rebuilds the store and retries.
             raise exc
         self.fail_record(
             ProcessingError, f"{where} failed on a record: {type(exc).__name__}: {exc}", record, exc
@@ -338,6 +351,8 @@ class Task:
     def _one(self, src: SourceNode, run: list[Record], stream_time: int) -> None:
         self.depth_first = src.name in self._depth_first_sources
         if stream_time > self.stream_time:
+            if stream_time > self.future_limit and self.on_future is not None:
+                self.on_future(self, run)  # before the move: it compares with the old time
             self.stream_time = stream_time
         self.current = run[0] if len(run) == 1 else None
         try:

@@ -269,10 +269,16 @@ def global_cases(kind: str) -> list[Any]:
     )
 
     c = StreamClock()
-    steps = [(to_global(4, "Y"), []), (c.push(4, "XXX", foreign=False), [])]
-    cases.append(
-        pytest.param(steps, {"null_key": 4}, id=f"{test}.shouldNotJoinOnNullKeyMapperValues")
-    )
+    if left:
+        # Kafka 4.x: a left join forwards a record whose key mapper gives None, joined to null
+        no_fk = [(k, f"XXX{k}+null", k) for k in KEYS]
+        steps = [(to_global(4, "Y"), []), (c.push(4, "XXX", foreign=False), no_fk)]
+        cases.append(pytest.param(steps, {}, id=f"{test}.shouldJoinOnNullKeyMapperValues"))
+    else:
+        steps = [(to_global(4, "Y"), []), (c.push(4, "XXX", foreign=False), [])]
+        cases.append(
+            pytest.param(steps, {"null_key": 4}, id=f"{test}.shouldNotJoinOnNullKeyMapperValues")
+        )
 
     c = StreamClock()
     table_size = 4 if left else 2
@@ -300,12 +306,13 @@ def test_stream_global_table_left_join(steps: list[Step], dropped: dict[str, int
 
 
 def test_global_left_join_of_a_null_key_whose_selector_finds_nothing_joins_null() -> None:
-    """KIP-962: a left join keeps a None-key record even when `key_selector` returns None."""
+    """KIP-962: a left join keeps a None-key record even when `key_selector` returns None;
+    Kafka 4.x keeps a keyed one too (KStreamGlobalKTableLeftJoinTest.
+    shouldJoinOnNullKeyMapperValues)."""
     steps: list[Step] = [
-        ([(STREAM, None, "X", 5), (STREAM, 7, "Y", 6)], [(None, "X+null", 5)]),
+        ([(STREAM, None, "X", 5), (STREAM, 7, "Y", 6)], [(None, "X+null", 5), (7, "Y+null", 6)]),
     ]
-    # the keyed record whose selector finds no table key is dropped, as in Kafka
-    assert run_steps(stream_global("left"), steps, GLOBAL_SERDES) == {"null_key": 1}
+    assert run_steps(stream_global("left"), steps, GLOBAL_SERDES) == {}
 
 
 # --- StreamTableJoinIntegrationTest (out-of-order input; caching off) ------------------------

@@ -98,9 +98,11 @@ def cluster(
     env = {**os.environ, "PYTHONPATH": str(tmp), "PYTHONUNBUFFERED": "1"}
     env.update(fast_group_env())  # short group sessions: joins take ~1s instead of ~3s
     env["KSTREAM_HTTP_TOKEN"] = TOKEN
-    env["KSTREAM_STATE_DIR"] = str(tmp / "state")
     instances: list[Instance] = []
     for n in range(2):
+        # one state directory per instance, as each would have on its own machine (one
+        # directory is locked by the instance that holds it)
+        env["KSTREAM_STATE_DIR"] = str(tmp / f"state-{n}")
         port = free_port()
         log = tmp / f"instance-{n}.log"
         proc = subprocess.Popen(

@@ -6,7 +6,8 @@ documentation and `KStreamKStreamJoin` (3.9):
 - Stream time is the largest timestamp seen on either side, None keys and values included.
 - A None-key record with a value is emitted at once as `[v, None]` / `[None, v]` on a side
   whose unmatched records are emitted (left of a left join, both of an outer join); any other
-  record with a None key or value is dropped.
+  record with a None key or value is dropped, and a dropped one with a key still moves its
+  side's newest timestamp (Kafka's `KStreamJoinWindow` puts it in the window store).
 - A record at `t` (left) joins the right records of its key with timestamps in
   `[t - before, t + after]` (clamped at 0) that the right side still retains: a side retains
   a record while its timestamp is above that side's newest timestamp minus
@@ -77,6 +78,8 @@ class JoinModel:
                 self.out.append(self.padded(is_left, k, v, ts))
             else:
                 self.drop("null_value" if v is None else "null_key")
+                if k is not None:  # KStreamJoinWindow stores it: nothing, but time moves
+                    self.newest[is_left] = max(self.newest[is_left], ts)
             return
         if self.kind != "inner" and ts == self.stream_time:
             self.scan(is_left)

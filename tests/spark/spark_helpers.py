@@ -40,6 +40,27 @@ def produce(
         p.flush()
 
 
+def produce_raw(
+    bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes, int, Sequence[Any]]]
+) -> None:
+    """Records given as bytes: (key, value, timestamp, headers)."""
+    with Producer(bootstrap) as p:
+        for k, v, ts, headers in records:
+            p.produce(topic, v, k, timestamp=ts, headers=list(headers))
+        p.flush()
+
+
+def read_back(
+    bootstrap: str, topic: str, key_serde: Any, value_serde: Any
+) -> list[tuple[Any, Any, int, list[tuple[str, bytes | None]]]]:
+    """`read_all` as (key, value, timestamp, headers), the headers less the provenance id the
+    Spark sink stamps on every record (so that they compare with the native engine's)."""
+    return [
+        (r.key, r.value, r.timestamp, [h for h in r.headers or () if h[0] != provenance.HEADER])
+        for r in read_all(bootstrap, topic, key_serde, value_serde)
+    ]
+
+
 def read_all(
     bootstrap: str, topic: str, key_serde: Any, value_serde: Any, *, keep_repeats: bool = False
 ) -> list[Record]:

@@ -1,8 +1,10 @@
-"""Targets for `kstreamd run` in the cluster tests: the examples on topics named by variables."""
+"""Targets for `kstreamd run` in the cluster tests: topologies on topics named by variables."""
 
 from __future__ import annotations
 
 import os
+
+from bad_input import Topics, only_stateless
 
 from examples import clicks_per_minute as _clicks
 from examples import word_count as _word_count
@@ -29,3 +31,10 @@ def every_example() -> Topology:
         env["TEST_CLICKS_TOPIC"],
         env["TEST_CPM_TOPIC"],
     )
+
+
+def bad_input() -> Topology:
+    """`bad_input.only_stateless` (JSON in, 100 // d out) from `TEST_IN_TOPIC` to
+    `TEST_OUT_TOPIC`."""
+    inp, out = os.environ["TEST_IN_TOPIC"], os.environ["TEST_OUT_TOPIC"]
+    return only_stateless(Topics(inp, inp, out, out))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -25,7 +26,9 @@ def _free_port() -> int:
 class RedisServer:
     """Start with `start()`, stop with `stop()`; `url` points at database 0.
 
-    Persistence is off: the tests want a server that can be killed and restarted empty.
+    Persistence is off: the tests want a server that can be killed and restarted empty. A
+    `SAVE` still writes `dump.rdb` in `dir`, and a server started again loads it: the way to
+    restart on an older snapshot (`kill` skips any save at shutdown).
     """
 
     def __init__(self, port: int | None = None) -> None:
@@ -72,6 +75,7 @@ class RedisServer:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)  # a paused server would not see SIGTERM
             self.proc.terminate()
             try:
                 self.proc.wait(10)
@@ -79,6 +83,22 @@ class RedisServer:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+
+    def kill(self) -> None:
+        """SIGKILL: the server dies at once, saving nothing."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def pause(self) -> None:
+        """SIGSTOP: the server keeps its connections but answers nothing until `resume`."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
 
     def cleanup(self) -> None:
         self.stop()

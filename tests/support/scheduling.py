@@ -34,8 +34,8 @@ XDIST_GROUPS = (
 # Wall seconds of the longest units on 2 cores under `make test` (all workers busy); only the
 # order matters. Any other unit counts `SECONDS_PER_TEST` per test.
 UNIT_SECONDS = {
-    "spark-cluster": 235.0,
-    "spark": 190.0,
+    "spark-cluster": 290.0,
+    "spark": 270.0,
     "spark-differential": 185.0,
     "tests/e2e/test_supervisor.py": 80.0,
     "tests/e2e/test_broker_failover.py": 75.0,
@@ -44,12 +44,14 @@ UNIT_SECONDS = {
     "tests/integration/test_packaging.py": 50.0,
     "tests/integration/test_service_reset.py": 30.0,
     "tests/property/test_join_window_reference.py": 25.0,
+    "tests/oracle/test_oracle.py": 25.0,
     "tests/e2e/test_examples.py": 25.0,
     "tests/integration/test_kstreamd_processes.py": 25.0,
     "tests/unit/service/test_service_process.py": 25.0,
     "tests/e2e/test_dashboards_prometheus.py": 20.0,
     "tests/integration/test_kafka_ssl.py": 15.0,
     "tests/integration/test_internal_topics.py": 15.0,
+    "tests/integration/test_operator_warnings.py": 12.0,
     "tests/integration/test_kafka_sasl.py": 10.0,
 }
 SECONDS_PER_TEST = 0.3

@@ -364,3 +364,15 @@ def test_app_rejects_a_state_dir_that_is_a_file(tmp_path: Path) -> None:
         App(b.build(), "app", "127.0.0.1:1", config={"state_dir": str(afile)})
     with pytest.raises(ConfigError, match=r"^state_dir: cannot create or write"):
         App(b.build(), "app", "127.0.0.1:1", config={"state_dir": str(afile / "below")})
+
+
+def test_on_restore_error_is_fail_or_skip() -> None:
+    """What a restore does with a changelog record kstream did not write (no dead-letter
+    topic: a changelog record is not an input the app could be re-fed)."""
+    assert Config().on_restore_error == "fail"
+    assert Config.from_mapping({"on_restore_error": "skip"}).on_restore_error == "skip"
+    for bad in ("dlq", "ignore", None):
+        with pytest.raises(ConfigError) as e:
+            Config.from_mapping({"on_restore_error": bad})
+        assert str(e.value).startswith("on_restore_error: expected one of fail, skip "), e.value
+        assert str(e.value).endswith(f"got {bad!r}")

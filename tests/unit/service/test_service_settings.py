@@ -4,11 +4,15 @@ warned about, and every bad setting an exit 2 naming the key, before any connect
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import pytest
 
+import kstream
+from kstream.dsl import StreamBuilder
 from kstream.errors import ConfigError
+from kstream.runtime import App
 from kstream.service.cli import main
 from kstream.service.settings import load_settings
 
@@ -110,3 +114,49 @@ def test_a_state_dir_that_is_a_file_exits_2(
     cfg.write_text(f'app_id = "a"\nstate_dir = "{afile}"\n')
     assert _run(cfg) == 2
     assert "state_dir: " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("address", "message"),
+    [
+        ("127.0.0.1:notaport", "'127.0.0.1:notaport' has port 'notaport', not a number 1-65535"),
+        ("127.0.0.1:0", "'127.0.0.1:0' has port '0', not a number 1-65535"),
+        ("kafka", "'kafka' has no port"),
+        ("::1:9092", "write an IPv6 address in brackets"),
+        ("a:9092,", "entry 2 of 'a:9092,': an empty entry"),
+        ("http://a:9092", "a listener name must be one of PLAINTEXT, SSL"),
+    ],
+)
+def test_a_bad_bootstrap_address_exits_2_naming_the_key_before_connecting(
+    address: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "app.toml"
+    cfg.write_text(f'app_id = "a"\nstate_dir = "{tmp_path / "state"}"\n')
+    t0 = time.monotonic()
+    code = main(
+        [
+            "run",
+            "examples.word_count:topology",
+            "--config",
+            str(cfg),
+            "--bootstrap-servers",
+            address,
+        ]
+    )
+    took = time.monotonic() - t0
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("kstreamd run: error: bootstrap_servers: ") and message in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert took < 3, f"{took:.1f}s: checked before connecting, not after connect_timeout"
+
+
+def test_good_bootstrap_lists_pass_and_the_library_checks_them_too(tmp_path: Path) -> None:
+    for good in ("127.0.0.1:9092", " a:1, [::1]:9093 ", "SASL_SSL://kafka-0.kafka:9093"):
+        assert load_settings(env={}, flags={"bootstrap_servers": good}).bootstrap_servers == good
+    b = StreamBuilder()
+    b.stream("in").to("out")
+    with pytest.raises(ConfigError, match=r"^bootstrap_servers: '127.0.0.1:notaport' has port"):
+        App(b.build(), "a", "127.0.0.1:notaport", config={"state_dir": str(tmp_path)})
+    with pytest.raises(ConfigError, match=r"^bootstrap_servers: 'kafka' has no port"):
+        kstream.run_processes("mod:topology", app_id="a", bootstrap_servers="kafka")

@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+import redis
 from support.redis_server import RedisServer, available
 
 import store_backends
@@ -48,7 +49,9 @@ def test_write_is_retried_until_the_server_is_back(
         be.write_batch({b"b": b"2"}, (), {"changelog_offset": 5})
     t.join()
     assert restarted.is_set()
-    assert be.get(b"b") is None
+    assert redis.Redis.from_url(server.url).dbsize() == 0  # nothing written into the empty store
+    with pytest.raises(StoreLostError, match="lost its data"):
+        be.get(b"b")  # nor read from it: "absent" would be a lie
     assert any("write_batch failed" in r.getMessage() for r in caplog.records)
     be.close()
 

@@ -1,0 +1,372 @@
+"""Hypothesis strategies for oracle cases: random topologies and the records to pipe in.
+
+A topology grows from one or two sources by up to `MAX_OPS` steps; each step applies an
+operator to one of the open handles (a stream, a table, a grouped stream, ...), so the result
+is a chain, a tree (split, or a handle used twice) or a graph with two-input operators (merge,
+joins), which bring a new source when no fitting second input exists. Then every grouped
+handle is aggregated and every open stream or table is written to an output topic.
+
+Inputs use a small key alphabet with None, None values, and timestamps that mostly move
+forward but also step back, by more than the grace of the windows at times, so late records
+and out-of-order joins happen often. Everything drawn shrinks towards fewer operators, fewer
+records, and the first choice of each list.
+
+Where kstream differs from Kafka Streams on purpose or by a known divergence, the generator
+avoids the shape, with a comment naming the divergence (and the README lists it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from hypothesis import strategies as st
+
+from oracle import library as lib
+from oracle.spec import Case, Node
+
+MAX_OPS = 6
+KEYS = ("a", "b", "c", None)
+STRING_VALUES = ("x", "ab", "y", "ba", "q", None)
+MAX_RECORDS = 20
+LONG_RETENTION = 1000  # longer than any case's timestamps (at most 15 * MAX_RECORDS)
+T = TypeVar("T")
+STREAM_OPS = {
+    "stateless": (
+        "filter", "mapValues", "map", "selectKey", "flatMapValues", "filterNot", "flatMap",
+        "repartition",
+    ),
+    "group": ("groupByKey", "groupBy"),
+    "join": ("join", "leftJoin", "outerJoin"),
+    "route": ("split", "merge"),
+    "toTable": ("toTable",),
+}  # fmt: skip
+
+STREAM, TABLE, GLOBAL = "stream", "table", "global"
+GROUPED, GROUPED_TABLE, WINDOWED = "grouped", "grouped_table", "windowed"
+
+
+@dataclass
+class Handle:
+    """What a node gives to the operators after it."""
+
+    id: int
+    kind: str
+    vt: str
+    windowed: bool = False  # a table keyed by windows: only toStream applies
+    windows: dict[str, Any] | None = None  # a grouped stream's windows, drawn when grouped
+
+
+@dataclass
+class _Graph:
+    draw: Any
+    nodes: list[Node] = field(default_factory=list)
+    open: list[Handle] = field(default_factory=list)
+    tables: list[Handle] = field(default_factory=list)
+    globals: list[Handle] = field(default_factory=list)
+    streams: list[Handle] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)  # input topic -> value type
+    table_join: bool = False
+    multi: set[int] = field(default_factory=set)  # nodes that may give several records for one
+
+    def pick(self, options: Sequence[T]) -> T:
+        return self.draw(st.sampled_from(options))  # type: ignore[no-any-return]
+
+    def add(self, op: str, inputs: Sequence[Handle], vt: str, kind: str, **fields: Any) -> Handle:
+        nid = len(self.nodes)
+        node: Node = {"id": nid, "op": op, "vt": vt, **fields}
+        if inputs:
+            node["in"] = [h.id for h in inputs]
+        many = op in ("flatMap", "flatMapValues", "windowedBy") or "window" in fields
+        if many or (op == "groupBy" and kind == GROUPED_TABLE):
+            self.multi.add(nid)
+        self.nodes.append(node)
+        handle = Handle(nid, kind, vt)
+        if kind == STREAM:
+            self.streams.append(handle)
+        elif kind == TABLE:
+            self.tables.append(handle)
+        elif kind == GLOBAL:
+            self.globals.append(handle)
+        return handle
+
+    # --- sources --------------------------------------------------------------------------
+
+    def source(self, kind: str) -> Handle:
+        vt = self.pick((lib.STRING, lib.LONG))
+        topic = f"in{len(self.nodes)}"
+        self.sources[topic] = vt
+        if kind == STREAM:
+            return self.add("stream", [], vt, STREAM, topic=topic)
+        store = f"s{len(self.nodes)}"
+        op = "table" if kind == TABLE else "globalTable"
+        return self.add(op, [], vt, kind, topic=topic, store=store, store_kind="kv")
+
+    # --- steps ----------------------------------------------------------------------------
+
+    def step(self) -> None:
+        h = self.pick(self.open)
+        keep = self.draw(st.booleans()) and h.kind in (STREAM, TABLE) and not h.windowed
+        made = self.apply(h)
+        if not keep:
+            self.open.remove(h)
+        self.open.extend(made)
+
+    def apply(self, h: Handle) -> list[Handle]:
+        if h.kind == STREAM:
+            return self.stream_op(h)
+        if h.kind == TABLE:
+            return self.table_op(h)
+        return [self.aggregation(h)]
+
+    def fns(self, table: dict[str, lib.Fn], vt: str) -> list[lib.Fn]:
+        return [f for f in table.values() if f.accepts in (None, vt)]
+
+    def stream_op(self, h: Handle) -> list[Handle]:
+        # a kind of operator first, so that stateful ones are as likely as stateless ones
+        kind = self.pick(("stateless", "group", "join", "route", "toTable"))
+        op = self.pick(STREAM_OPS[kind])
+        vt = h.vt
+        if op in ("filter", "filterNot"):
+            fn = self.pick(self.fns(lib.PREDICATES, vt))
+            return [self.add(op, [h], vt, STREAM, fn=fn.name)]
+        if op in ("mapValues", "map", "flatMap", "flatMapValues", "selectKey"):
+            table = {
+                "mapValues": lib.VALUE_MAPPERS,
+                "map": lib.KV_MAPPERS,
+                "flatMap": lib.FLAT_MAPPERS,
+                "flatMapValues": lib.FLAT_VALUE_MAPPERS,
+                "selectKey": lib.KEY_SELECTORS,
+            }[op]
+            fn = self.pick(self.fns(table, vt))
+            return [self.add(op, [h], fn.output(vt), STREAM, fn=fn.name)]
+        if op == "split":
+            preds = self.fns(lib.PREDICATES, vt)
+            n = self.draw(st.integers(1, 2))
+            fns = [self.pick(preds).name for _ in range(n)]
+            default = self.draw(st.booleans())
+            split = self.add("split", [h], vt, "split", fns=fns, default=default)
+            return [
+                self.add("branch", [split], vt, STREAM, index=i)
+                for i in range(n + (1 if default else 0))
+            ]
+        if op == "merge":
+            other = self.other(h, STREAM, vt)
+            return [self.add("merge", [h, other], vt, STREAM)]
+        if op == "repartition":
+            return [self.add("repartition", [h], vt, STREAM)]
+        if op == "toTable":
+            store = f"s{len(self.nodes)}"
+            return [self.add("toTable", [h], vt, TABLE, store=store, store_kind="kv")]
+        if op in ("groupByKey", "groupBy"):
+            return [self.group(h, op)]
+        return [self.stream_join(h, op)]
+
+    def group(self, h: Handle, op: str) -> Handle:
+        """A grouped stream, and the windows (if any) its aggregation will use."""
+        windows = self.windows() if self.pick((True, False, True)) else None
+        if windows is not None and windows["type"] != "sliding":
+            # Known difference (README, "Dropped records"): kstream's time and session
+            # windows drop None values, Kafka's aggregate them; only sliding windows agree.
+            h = self.add("filter", [h], h.vt, STREAM, fn="value_not_null")
+        fields = {}
+        if op == "groupBy":
+            fields["fn"] = self.pick(self.fns(lib.KEY_SELECTORS, h.vt)).name
+        grouped = self.add(op, [h], h.vt, GROUPED, **fields)
+        grouped.windows = windows
+        return grouped
+
+    def other(self, h: Handle, kind: str, vt: str | None = None) -> Handle:
+        """A second input of `kind` for a two-input operator: an existing one, or a new
+        source."""
+        if kind == STREAM:
+            pool = self.streams
+        elif kind == TABLE:
+            pool = self.tables
+        else:
+            pool = self.globals
+        fits = [
+            o
+            for o in pool
+            if o.id != h.id and not o.windowed and vt in (None, o.vt) and not self.rejoins(h, o)
+        ]
+        if fits and self.draw(st.booleans()):
+            return self.pick(fits)
+        if vt is not None:
+            new = self.source(kind)
+            if new.vt != vt:  # the source's type was drawn: convert (a stream only)
+                fn = "len" if new.vt == lib.STRING else "str"
+                return self.add("mapValues", [new], vt, STREAM, fn=fn)
+            return new
+        return self.source(kind)
+
+    def ancestors(self, nid: int) -> set[int]:
+        """`nid` and every node above it."""
+        seen, todo = set(), [nid]
+        while todo:
+            n = todo.pop()
+            if n not in seen:
+                seen.add(n)
+                todo.extend(self.nodes[n].get("in", ()))
+        return seen
+
+    def rejoins(self, h: Handle, o: Handle) -> bool:
+        """Known divergence: kstream forwards a batch through one child, then the next, where
+        Kafka forwards each record through all children first; when a node that gives several
+        records for one input feeds both inputs of a merge or join, the two paths' records
+        meet in another order. Two inputs with such a node above both are not joined."""
+        return bool(self.ancestors(h.id) & self.ancestors(o.id) & self.multi)
+
+    def stream_join(self, h: Handle, op: str) -> Handle:
+        # outer joins are of two streams only
+        right_kind = STREAM if op == "outerJoin" else self.pick((STREAM, TABLE, GLOBAL))
+        other = self.other(h, right_kind)
+        fields: dict[str, Any] = {"fn": "pair"}
+        if right_kind == STREAM:
+            fields["window"] = {
+                "before": self.pick((0, 3, 10)),
+                "after": self.pick((0, 3, 10)),
+                "grace": self.pick((0, 5, 20)),
+            }
+        elif right_kind == GLOBAL:
+            fields["selector"] = self.pick(self.fns(lib.KEY_SELECTORS, h.vt)).name
+        return self.add(op, [h, other], lib.STRING, STREAM, **fields)
+
+    def table_op(self, h: Handle) -> list[Handle]:
+        if h.windowed:
+            return [self.to_stream(h)]
+        op = self.pick(
+            ("filter", "mapValues", "toStream", "groupBy", "join", "filterNot", "leftJoin",
+             "outerJoin")
+        )  # fmt: skip
+        vt = h.vt
+        if op in ("filter", "filterNot"):
+            fn = self.pick(self.fns(lib.PREDICATES, vt))
+            return [self.add(op, [h], vt, TABLE, fn=fn.name)]
+        if op == "mapValues":
+            fn = self.pick(self.fns(lib.VALUE_MAPPERS, vt))
+            return [self.add(op, [h], fn.output(vt), TABLE, fn=fn.name)]
+        if op == "toStream":
+            return [self.to_stream(h)]
+        if op == "groupBy":
+            fn = self.pick(self.fns(lib.KV_MAPPERS, vt))
+            return [self.add("groupBy", [h], fn.output(vt), GROUPED_TABLE, fn=fn.name)]
+        other = self.other(h, TABLE)
+        self.table_join = True
+        return [self.add(op, [h, other], lib.STRING, TABLE, fn="pair")]
+
+    def to_stream(self, h: Handle) -> Handle:
+        fields = {"windowed": True} if h.windowed else {}
+        return self.add("toStream", [h], h.vt, STREAM, **fields)
+
+    # --- aggregations ---------------------------------------------------------------------
+
+    def aggregation(self, h: Handle) -> Handle:
+        fields: dict[str, Any] = {}
+        if h.kind == GROUPED and h.windows is not None:
+            h, fields = self.windowed_by(h, h.windows)
+        session = h.windows is not None and h.windows["type"] == "session"
+        op = self.pick(("count", "reduce", "aggregate"))
+        kind = ("session" if session else "window") if h.kind == WINDOWED else "kv"
+        fields.update(store=f"s{len(self.nodes)}", store_kind=kind)
+        vt = h.vt
+        if op == "count":
+            vt = lib.LONG
+        elif op == "reduce" and h.kind == GROUPED_TABLE:
+            adders = [a for a, s in lib.TABLE_REDUCERS.items() if lib.REDUCERS[a].accepts == vt]
+            fields["fn"] = self.pick(adders)
+            fields["subtractor"] = lib.TABLE_REDUCERS[fields["fn"]]
+        elif op == "reduce":
+            fields["fn"] = self.pick(
+                [f for f in ("concat", "sum", "max") if lib.REDUCERS[f].accepts == vt]
+            )
+        else:
+            names = lib.TABLE_SUBTRACTORS if h.kind == GROUPED_TABLE else lib.AGGREGATIONS
+            aggs = [lib.AGGREGATIONS[n] for n in names]
+            agg = self.pick([a for a in aggs if a.accepts in (None, vt)])
+            fields["fn"] = agg.name
+            vt = agg.gives
+            if h.kind == GROUPED_TABLE:
+                fields["subtractor"] = lib.TABLE_SUBTRACTORS[agg.name][0]
+            if session:
+                fields["merger"] = lib.MERGER_FOR[vt]
+        handle = self.add(op, [h], vt, TABLE, **fields)
+        handle.windowed = h.kind == WINDOWED
+        return handle
+
+    def windows(self) -> dict[str, Any]:
+        wtype = self.pick(("time", "session", "sliding"))
+        grace = self.pick((0, 3, 10))
+        if wtype == "time":
+            size = self.pick((5, 10, 20))
+            advance = min(self.pick((size, 2, 5)), size)
+            return {"type": "time", "size": size, "advance": advance, "grace": grace}
+        if wtype == "sliding":
+            return {"type": "sliding", "size": self.pick((5, 10)), "grace": grace}
+        return {"type": "session", "gap": self.pick((3, 10)), "grace": grace}
+
+    def windowed_by(self, h: Handle, windows: dict[str, Any]) -> tuple[Handle, dict[str, Any]]:
+        """The windowed stream, and the fields its aggregation's node needs."""
+        emit = self.pick(("update", "final"))
+        handle = self.add("windowedBy", [h], h.vt, WINDOWED, windows=windows, emit=emit)
+        handle.windows = windows
+        # Known difference (README, "Output and emission"): kstream emits the windows a record
+        # closes before aggregating it, Kafka after, so in Kafka a record that jumps ahead can
+        # expire a closed window from the store before its final result is read. A retention
+        # longer than any case's timestamps keeps both stores from expiring anything.
+        if emit == "final" or self.draw(st.booleans()):
+            return handle, {"retention": LONG_RETENTION}
+        return handle, {}
+
+    # --- the end --------------------------------------------------------------------------
+
+    def finish(self) -> None:
+        for h in list(self.open):
+            while h.kind not in (STREAM, TABLE):
+                h = self.aggregation(h)
+            if h.kind == TABLE:
+                h = self.to_stream(h)
+            self.add("to", [h], h.vt, "sink", topic=f"out{len(self.nodes)}")
+        self.open = []
+
+
+def _value(vt: str) -> st.SearchStrategy[Any]:
+    if vt == lib.STRING:
+        return st.sampled_from(STRING_VALUES)
+    return st.one_of(st.integers(0, 9), st.none())
+
+
+@st.composite
+def records(draw: Any, sources: dict[str, str], in_order: bool = False) -> list[list[Any]]:
+    """Records for the input topics `sources` (topic -> value type), timestamps mostly rising
+    (never falling with `in_order`)."""
+    topics = sorted(sources)
+    n = draw(st.sampled_from(range(1, MAX_RECORDS + 1)))  # uniform: integers() favours few
+    out: list[list[Any]] = []
+    ts = 0
+    for _ in range(n):
+        topic = draw(st.sampled_from(topics))
+        ts = max(0, ts + draw(st.integers(0 if in_order else -12, 15)))
+        out.append([topic, draw(st.sampled_from(KEYS)), draw(_value(sources[topic])), ts])
+    return out
+
+
+@st.composite
+def cases(draw: Any, max_ops: int = MAX_OPS) -> Case:
+    """A random topology of up to `max_ops` operators (plus the aggregations and sinks that
+    complete it) and its input records."""
+    g = _Graph(draw)
+    g.open.append(g.source(g.pick((STREAM, TABLE, STREAM))))
+    for _ in range(draw(st.integers(1, max_ops))):
+        if not g.open:
+            break
+        g.step()
+    g.finish()
+    # Known divergence (README, "State"): kstream's table-table joins stamp a result from
+    # timestamps they keep themselves, not from the tables' stores. When one update reaches
+    # both sides of a join (`t.filter(...).join(t)`, or a join of a join with one of its
+    # tables) and is older than the key's previous update, the side processed first still
+    # sees the other side's previous (newer) timestamp in kstream, the updated one in Kafka.
+    # Cases with a table-table join get timestamps that never fall.
+    return Case(g.nodes, draw(records(g.sources, in_order=g.table_join)))

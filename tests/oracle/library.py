@@ -1,0 +1,183 @@
+"""The fixed function library that oracle specs name their functions from.
+
+The Java harness (tools/kafka-streams-oracle, `Library.java`) holds the same functions under the
+same names, so a spec carries only names across the language boundary. Values are `str` or `int`
+(Kafka's String and Long) or None, and every function is total over None exactly as its Java
+twin is (Kafka's time and session window aggregations hand None values to reducers and
+aggregators): a difference between the two would show up as a divergence that is not
+kstream's.
+
+Each function also has a signature (`Fn.accepts`, `Fn.gives`) so the generator only applies it
+where it fits: "string", "long", or None for "any" (and, for `gives`, "the same as the input").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+STRING, LONG = "string", "long"
+
+
+@dataclass(frozen=True)
+class Fn:
+    """One library function: its name, what it applies to and what it gives."""
+
+    name: str
+    fn: Callable[..., Any]
+    accepts: str | None = None
+    gives: str | None = None
+
+    def output(self, vt: str) -> str:
+        """The value type of this function's results on values of type `vt`."""
+        return self.gives or vt
+
+
+def head(v: str) -> str:
+    return v[:1]
+
+
+def render(v: Any) -> str:
+    """Java's `String.valueOf`: None is "null", a Long its decimal digits."""
+    return "null" if v is None else str(v)
+
+
+def upper(k: str | None) -> str | None:
+    return None if k is None else k.upper()
+
+
+def mod_key(v: int | None) -> str | None:
+    """The text "m" and Java's `Math.floorMod(v, 3)`, which is Python's `%`."""
+    return None if v is None else f"m{v % 3}"
+
+
+def _num(v: int | None) -> int:
+    return 0 if v is None else v
+
+
+def _len(v: str | None) -> int:
+    return 0 if v is None else len(v)
+
+
+def _plus_text(k: str, v: str | None, agg: str) -> str:
+    return f"{agg}+{render(v)}"
+
+
+def _drop_a(v: str | None) -> str | None:
+    return None if v is None or "a" in v else v
+
+
+def _table(*fns: Fn) -> dict[str, Fn]:
+    return {f.name: f for f in fns}
+
+
+PREDICATES = _table(
+    Fn("key_is_a", lambda k, v: k == "a"),
+    Fn("key_not_null", lambda k, v: k is not None),
+    Fn("value_not_null", lambda k, v: v is not None),
+    Fn("short_value", lambda k, v: v is not None and len(v) <= 1, STRING),
+    Fn("even", lambda k, v: v is not None and v % 2 == 0, LONG),
+    Fn("small", lambda k, v: v is not None and v < 5, LONG),
+)
+
+VALUE_MAPPERS = _table(
+    Fn("upper", upper, STRING),
+    Fn("twice", lambda v: None if v is None else v + v, STRING),
+    Fn("len", lambda v: None if v is None else len(v), STRING, LONG),
+    Fn("inc", lambda v: None if v is None else v + 1, LONG),
+    Fn("str", lambda v: None if v is None else render(v), LONG, STRING),
+    Fn("null_to_text", render, None, STRING),
+    Fn("drop_a", _drop_a, STRING),
+)
+
+# (k, v) -> (k2, v2): KStream.map, and KTable.groupBy's selector
+KV_MAPPERS = _table(
+    Fn("swap", lambda k, v: (v, k), STRING),
+    Fn("key_head", lambda k, v: (None if v is None else head(v), v), STRING),
+    Fn("upper_key", lambda k, v: (upper(k), v)),
+    Fn("key_plus_value", lambda k, v: (k, None if v is None else render(k) + v), STRING),
+    Fn("mod_key", lambda k, v: (mod_key(v), v), LONG),
+    Fn("const_key", lambda k, v: ("z", v)),
+    Fn("identity", lambda k, v: (k, v)),
+    Fn("null_key_if_x", lambda k, v: (None if v == "x" else k, v), STRING),
+)
+
+# (k, v) -> k2: selectKey, groupBy, and the global-table join's key selector
+KEY_SELECTORS = _table(
+    Fn("value_head", lambda k, v: None if v is None else head(v), STRING),
+    Fn("upper_key", lambda k, v: upper(k)),
+    Fn("const_z", lambda k, v: "z"),
+    Fn("null_key", lambda k, v: None),
+    Fn("mod_key", lambda k, v: mod_key(v), LONG),
+    Fn("same_key", lambda k, v: k),
+)
+
+FLAT_VALUE_MAPPERS = _table(
+    Fn("chars", lambda v: [] if v is None else list(v), STRING),
+    Fn("dup", lambda v: [v, v]),
+    Fn("none", lambda v: []),
+)
+
+FLAT_MAPPERS = _table(
+    Fn("fanout", lambda k, v: [(k, v), (None if k is None else k + k, v)]),
+    Fn("chars_keys", lambda k, v: [] if v is None else [(c, v) for c in v], STRING),
+)
+
+# (agg, v) -> agg: stream reducers, and a table's adder/subtractor pairs (see TABLE_REDUCERS)
+REDUCERS = _table(
+    Fn("concat", lambda a, v: a + render(v), STRING),
+    Fn("sum", lambda a, v: a + _num(v), LONG),
+    Fn("max", lambda a, v: a if v is None else max(a, v), LONG),
+    Fn("plus_text", lambda a, v: f"{a}+{v}", STRING),
+    Fn("minus_text", lambda a, v: f"{a}-{v}", STRING),
+    Fn("minus", lambda a, v: a - v, LONG),
+)
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    """An initializer and aggregator of one name (Java keeps them in two maps)."""
+
+    name: str
+    init: Callable[[], Any]
+    add: Callable[[Any, Any, Any], Any]
+    accepts: str | None
+    gives: str
+
+
+AGGREGATIONS = {
+    a.name: a
+    for a in (
+        Aggregation("concat_agg", lambda: "<", lambda k, v, a: a + render(v), STRING, STRING),
+        Aggregation("sum_agg", lambda: 0, lambda k, v, a: a + _num(v), LONG, LONG),
+        Aggregation("len_agg", lambda: 0, lambda k, v, a: a + _len(v), STRING, LONG),
+        Aggregation("count_agg", lambda: 0, lambda k, v, a: a + 1, None, LONG),
+        Aggregation("plus_text_agg", lambda: "", _plus_text, STRING, STRING),
+        Aggregation("plus_len_agg", lambda: 0, lambda k, v, a: a + _len(v), STRING, LONG),
+    )
+}
+
+# a table aggregation's subtractor, by its adder
+TABLE_SUBTRACTORS: dict[str, tuple[str, Callable[[Any, Any, Any], Any]]] = {
+    "plus_text_agg": ("minus_text_agg", lambda k, v, a: f"{a}-{v}"),
+    "plus_len_agg": ("minus_len_agg", lambda k, v, a: a - len(v)),
+    "sum_agg": ("minus_sum_agg", lambda k, v, a: a - v),
+}
+
+# a table reduce's subtractor, by its adder
+TABLE_REDUCERS = {"plus_text": "minus_text", "sum": "minus"}
+
+# a session aggregation's merger, by the aggregate's type
+MERGERS = _table(
+    Fn("merge_text", lambda k, a, b: f"{a}&{b}", STRING),
+    Fn("merge_sum", lambda k, a, b: a + b, LONG),
+)
+MERGER_FOR = {STRING: "merge_text", LONG: "merge_sum"}
+
+JOINERS = _table(Fn("pair", lambda a, b: f"{render(a)}|{render(b)}", None, STRING))
+
+
+def windowed_text(key: Any) -> str:
+    """A windowed key as the text both sides render it to: "key@start/end"."""
+    return f"{key.key}@{key.start}/{key.end}"

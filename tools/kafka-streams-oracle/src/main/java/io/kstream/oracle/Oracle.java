@@ -1,0 +1,192 @@
+package io.kstream.oracle;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.io.StringWriter;
+import java.io.PrintWriter;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.serialization.Serde;
+import org.apache.kafka.streams.KeyValue;
+import org.apache.kafka.streams.StreamsBuilder;
+import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.TestInputTopic;
+import org.apache.kafka.streams.TestOutputTopic;
+import org.apache.kafka.streams.Topology;
+import org.apache.kafka.streams.TopologyConfig;
+import org.apache.kafka.streams.TopologyTestDriver;
+import org.apache.kafka.streams.kstream.Windowed;
+import org.apache.kafka.streams.state.KeyValueIterator;
+import org.apache.kafka.streams.test.TestRecord;
+
+/**
+ * Kafka Streams as the oracle: reads one case per line of stdin, a JSON object
+ * {"nodes": [...], "records": [[topic, key, value, timestamp], ...]}, runs it in Kafka's
+ * TopologyTestDriver and prints one JSON answer per line: {"outputs": {topic: [[key, value,
+ * timestamp, headers], ...]}, "stores": {name: [...]}, "describe": text}, or {"error": text}.
+ * One JVM serves a whole test session, so its start and warm-up are paid once.
+ */
+public final class Oracle {
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    private Oracle() {}
+
+    public static void main(String[] args) throws Exception {
+        // Kafka's logging and warnings go to stderr; stdout carries answers only
+        PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8);
+        System.setOut(System.err);
+        String stateDir = Files.createTempDirectory("kafka-streams-oracle").toString();
+        BufferedReader in = new BufferedReader(
+            new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            if (line.isBlank()) continue;
+            Map<String, Object> answer;
+            try {
+                answer = run(JSON.readTree(line), stateDir);
+            } catch (Throwable e) {
+                StringWriter trace = new StringWriter();
+                e.printStackTrace(new PrintWriter(trace));
+                answer = Map.of("error", trace.toString());
+            }
+            out.println(JSON.writeValueAsString(answer));
+            out.flush();
+        }
+    }
+
+    static Properties config(String stateDir) {
+        Properties props = new Properties();
+        props.put(StreamsConfig.APPLICATION_ID_CONFIG, "oracle");
+        props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, "unused:9092");
+        props.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
+        // kstream forwards every update: no record cache on this side either
+        props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
+        props.put(StreamsConfig.DSL_STORE_SUPPLIERS_CLASS_CONFIG, OracleStoreSuppliers.class);
+        // emit-final windows and left/outer stream-stream joins check for closed windows on
+        // every record, as kstream does (Kafka throttles them to once a wall-clock second)
+        props.put(StreamsConfig.InternalConfig.EMIT_INTERVAL_MS_KSTREAMS_WINDOWED_AGGREGATION, 0L);
+        props.put(
+            StreamsConfig.InternalConfig.EMIT_INTERVAL_MS_KSTREAMS_OUTER_JOIN_SPURIOUS_RESULTS_FIX,
+            0L);
+        return props;
+    }
+
+    static Map<String, Object> run(JsonNode spec, String stateDir) {
+        Properties props = config(stateDir);
+        StreamsBuilder builder = new StreamsBuilder(new TopologyConfig(new StreamsConfig(props)));
+        new SpecBuilder(builder).build(spec);
+        Topology topology = builder.build();
+        Map<String, Object> answer = new LinkedHashMap<>();
+        answer.put("describe", topology.describe().toString());
+        try (TopologyTestDriver driver =
+                 new TopologyTestDriver(topology, props, Instant.ofEpochMilli(0))) {
+            Map<String, TestInputTopic<Object, Object>> inputs = new HashMap<>();
+            Map<String, TestOutputTopic<Object, Object>> outputs = new LinkedHashMap<>();
+            List<JsonNode> stores = new ArrayList<>();
+            for (JsonNode node : spec.get("nodes")) {
+                String op = node.get("op").asText();
+                Serde<Object> vs = SpecBuilder.serde(node.get("vt").asText());
+                if (node.has("topic") && !"to".equals(op)) {
+                    String topic = node.get("topic").asText();
+                    inputs.put(topic, driver.createInputTopic(
+                        topic, SpecBuilder.KEY.serializer(), vs.serializer()));
+                } else if ("to".equals(op)) {
+                    String topic = node.get("topic").asText();
+                    outputs.put(topic, driver.createOutputTopic(
+                        topic, SpecBuilder.KEY.deserializer(), vs.deserializer()));
+                }
+                if (node.has("store")) stores.add(node);
+            }
+            for (JsonNode r : spec.get("records")) {
+                String topic = r.get(0).asText();
+                String vt = typeOf(spec, topic);
+                inputs.get(topic).pipeInput(
+                    r.get(1).isNull() ? null : r.get(1).asText(),
+                    value(r.get(2), vt),
+                    r.get(3).asLong());
+            }
+            Map<String, Object> produced = new LinkedHashMap<>();
+            for (Map.Entry<String, TestOutputTopic<Object, Object>> e : outputs.entrySet()) {
+                List<Object> records = new ArrayList<>();
+                for (TestRecord<Object, Object> rec : e.getValue().readRecordsToList()) {
+                    records.add(Arrays.asList(
+                        rec.key(), rec.value(), rec.timestamp(), headers(rec)));
+                }
+                produced.put(e.getKey(), records);
+            }
+            answer.put("outputs", produced);
+            Map<String, Object> contents = new LinkedHashMap<>();
+            for (JsonNode node : stores) {
+                contents.put(node.get("store").asText(), store(driver, node));
+            }
+            answer.put("stores", contents);
+        }
+        return answer;
+    }
+
+    private static String typeOf(JsonNode spec, String topic) {
+        for (JsonNode node : spec.get("nodes")) {
+            if (topic.equals(node.path("topic").asText()) && !"to".equals(node.get("op").asText())) {
+                return node.get("vt").asText();
+            }
+        }
+        throw new IllegalArgumentException("no source reads " + topic);
+    }
+
+    private static Object value(JsonNode v, String vt) {
+        if (v.isNull()) return null;
+        return "long".equals(vt) ? (Object) v.asLong() : v.asText();
+    }
+
+    private static List<Object> headers(TestRecord<Object, Object> rec) {
+        List<Object> out = new ArrayList<>();
+        for (Header h : rec.headers()) {
+            out.add(Arrays.asList(h.key(), h.value() == null ? null
+                : new String(h.value(), StandardCharsets.ISO_8859_1)));
+        }
+        return out;
+    }
+
+    /** A store's contents: [key, value] rows, or [key, start, end, value] for windows. */
+    private static List<Object> store(TopologyTestDriver driver, JsonNode node) {
+        String name = node.get("store").asText();
+        List<Object> rows = new ArrayList<>();
+        switch (node.get("store_kind").asText()) {
+            case "kv":
+                try (KeyValueIterator<Object, Object> it =
+                         driver.getKeyValueStore(name).all()) {
+                    it.forEachRemaining(kv -> rows.add(Arrays.asList(kv.key, kv.value)));
+                }
+                return rows;
+            case "window":
+                try (KeyValueIterator<Windowed<Object>, Object> it =
+                         driver.getWindowStore(name).all()) {
+                    it.forEachRemaining(kv -> rows.add(windowRow(kv)));
+                }
+                return rows;
+            default:
+                try (KeyValueIterator<Windowed<Object>, Object> it =
+                         driver.getSessionStore(name).findSessions(null, null, 0, Long.MAX_VALUE)) {
+                    it.forEachRemaining(kv -> rows.add(windowRow(kv)));
+                }
+                return rows;
+        }
+    }
+
+    private static List<Object> windowRow(KeyValue<Windowed<Object>, Object> kv) {
+        return Arrays.asList(
+            kv.key.key(), kv.key.window().start(), kv.key.window().end(), kv.value);
+    }
+}
