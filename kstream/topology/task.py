@@ -44,7 +44,7 @@ from typing import Any, Protocol
 from kstream.errors import (
     ProcessingError,
     RecordError,
-    StoreLostError,
+    StoreError,
     TopologyError,
 )
 from kstream.records import Headers, Record
@@ -258,10 +258,12 @@ class Task:
 
     def report(self, exc: BaseException, record: Record, where: str) -> None:
         """Turn an exception on `record` into a `ProcessingError` for the error handler."""
-        if isinstance(exc, RecordError | TopologyError | StoreLostError):
+        if isinstance(exc, RecordError | TopologyError | StoreError):
             # Already reported (a handler re-raised it further down), a bug in the topology
-            # that skipping records cannot fix, or a remote store that lost or rolled back its
-            # data: not the record's fault, the runtime rebuilds the store and retries.
+            # that skipping records cannot fix, or a store that failed: not the record's fault.
+            # A store that lost or rolled back its data is rebuilt and the batch retried; one
+            # that does not answer stops the app, instead of every record of the outage being
+            # skipped or dead-lettered.
             raise exc
         self.fail_record(
             ProcessingError, f"{where} failed on a record: {type(exc).__name__}: {exc}", record, exc
