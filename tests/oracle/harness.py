@@ -74,10 +74,17 @@ class Oracle:
         )
         return cls(proc, stderr)
 
-    def submit(self, case: Case) -> None:
+    def submit(self, case: Case, broker: dict[str, Any] | None = None) -> None:
+        """Send `case`; with `broker` ({"bootstrap", "application_id", "timeout_ms"}) the
+        harness runs it as a KafkaStreams app on that broker instead of in its test driver
+        (the case's records are then already in its input topics, and the answer is
+        {"ran_ms": ...} once the app has consumed them all)."""
         assert self._proc.stdin is not None
+        line = case.to_json()
+        if broker is not None:
+            line = json.dumps({"nodes": case.nodes, "records": [], "broker": broker})
         try:
-            self._proc.stdin.write(case.to_json() + "\n")
+            self._proc.stdin.write(line + "\n")
             self._proc.stdin.flush()
         except BrokenPipeError as e:
             raise HarnessError(f"the harness died: {self._tail()}") from e

@@ -13,6 +13,7 @@ where it fits: "string", "long", or None for "any" (and, for `gives`, "the same 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -68,6 +69,26 @@ def _drop_a(v: str | None) -> str | None:
     return None if v is None or "a" in v else v
 
 
+def word(v: str | None, i: int) -> str | None:
+    """Word `i` of a text split at single spaces, or None (Java's `split(" ", -1)`)."""
+    if v is None:
+        return None
+    words = v.split(" ")
+    return words[i] if i < len(words) else None
+
+
+_WORD = re.compile(r"[a-z0-9_]+")
+
+
+def words(v: str | None) -> list[str]:
+    """The words of a text in lower case (ASCII letters, digits and "_")."""
+    return [] if v is None else _WORD.findall(v.lower())
+
+
+def _by_first_word(k: str | None, v: str | None) -> tuple[str | None, str | None]:
+    return (None, None) if v is None else (word(v, 0), f"{render(k)} {v}")
+
+
 def _table(*fns: Fn) -> dict[str, Fn]:
     return {f.name: f for f in fns}
 
@@ -101,6 +122,7 @@ KV_MAPPERS = _table(
     Fn("const_key", lambda k, v: ("z", v)),
     Fn("identity", lambda k, v: (k, v)),
     Fn("null_key_if_x", lambda k, v: (None if v == "x" else k, v), STRING),
+    Fn("by_first_word", _by_first_word, STRING),
 )
 
 # (k, v) -> k2: selectKey, groupBy, and the global-table join's key selector
@@ -111,12 +133,16 @@ KEY_SELECTORS = _table(
     Fn("null_key", lambda k, v: None),
     Fn("mod_key", lambda k, v: mod_key(v), LONG),
     Fn("same_key", lambda k, v: k),
+    Fn("value", lambda k, v: v, STRING),
+    Fn("first_word", lambda k, v: word(v, 0), STRING),
+    Fn("third_word", lambda k, v: word(v, 2), STRING),
 )
 
 FLAT_VALUE_MAPPERS = _table(
     Fn("chars", lambda v: [] if v is None else list(v), STRING),
     Fn("dup", lambda v: [v, v]),
     Fn("none", lambda v: []),
+    Fn("words", words, STRING),
 )
 
 FLAT_MAPPERS = _table(

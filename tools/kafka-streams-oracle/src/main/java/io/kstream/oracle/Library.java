@@ -4,6 +4,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.kstream.Aggregator;
 import org.apache.kafka.streams.kstream.Initializer;
@@ -48,6 +50,15 @@ final class Library {
         return v == null ? null : "m" + Math.floorMod((Long) v, 3L);
     }
 
+    /** Word i of a text split at single spaces (Python's str.split(" ")), or null. */
+    static String word(Object v, int i) {
+        if (v == null) return null;
+        String[] words = ((String) v).split(" ", -1);
+        return i < words.length ? words[i] : null;
+    }
+
+    private static final Pattern WORD = Pattern.compile("[a-z0-9_]+");
+
     static final Map<String, Predicate<Object, Object>> PREDICATES = Map.of(
         "key_is_a", (k, v) -> "a".equals(k),
         "key_not_null", (k, v) -> k != null,
@@ -74,7 +85,9 @@ final class Library {
             "mod_key", (k, v) -> KeyValue.pair(modKey(v), v),
             "const_key", (k, v) -> KeyValue.pair("z", v),
             "identity", (k, v) -> KeyValue.pair(k, v),
-            "null_key_if_x", (k, v) -> KeyValue.pair("x".equals(v) ? null : k, v));
+            "null_key_if_x", (k, v) -> KeyValue.pair("x".equals(v) ? null : k, v),
+            "by_first_word", (k, v) -> v == null ? KeyValue.pair(null, null)
+                : KeyValue.pair(word(v, 0), render(k) + " " + v));
 
     static final Map<String, KeyValueMapper<Object, Object, Object>> KEY_SELECTORS = Map.of(
         "value_head", (k, v) -> v == null ? null : head(v),
@@ -82,7 +95,10 @@ final class Library {
         "const_z", (k, v) -> "z",
         "null_key", (k, v) -> null,
         "mod_key", (k, v) -> modKey(v),
-        "same_key", (k, v) -> k);
+        "same_key", (k, v) -> k,
+        "value", (k, v) -> v,
+        "first_word", (k, v) -> word(v, 0),
+        "third_word", (k, v) -> word(v, 2));
 
     static final Map<String, ValueMapper<Object, Iterable<Object>>> FLAT_VALUE_MAPPERS = Map.of(
         "chars", v -> {
@@ -98,7 +114,15 @@ final class Library {
             out.add(v);
             return out;
         },
-        "none", v -> new ArrayList<>());
+        "none", v -> new ArrayList<>(),
+        "words", v -> {
+            List<Object> out = new ArrayList<>();
+            if (v != null) {
+                Matcher m = WORD.matcher(((String) v).toLowerCase(Locale.ROOT));
+                while (m.find()) out.add(m.group());
+            }
+            return out;
+        });
 
     static final Map<String, KeyValueMapper<Object, Object, Iterable<KeyValue<Object, Object>>>>
         FLAT_MAPPERS = Map.of(

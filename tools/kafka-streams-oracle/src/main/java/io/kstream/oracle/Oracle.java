@@ -55,7 +55,8 @@ public final class Oracle {
             if (line.isBlank()) continue;
             Map<String, Object> answer;
             try {
-                answer = run(JSON.readTree(line), stateDir);
+                JsonNode spec = JSON.readTree(line);
+                answer = spec.has("broker") ? Broker.run(spec, stateDir) : run(spec, stateDir);
             } catch (Throwable e) {
                 StringWriter trace = new StringWriter();
                 e.printStackTrace(new PrintWriter(trace));
