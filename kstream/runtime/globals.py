@@ -9,7 +9,6 @@ one batch behind.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +16,7 @@ from confluent_kafka import OFFSET_BEGINNING
 
 from kstream.config import Config
 from kstream.errors import StoreError
+from kstream.kafka.read_to_end import ReadToEndTimeout, read_to_end
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.records import Headers, Record
 from kstream.topology.compiled import CompiledTopology
@@ -73,43 +73,43 @@ class GlobalStores:
                 config.connect_timeout,
             )
         )
-        self._next: dict[tuple[str, int], int] = {}
         self._tps: list[tuple[str, int]] = []
         for topic in compiled.global_topics:
             parts = self.consumer.partitions_for(topic)
             if not parts:
                 raise StoreError(f"global table topic {topic!r} does not exist")
             self._tps += [(topic, p) for p in parts]
-        self.consumer.assign([(t, p, OFFSET_BEGINNING) for t, p in self._tps])
         self._batch = config.batch_max_records
 
     def bootstrap(self, stop: Any = None, idle_timeout: float = 60.0) -> None:
-        """Read every global partition to its end before processing starts."""
-        last = time.monotonic()
-        while stop is None or not stop.is_set():
-            n = self.poll(0.2)
-            if n:
-                last = time.monotonic()
-            if all(self._at_end(tp) for tp in self._tps):
-                return
-            if time.monotonic() - last > idle_timeout:
-                raise StoreError(
-                    f"global stores: no progress reading {self._tps} for {idle_timeout:g}s"
-                )
-
-    def _at_end(self, tp: tuple[str, int]) -> bool:
-        eof = self.consumer.eof_offset(*tp)
-        return eof is not None and eof >= self._next.get(tp, 0)
+        """Assign every global partition from its beginning and read it to its end (partition
+        EOF: kstream.kafka.read_to_end) before processing starts; `poll` follows from there."""
+        starts = dict.fromkeys(self._tps, OFFSET_BEGINNING)
+        try:
+            for batch in read_to_end(
+                self.consumer,
+                starts,
+                max_records=self._batch,
+                poll_s=0.2,
+                idle_timeout=idle_timeout,
+                stop=stop,
+            ):
+                self._apply(batch.messages)
+        except ReadToEndTimeout:
+            raise StoreError(
+                f"global stores: no progress reading {self._tps} for {idle_timeout:g}s"
+            ) from None
 
     def poll(self, timeout: float = 0.0) -> int:
         """Apply what has arrived; returns the number of records."""
-        msgs = self.consumer.consume_batch(self._batch, timeout)
+        return self._apply(self.consumer.consume_batch(self._batch, timeout))
+
+    def _apply(self, msgs: list[Any]) -> int:
         if not msgs:
             return 0
         by_topic: dict[str, list[Record]] = {}
         for m in msgs:
             topic, part, off = m.topic() or "", m.partition() or 0, m.offset() or 0
-            self._next[(topic, part)] = off + 1
             by_topic.setdefault(topic, []).append(
                 Record(m.key(), m.value(), m.timestamp()[1], _headers(m), topic, part, off)
             )

@@ -10,14 +10,14 @@ exactly the committed result. Records without an id are all passed on.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING
 
 from kstream.errors import KStreamError
-from kstream.kafka.consumer import TO_END_POLL_S, Consumer, to_end_settings
+from kstream.kafka.consumer import Consumer, to_end_settings
+from kstream.kafka.read_to_end import ReadToEndTimeout, read_to_end
 from kstream.records import Record
 from kstream.serde import SerdeContext, SerdeLike, serde
 from kstream.state.provenance import from_headers
@@ -56,9 +56,12 @@ class TopicReader:
 
     def poll(self, timeout: float = 0.2, max_records: int = 10_000) -> list[Record]:
         """The new records (deserialized) that arrived, without repeats."""
+        return self._records(self.consumer.consume_batch(max_records, timeout))
+
+    def _records(self, msgs: list[Any]) -> list[Record]:
         out: list[Record] = []
         ks, vs, topic = self.key_serde, self.value_serde, self.topic
-        for m in self.consumer.consume_batch(max_records, timeout):
+        for m in msgs:
             part, off = m.partition() or 0, m.offset() or 0
             self._next[part] = off + 1
             headers: Any = m.headers() or []
@@ -83,18 +86,17 @@ class TopicReader:
         return True
 
     def read_to_end(self, idle_timeout: float = 30.0) -> list[Record]:
-        """Everything up to the current end of every partition."""
+        """Everything up to the current end of every partition (from where `poll` got to)."""
+        starts = {(self.topic, p): self._next.get(p, OFFSET_BEGINNING) for p in self.partitions}
         out: list[Record] = []
-        last = time.monotonic()
-        while True:
-            got = self.poll(TO_END_POLL_S)
-            if got:
-                out += got
-                last = time.monotonic()
-            if self.at_end():
-                return out
-            if time.monotonic() - last > idle_timeout:
-                raise KStreamError(f"reading {self.topic!r}: no end reached in {idle_timeout:g}s")
+        try:
+            for batch in read_to_end(self.consumer, starts, idle_timeout=idle_timeout):
+                out += self._records(batch.messages)
+        except ReadToEndTimeout:
+            raise KStreamError(
+                f"reading {self.topic!r}: no end reached in {idle_timeout:g}s"
+            ) from None
+        return out
 
     def close(self) -> None:
         self.consumer.close()
@@ -129,12 +131,14 @@ def caught_up(bootstrap_servers: str, group: str, topic: str, timeout_s: float =
     with Consumer(bootstrap_servers, group_id=group) as meta:
         parts = meta.partitions_for(topic)
         committed = meta.committed([TopicPartition(topic, p) for p in parts])
+    starts = {(topic, tp.partition): max(tp.offset, 0) for tp in committed}
     with Consumer(bootstrap_servers, kafka=to_end_settings(None)) as c:
-        c.assign([TopicPartition(topic, tp.partition, max(tp.offset, 0)) for tp in committed])
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if c.consume_batch(1, 0.05):
-                return False
-            if all(c.eof_offset(topic, p) is not None for p in parts):
-                return True
-    raise KStreamError(f"topic {topic!r}: no end in sight after {timeout_s:g}s")
+        try:
+            for batch in read_to_end(
+                c, starts, max_records=1, poll_s=0.05, idle_timeout=None, timeout=timeout_s
+            ):
+                if batch.messages:
+                    return False
+        except ReadToEndTimeout:
+            raise KStreamError(f"topic {topic!r}: no end in sight after {timeout_s:g}s") from None
+    return True

@@ -400,43 +400,39 @@ def _read_globals(
     plan: TaskPlan, offsets: dict[str, dict[int, int]]
 ) -> dict[str, list[list[Record]]]:
     """New records of the global topics since `offsets` (updated), per topic and partition."""
-    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING
 
-    from kstream.kafka.consumer import TO_END_POLL_S, Consumer, to_end_settings
+    from kstream.kafka.consumer import Consumer, to_end_settings
+    from kstream.kafka.read_to_end import ReadToEndTimeout, read_to_end
 
     out: dict[str, list[list[Record]]] = {}
     c = Consumer(plan.bootstrap_servers, kafka=to_end_settings(plan.kafka))
     try:
-        tps = []
+        starts: dict[tuple[str, int], int] = {}
         for topic in plan.global_topics:
             seen = offsets.setdefault(topic, {})
             for part in c.partitions_for(topic):
-                tps.append(TopicPartition(topic, part, seen.get(part, OFFSET_BEGINNING)))
-        if not tps:
+                starts[(topic, part)] = seen.get(part, OFFSET_BEGINNING)
+        if not starts:
             return out
-        c.assign(tps)
         got: dict[tuple[str, int], list[Record]] = {}
-        pending = {(tp.topic, tp.partition) for tp in tps}
-        deadline = time.monotonic() + _GLOBAL_WAIT_S
-        while pending:
-            if time.monotonic() > deadline:
-                raise TopologyError(
-                    f"global topic partitions {sorted(pending)} did not reach their end in "
-                    f"{_GLOBAL_WAIT_S:.0f}s"
-                )
-            for m in c.consume_batch(10_000, TO_END_POLL_S):
-                mt, mp, mo = m.topic(), m.partition(), m.offset()
-                if mt is None or mp is None or mo is None:
-                    continue
-                got.setdefault((mt, mp), []).append(
-                    Record(m.key(), m.value(), m.timestamp()[1], (), mt, mp, mo)
-                )
-                offsets[mt][mp] = mo + 1
-            for t, part in list(pending):
-                eof = c.eof_offset(t, part)
-                if eof is not None:
-                    offsets[t][part] = max(offsets[t].get(part, 0), eof)
-                    pending.discard((t, part))
+        try:
+            for batch in read_to_end(
+                c, starts, max_records=10_000, idle_timeout=None, timeout=_GLOBAL_WAIT_S
+            ):
+                for m in batch.messages:
+                    mt, mp, mo = m.topic(), m.partition(), m.offset()
+                    got.setdefault((mt, mp), []).append(
+                        Record(m.key(), m.value(), m.timestamp()[1], (), mt, mp, mo)
+                    )
+                    offsets[mt][mp] = mo + 1
+                for (t, part), end in batch.ended.items():
+                    offsets[t][part] = max(offsets[t].get(part, 0), end)
+        except ReadToEndTimeout as e:
+            raise TopologyError(
+                f"global topic partitions {sorted(e.positions)} did not reach their end in "
+                f"{_GLOBAL_WAIT_S:.0f}s"
+            ) from None
         for (t, _part), recs in sorted(got.items()):
             out.setdefault(t, []).append(recs)
         return out

@@ -1,12 +1,13 @@
 """Restore a store from its changelog (docs/architecture.md, "Exactly-once" and "State").
 
 Reads from the backend's checkpoint (`changelog_offset`, the next offset to read) to the end of
-the changelog partition, where "the end" is what the consumer's fetches reach (partition EOF),
-never a ListOffsets answer. The consumer reads `read_committed`, so on Apache Kafka it sees
-committed records only and every one is applied; later records for a key win. With the
-broker-compatibility component on (`broker_compat="tansu"`, kstream.broker_compat) a record is
-applied only when its provenance says its source offset was committed: `offset <
-committed[(topic, partition)]`, as that broker shows records of aborted transactions.
+the changelog partition, where "the end" is what the consumer's fetches reach (partition EOF,
+kstream.kafka.read_to_end), never a ListOffsets answer. The consumer reads `read_committed`, so
+on Apache Kafka it sees committed records only and every one is applied; later records for a
+key win. With the broker-compatibility component on (`broker_compat="tansu"`,
+kstream.broker_compat) a record is applied only when its provenance says its source offset was
+committed: `offset < committed[(topic, partition)]`, as that broker shows records of aborted
+transactions.
 
 Local state is wiped and rebuilt from offset 0 when it is missing its checkpoint but holds
 data, is of an incompatible format, or is corrupt (`StoreCorruptedError` from the backend).
@@ -27,7 +28,6 @@ data (`kstream.kafka.consumer.to_end_settings`): the end shows with a fetch's an
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -191,7 +191,8 @@ def restore_all(
     (kstream.state.restore_check); `on_error` is the policy for one that fails ("fail" or
     "skip"), `sources[i]` the input partitions of store i's task when provenance is checked.
     """
-    from kstream.kafka.consumer import TO_END_POLL_S, to_end_settings
+    from kstream.kafka.consumer import to_end_settings
+    from kstream.kafka.read_to_end import ReadToEndTimeout, read_to_end
     from kstream.kafka.supplier import ClientConfig, KafkaClientSupplier
 
     supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
@@ -204,61 +205,64 @@ def restore_all(
     if not states:
         return []
     consumer = supplier.consumer(ClientConfig(bootstrap_servers, to_end_settings(kafka)))
+    starts = {tp: st.start for tp, st in states.items()}
     try:
-        consumer.assign([(t, p, st.start) for (t, p), st in states.items()])
-        pending = set(states)
-        last_progress = time.monotonic()
-        while pending:
-            msgs = consumer.consume_batch(batch, TO_END_POLL_S)
-            got: dict[tuple[str, int], list[tuple[bytes, bytes | None]]] = {}
-            for m in msgs:
-                tp = (m.topic() or "", m.partition() or 0)
-                st = states.get(tp)
-                off = m.offset()
-                if st is None or off is None or off < st.next:
-                    continue
-                st.next = off + 1
-                records = got.setdefault(tp, [])
-                key, value, headers = m.key(), m.value(), m.headers()
-                # checked before the restore filter: a forged header naming a partition the
-                # task does not read must be refused, not skipped as uncommitted
-                why = refusal(st.store, key, value, headers, st.sources)
-                if why is not None:
-                    refuse(st.store, tp[0], tp[1], off, why, on_error)
-                    st.refused += 1
-                elif not is_committed(headers, committed):
-                    st.skipped += 1
-                else:
-                    assert key is not None  # refused otherwise
-                    records.append((key, value))
-            for tp in sorted(pending):
+        for got in read_to_end(consumer, starts, max_records=batch, idle_timeout=idle_timeout):
+            records = _checked(got.messages, states, committed, on_error)
+            for tp in sorted(records.keys() | got.ended.keys()):
                 st = states[tp]
-                eof = consumer.eof_offset(*tp)
-                done = eof is not None and eof >= st.next and tp not in got
-                if done and eof is not None:
-                    st.next = eof  # control records (commit/abort markers) may follow the last
-                if tp in got or done:
-                    try:
-                        st.applied += st.store.apply_changelog(
-                            got.get(tp, []), {CHANGELOG_OFFSET: st.next}
-                        )
-                    except StoreLostError as e:
-                        raise StoreLostWhileRestoring(st.store, e) from e
-                    last_progress = time.monotonic()
-                    if progress is not None:
-                        progress(st.store.name, tp[1], st.applied, eof)
-                if done:
-                    pending.discard(tp)
-            if pending and time.monotonic() - last_progress > idle_timeout:
-                t, p = min(pending)
-                st = states[(t, p)]
-                raise StoreError(
-                    f"restore of store {st.store.name!r} from {t}[{p}] made no progress for "
-                    f"{idle_timeout:g}s at offset {st.next}"
-                )
+                if tp in got.ended:
+                    st.next = got.ended[tp]  # control records (commit/abort markers) may follow
+                try:
+                    st.applied += st.store.apply_changelog(
+                        records.get(tp, []), {CHANGELOG_OFFSET: st.next}
+                    )
+                except StoreLostError as e:
+                    raise StoreLostWhileRestoring(st.store, e) from e
+                if progress is not None:
+                    progress(st.store.name, tp[1], st.applied, got.ended.get(tp))
+    except ReadToEndTimeout as e:
+        t, p = min(e.positions)
+        st = states[(t, p)]
+        raise StoreError(
+            f"restore of store {st.store.name!r} from {t}[{p}] made no progress for "
+            f"{idle_timeout:g}s at offset {st.next}"
+        ) from None
     finally:
         consumer.close()
     return [st.result() for st in states.values()]
+
+
+def _checked(
+    msgs: Sequence[Any],
+    states: Mapping[tuple[str, int], _Restoring],
+    committed: Committed | None,
+    on_error: str,
+) -> dict[tuple[str, int], list[tuple[bytes, bytes | None]]]:
+    """The records of `msgs` to apply, per changelog partition (a partition whose records were
+    all refused or skipped is there, empty: its checkpoint still moves on).
+
+    Each is checked before the restore filter: a forged header naming a partition the task
+    does not read must be refused, not skipped as uncommitted.
+    """
+    out: dict[tuple[str, int], list[tuple[bytes, bytes | None]]] = {}
+    for m in msgs:
+        tp = (m.topic() or "", m.partition() or 0)
+        st = states[tp]
+        off = m.offset()
+        st.next = off + 1
+        records = out.setdefault(tp, [])
+        key, value, headers = m.key(), m.value(), m.headers()
+        why = refusal(st.store, key, value, headers, st.sources)
+        if why is not None:
+            refuse(st.store, tp[0], tp[1], off, why, on_error)
+            st.refused += 1
+        elif not is_committed(headers, committed):
+            st.skipped += 1
+        else:
+            assert key is not None  # refused otherwise
+            records.append((key, value))
+    return out
 
 
 def restore(
