@@ -100,10 +100,22 @@ unit: $(STAMP)
 integration: $(STAMP) $(KAFKA_STAMP)
 	$(RUN_PY) -m pytest -q tests/integration tests/e2e $(PYTEST_ARGS)
 
+# Kafka Streams, the peer of kstream in `make bench`: P1-P3 with Kafka Streams' DSL in a small
+# Java program (tools/kafka-streams-bench, Kafka Streams pinned to the broker's version) that
+# Maven compiles, with its dependencies' jars copied into target/libs; bench/run_all.py starts
+# one JVM per run
+STREAMS_BENCH_DIR := tools/kafka-streams-bench
+STREAMS_BENCH_STAMP := $(STREAMS_BENCH_DIR)/target/.built
+$(STREAMS_BENCH_STAMP): $(STREAMS_BENCH_DIR)/pom.xml \
+		$(wildcard $(STREAMS_BENCH_DIR)/src/main/java/io/kstream/bench/*.java)
+	rm -rf $(STREAMS_BENCH_DIR)/target
+	mvn -q -B -f $(STREAMS_BENCH_DIR)/pom.xml compile dependency:copy-dependencies
+	touch $(STREAMS_BENCH_STAMP)
+
 # `make bench`: the quick run (a few minutes); `make bench-full` or BENCH_ARGS=--full: the
 # README's table
 BENCH_ARGS ?=
-bench: $(STAMP) $(KAFKA_STAMP)
+bench: $(STAMP) $(KAFKA_STAMP) $(STREAMS_BENCH_STAMP)
 	$(PY) -m pip install -q -e '.[$(EXTRAS),bench]'
 	$(RUN_PY) bench/run_all.py $(BENCH_ARGS)
 
@@ -112,4 +124,4 @@ bench-full: bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache tools/kafka/target \
-		tools/kafka-streams-oracle/target
+		tools/kafka-streams-oracle/target tools/kafka-streams-bench/target

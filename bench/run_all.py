@@ -1,4 +1,4 @@
-"""The benchmark behind `make bench`: kstream beside the raw pipe and Quix Streams, one run.
+"""The benchmark behind `make bench`: kstream beside the raw pipe, Quix Streams and Kafka Streams.
 
 Starts the broker (`--broker kafka`, the default: one Apache Kafka KRaft node with the
 benchmark JVM flags, see bench/brokers.py; `--broker tansu`: the embedded Tansu), produces N
@@ -14,6 +14,16 @@ reported, the repeats interleaved so that noise hits every configuration alike):
   `broker_compat="tansu"` (Tansu's compensations on a broker that does not need them), each
   beside its "none" row: what the compensations cost per record;
 - Quix Streams on P1-P3 under the same guarantees (in its own virtualenv, see `--quix-python`);
+- on Kafka, Kafka Streams (Java, tools/kafka-streams-bench, built by `make bench`) on P1-P3
+  under exactly_once_v2: the same DSL pipelines, RocksDB stores, record caching off (kstream
+  forwards every update, and P2/P3 runs end when every update is readable), kstream's commit
+  interval (100 ms); one JVM per run, its CPU from the JVM itself (every thread: JIT compiler
+  and GC included). Each JVM first runs half the input through a discarded app of its own
+  (`--kafka-streams-warmup`), so that the measured app runs on compiled code as a long-lived
+  one would; that warm-up's CPU and the JVM's start are reported apart (the row's
+  `jvm.warmup_cpu_s`), and the JIT compiler's CPU during the measured run stays in the row
+  (`jvm.thread_cpu_s.jit`). `kafka_streams_ratios` sets kstream's exactly_once_v2 lmdb rows against
+  them (issue 35's goals: P1 throughput >= 0.8x, CPU per record <= 2x for P1, <= 3x for P3);
 - end-to-end latency (p50/p99) of kstream P1 under exactly_once and exactly_once_v2 at a fixed
   input rate, beside the raw transactional loop and the broker's own floor (one plain hop, one
   transactional hop; a pipeline's floor is their sum, and `latency_floor` gives each path's
@@ -21,24 +31,26 @@ reported, the repeats interleaved so that noise hits every configuration alike):
   reported apart. On Kafka every latency run shares the benchmark's broker (warmed up by the
   throughput runs); on Tansu each gets a fresh one (its fetches slow down as it fills).
 
-Every run is a subprocess (CPU seconds and peak RSS from its `getrusage`), timed from its first
-record (kstream: the app is RUNNING, i.e. partitions assigned and stores restored; raw and
-Quix: the first record consumed) to the moment its last output record is readable by a
-read_committed consumer. Group-join start-up is excluded for every engine.
+Every run is a subprocess (CPU seconds and peak RSS from its `getrusage`; Kafka Streams' JVM
+reads its own), timed from its first record (kstream: the app is RUNNING, i.e. partitions
+assigned and stores restored; raw, Quix and Kafka Streams: the first record consumed) to the
+moment its last output record is readable by a read_committed consumer. Group-join start-up
+is excluded for every engine.
 
 Every row reports CPU microseconds per record beside records/s: the measured process's CPU time
 (user + sys, all its threads, the client library's included, start-up included; one process
 per run) divided by the input records; `startup_cpu_s` is the part spent before the first
-record. Every row's `config` names the broker and kstream's `broker_compat` ("-" for the raw
-pipe and Quix Streams).
+record, and `steady_cpu_us_per_record` the CPU after it per record (a fresh JVM compiles its
+hot paths during the run too: that stays in both figures). Every row's `config` names the
+broker and kstream's `broker_compat` ("-" for the raw pipe, Quix Streams and Kafka Streams).
 
 `--quick` (the default, `make bench`, a few minutes): the raw pipe, kstream P1-P3 under
 at_least_once, exactly_once and exactly_once_v2 on lmdb (and the broker_compat pair), twice
-each; Quix Streams under exactly_once once each; 5 s latency runs (the broker's floor: a plain
-and a transactional hop; the raw loop; kstream exactly_once and exactly_once_v2). `--full`
-(`make bench-full`): every configuration 3 times, 10 s latency runs, a transactional hop whose
-transactions also commit group offsets, and the plain hop and kstream again with the upstream
-producer lingering 50 ms.
+each; Quix Streams under exactly_once and Kafka Streams once each; 5 s latency runs
+(the broker's floor: a plain and a transactional hop; the raw loop; kstream exactly_once and
+exactly_once_v2). `--full` (`make bench-full`): every configuration 3 times, 10 s latency
+runs, a transactional hop whose transactions also commit group offsets, and the plain hop and
+kstream again with the upstream producer lingering 50 ms.
 
 `--processes 1,2` runs each kstream row once per worker-process count (the row's `processes`):
 N processes of one app as `kstreamd run --processes N` starts them, timed from the first one's
@@ -49,6 +61,7 @@ Prints a table and the total wall time, and writes bench/results/latest.json.
 
     python bench/run_all.py [--quick | --full] [--broker kafka|tansu] [--records 200000]
                             [--repeats N] [--no-quix] [--no-compat] [--processes 1,2]
+                            [--only raw,kstream,quix,kafka-streams,latency]
 """
 
 from __future__ import annotations
@@ -105,6 +118,17 @@ BACKENDS = ("memory", "lmdb")
 # on Kafka, these rows run under both broker_compat values, side by side
 COMPAT_ROWS = (("P1", V2, "lmdb"), ("P3", V2, "lmdb"))
 NO_COMPAT = "-"  # the rows of engines other than kstream
+# the throughput runs' commit interval, kstream's (its default) and Kafka Streams' alike
+KSTREAM_COMMIT_INTERVAL_MS = 100
+KAFKA_STREAMS = "kafka-streams"
+STREAMS_BENCH = os.path.join(ROOT, "tools", "kafka-streams-bench")
+# kstream's exactly_once_v2 rows over Kafka Streams' (issue 35): kstream's P1 records/s at least
+# 0.8x, its CPU per record at most 2x on P1 and 3x on P3
+KAFKA_STREAMS_GOALS: dict[str, float] = {
+    "P1_throughput_min": 0.8,
+    "P1_cpu_max": 2.0,
+    "P3_cpu_max": 3.0,
+}
 
 
 def value_of(i: int) -> tuple[bytes, bool]:
@@ -759,6 +783,8 @@ def plan(args: argparse.Namespace, only: set[str], process_counts: list[int]) ->
         configs += [
             ("quix", p, g, "rocksdb", 1, NO_COMPAT) for p in PIPELINES for g in quix_guarantees
         ]
+    if KAFKA_STREAMS in only:
+        configs += [(KAFKA_STREAMS, p, V2, "rocksdb", 1, NO_COMPAT) for p in PIPELINES]
     if args.match:
         configs = [c for c in configs if re.search(args.match, " ".join((*map(str, c[:4]), c[5])))]
     return configs
@@ -778,6 +804,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--quix-repeats", type=int, default=None, help="--repeats with --full, 1 with --quick"
     )
+    ap.add_argument(
+        "--kafka-streams-repeats",
+        type=int,
+        default=None,
+        help="--repeats with --full, 1 with --quick",
+    )
+    ap.add_argument(
+        "--kafka-streams-warmup",
+        type=int,
+        default=None,
+        help="input records each Kafka Streams JVM first runs through a discarded app (JIT "
+        "warm-up; half of --records by default, 0: none)",
+    )
     ap.add_argument("--no-quix", action="store_true", help="skip Quix Streams")
     ap.add_argument("--quix-python", default=os.environ.get("QUIX_PYTHON"))
     ap.add_argument(
@@ -785,7 +824,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="on Kafka, skip the kstream rows with broker_compat='tansu'",
     )
-    ap.add_argument("--only", default="", help="comma list of engines: raw,kstream,quix,latency")
+    ap.add_argument(
+        "--only",
+        default="",
+        help="comma list of engines: raw,kstream,quix,kafka-streams,latency",
+    )
     ap.add_argument("--kstream-pipe", default=os.path.join(HERE, "kstream_pipe.py"))
     ap.add_argument(
         "--match", default="", help="regex over 'engine pipeline guarantee backend broker_compat'"
@@ -806,9 +849,14 @@ def main(argv: list[str] | None = None) -> int:
         args.repeats = 3 if args.full else 2
     if args.quix_repeats is None:
         args.quix_repeats = args.repeats if args.full else 1
+    if args.kafka_streams_repeats is None:
+        args.kafka_streams_repeats = args.repeats if args.full else 1
     if args.latency_seconds is None:
         args.latency_seconds = 10.0 if args.full else 5.0
-    only = set(filter(None, args.only.split(","))) or {"raw", "kstream", "quix", "latency"}
+    everything = {"raw", "kstream", "quix", KAFKA_STREAMS, "latency"}
+    only = set(filter(None, args.only.split(","))) or everything
+    if only - everything:
+        ap.error(f"--only: unknown {sorted(only - everything)}; of {sorted(everything)}")
     if args.no_quix:
         only.discard("quix")
     quix_py = ""
@@ -820,7 +868,20 @@ def main(argv: list[str] | None = None) -> int:
             quix_skipped = f"Quix Streams could not be set up: {e}"
             print(quix_skipped, flush=True)
             only.discard("quix")
+    java: list[str] = []
+    kafka_streams_skipped: str | None = None
+    if KAFKA_STREAMS in only:
+        try:
+            java = kafka_streams_java(args.broker)
+        except RuntimeError as e:
+            kafka_streams_skipped = f"Kafka Streams skipped: {e}"
+            print(kafka_streams_skipped, flush=True)
+            only.discard(KAFKA_STREAMS)
     n = args.records
+    ks_warmup = n // 2 if args.kafka_streams_warmup is None else args.kafka_streams_warmup
+    if not 0 <= ks_warmup <= n:
+        ap.error(f"--kafka-streams-warmup: 0 to --records ({n})")
+    repeats = {"quix": args.quix_repeats, KAFKA_STREAMS: args.kafka_streams_repeats}
     t_start = time.monotonic()
 
     configs = plan(args, only, process_counts)
@@ -841,17 +902,23 @@ def main(argv: list[str] | None = None) -> int:
             f"{'full' if args.full else 'quick'} run",
             flush=True,
         )
-        for rep in range(max(args.repeats, args.quix_repeats)):
+        for rep in range(max(args.repeats, *repeats.values())):
             for cfg in configs:
                 engine, pipeline, guarantee, backend, procs, compat = cfg
-                if rep >= (args.quix_repeats if engine == "quix" else args.repeats):
+                if rep >= repeats.get(engine, args.repeats):
                     continue
                 out = f"out-{uuid.uuid4().hex[:8]}"
                 state = tempfile.mkdtemp(dir=tmp)
                 ready = os.path.join(state, "ready")
                 common = [f"--bootstrap={bs}", f"--topic={src}", f"--out={out}"]
                 common += [f"--guarantee={guarantee}", f"--broker={broker.kind}"]
-                if engine == "quix":
+                if engine == KAFKA_STREAMS:
+                    Admin(bs).create_topic(f"{out}-warmup", PARTITIONS, TOPIC_CONFIG)
+                    cmd = [*java, f"--pipeline={pipeline}", *common, f"--state-dir={state}"]
+                    cmd += [f"--warmup-records={ks_warmup}"]
+                    cmd += [f"--ready-file={ready}", f"--group=ks-{uuid.uuid4().hex[:8]}"]
+                    cmd += [f"--commit-interval={KSTREAM_COMMIT_INTERVAL_MS}", "--cache-bytes=0"]
+                elif engine == "quix":
                     cmd = [quix_py, os.path.join(HERE, "quix_pipe.py"), f"--pipeline={pipeline}"]
                     cmd += [*common, f"--state-dir={state}", f"--group=q-{uuid.uuid4().hex[:8]}"]
                 else:
@@ -859,6 +926,7 @@ def main(argv: list[str] | None = None) -> int:
                     cmd += [f"--engine={engine}", f"--pipeline={pipeline}"]
                     cmd += [*common, f"--backend={backend}", f"--state-dir={state}"]
                     cmd += [f"--ready-file={ready}"]
+                    cmd += [f"--commit-interval={KSTREAM_COMMIT_INTERVAL_MS}"]
                     if compat != NO_COMPAT:
                         cmd += [f"--broker-compat={compat}"]
                 expected = kept if pipeline == "P1" else n
@@ -866,10 +934,14 @@ def main(argv: list[str] | None = None) -> int:
                 res = run_many(cmds, bs, out, expected, broker_pid=broker.pid)
                 res["records_per_s"] = n / res["seconds"]
                 res["cpu_us_per_record"] = res["cpu_s"] * 1e6 / n
+                if res.get("startup_cpu_s") is not None:
+                    res["steady_cpu_us_per_record"] = (
+                        (res["cpu_s"] - res["startup_cpu_s"]) * 1e6 / n
+                    )
                 runs[cfg].append(res)
                 shutil.rmtree(state, ignore_errors=True)
                 print(
-                    f"[{rep + 1}] {engine:<8} {pipeline:<4} {guarantee:<15} "
+                    f"[{rep + 1}] {engine:<13} {pipeline:<4} {guarantee:<15} "
                     f"{backend:<8} x{procs} compat={compat:<5} "
                     f"{res['records_per_s']:>10,.0f} rec/s  "
                     f"cpu {res['cpu_s']:.1f}s"
@@ -906,6 +978,10 @@ def main(argv: list[str] | None = None) -> int:
                     statistics.median(r["cpu_us_per_record"] for r in results), 2
                 ),
                 "startup_cpu_s": median_or_none([r.get("startup_cpu_s") for r in results]),
+                # the CPU after the first record, per record (start-up left out)
+                "steady_cpu_us_per_record": median_or_none(
+                    [r.get("steady_cpu_us_per_record") for r in results]
+                ),
                 "processes": procs,
                 "peak_rss_bytes": int(statistics.median(r["peak_rss_bytes"] for r in results)),
                 "runs_records_per_s": [round(r["records_per_s"]) for r in results],
@@ -921,6 +997,8 @@ def main(argv: list[str] | None = None) -> int:
                 "config": {"broker": broker_name, "broker_compat": compat},
             }
         )
+        if engine == KAFKA_STREAMS:
+            rows[-1]["jvm"] = jvm_figures(results)
     ceiling = {r["guarantee"]: r["records_per_s"] for r in rows if r["engine"] == "raw"}
     quix = {
         (r["pipeline"], r["guarantee"]): r["records_per_s"] for r in rows if r["engine"] == "quix"
@@ -932,6 +1010,7 @@ def main(argv: list[str] | None = None) -> int:
         r["vs_ceiling"] = round(r["records_per_s"] / c, 3) if c else None
         r["vs_quix"] = round(r["records_per_s"] / q, 2) if q and r["engine"] != "quix" else None
     compat_cost = compat_pairs(rows)
+    ks_ratios = kafka_streams_ratios(rows)
     floor = latency_floor(latency)
 
     print()
@@ -944,6 +1023,8 @@ def main(argv: list[str] | None = None) -> int:
             f"CPU {us['none']} us/record with 'none', {us['tansu']} with 'tansu' "
             f"({pair['tansu_over_none']:.2f}x; runs {pair['runs_cpu_us_per_record']})"
         )
+    if ks_ratios:
+        print("\n" + kafka_streams_summary(ks_ratios))
     for lat in latency.values():
         print(
             f"\nlatency, {lat['engine']} {lat['pipeline']} {lat['guarantee']} "
@@ -972,11 +1053,15 @@ def main(argv: list[str] | None = None) -> int:
                 "broker": broker_name,
                 "repeats": args.repeats,
                 "quix_repeats": args.quix_repeats,
+                "kafka_streams_repeats": args.kafka_streams_repeats,
+                "kafka_streams_warmup_records": ks_warmup if KAFKA_STREAMS in only else None,
                 "quix_skipped": quix_skipped,
+                "kafka_streams_skipped": kafka_streams_skipped,
                 "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
                 "total_seconds": round(total),
                 "rows": rows,
                 "broker_compat_cost": compat_cost,
+                "kafka_streams_ratios": ks_ratios,
                 "latency": latency,
                 "latency_floor": floor,
             },
@@ -1022,6 +1107,110 @@ def compat_pairs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def kafka_streams_java(broker: str) -> list[str]:
+    """The command that starts one Kafka Streams run (tools/kafka-streams-bench); raises
+    RuntimeError saying why it cannot run."""
+    if broker != "kafka":
+        raise RuntimeError("it runs on Apache Kafka only (--broker kafka)")
+    if not os.path.exists(os.path.join(STREAMS_BENCH, "target", ".built")):
+        raise RuntimeError(f"{os.path.relpath(STREAMS_BENCH, ROOT)} is not built (`make bench`)")
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    if not java or not os.path.exists(java):
+        raise RuntimeError("no java (set JAVA_HOME or put java on PATH)")
+    target = os.path.join(STREAMS_BENCH, "target")
+    classpath = f"{target}/classes:{target}/libs/*"
+    # the JVM's defaults (heap, GC, JIT), as a Kafka Streams app is started
+    return [java, "-cp", classpath, "io.kstream.bench.StreamsBench"]
+
+
+def jvm_figures(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """A Kafka Streams row's JVM figures (medians over its runs): the CPU of the JVM's start and
+    the discarded warm-up app before the measured one, and the measured app's CPU by thread
+    kind (the JIT compiler still compiles through it)."""
+    threads: dict[str, float | None] = {}
+    for kind in sorted({k for r in results for k in r.get("jvm_thread_cpu_s", {})}):
+        threads[kind] = median_or_none([r.get("jvm_thread_cpu_s", {}).get(kind) for r in results])
+    return {
+        "warmup_records": results[0].get("warmup_records"),
+        "warmup_cpu_s": median_or_none([r.get("jvm_warmup_cpu_s") for r in results]),
+        "thread_cpu_s": threads,
+    }
+
+
+def kafka_streams_ratios(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """kstream's exactly_once_v2 rows (lmdb, one process, broker_compat "none") over Kafka
+    Streams' on the same pipeline: records/s, and CPU per record with the start-up and
+    without it (`steady_`), beside issue 35's goals."""
+
+    def pick(engine: str, pipeline: str) -> dict[str, Any] | None:
+        for r in rows:
+            if (r["engine"], r["pipeline"], r["guarantee"], r["processes"]) == (
+                engine,
+                pipeline,
+                V2,
+                1,
+            ) and (engine != "kstream" or (r["backend"], r["broker_compat"]) == ("lmdb", "none")):
+                return r
+        return None
+
+    out: dict[str, Any] = {}
+    for p in PIPELINES:
+        ks, kafka = pick("kstream", p), pick(KAFKA_STREAMS, p)
+        if ks is None or kafka is None:
+            continue
+        ratio: dict[str, Any] = {
+            "throughput": round(ks["records_per_s"] / kafka["records_per_s"], 3),
+            "cpu_per_record": round(ks["cpu_us_per_record"] / kafka["cpu_us_per_record"], 3),
+        }
+        if ks["steady_cpu_us_per_record"] and kafka["steady_cpu_us_per_record"]:
+            ratio["steady_cpu_per_record"] = round(
+                ks["steady_cpu_us_per_record"] / kafka["steady_cpu_us_per_record"], 3
+            )
+        jit = (kafka.get("jvm") or {}).get("thread_cpu_s", {}).get("jit")
+        ratio["kafka_streams_jit_cpu_s"] = jit
+        out[p] = ratio
+    if not out:
+        return None
+    goals = KAFKA_STREAMS_GOALS
+    met: dict[str, bool] = {}
+    if "P1" in out:
+        met["P1_throughput"] = out["P1"]["throughput"] >= goals["P1_throughput_min"]
+        met["P1_cpu"] = out["P1"]["cpu_per_record"] <= goals["P1_cpu_max"]
+    if "P3" in out:
+        met["P3_cpu"] = out["P3"]["cpu_per_record"] <= goals["P3_cpu_max"]
+    return {
+        "kstream": {"guarantee": V2, "backend": "lmdb", "broker_compat": "none"},
+        "kstream_over_kafka_streams": out,
+        "goals": goals,
+        "met": met,
+    }
+
+
+def kafka_streams_summary(ratios: dict[str, Any]) -> str:
+    """The printed lines of `kafka_streams_ratios`."""
+    goals = ratios["goals"]
+    lines = ["kstream (exactly_once_v2, lmdb) over Kafka Streams (exactly_once_v2, RocksDB):"]
+    for p, r in ratios["kstream_over_kafka_streams"].items():
+        steady = r.get("steady_cpu_per_record")
+        lines.append(
+            f"  {p}: records/s {r['throughput']:.2f}x, CPU per record {r['cpu_per_record']:.2f}x"
+            + (f" ({steady:.2f}x after the start-up)" if steady is not None else "")
+            + (
+                f"; Kafka Streams' JIT compiler took {r['kafka_streams_jit_cpu_s']:.1f} s of CPU"
+                " during its run"
+                if r.get("kafka_streams_jit_cpu_s") is not None
+                else ""
+            )
+        )
+    lines.append(
+        f"  goals: P1 records/s >= {goals['P1_throughput_min']}x, CPU per record <= "
+        f"{goals['P1_cpu_max']}x on P1 and <= {goals['P3_cpu_max']}x on P3; met: "
+        + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in ratios["met"].items())
+    )
+    return "\n".join(lines)
+
+
 def worker_cmds(cmd: list[str], processes: int, state: str) -> list[list[str]]:
     """`processes` worker processes of one app, as `kstreamd run --processes N` starts them:
     one app id (one consumer group sharing the partitions), a state directory each, started
@@ -1053,9 +1242,10 @@ def median_or_none(values: list[float | None]) -> float | None:
 
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
-        f"| {'engine':<8} | {'pipeline':<8} | {'guarantee':<15} | {'backend':<8} | "
+        f"| {'engine':<13} | {'pipeline':<8} | {'guarantee':<15} | {'backend':<8} | "
         f"{'compat':<6} | {'procs':>5} | "
-        f"{'records/s':>9} | {'CPU us/rec':>10} | {'vs ceiling':>10} | {'vs Quix':>7} | "
+        f"{'records/s':>9} | {'CPU us/rec':>10} | {'after start':>11} | "
+        f"{'vs ceiling':>10} | {'vs Quix':>7} | "
         f"{'CPU s':>6} | {'peak RSS':>8} |"
     )
     sep = "|" + "|".join("-" * (len(c) if c else 0) for c in head.split("|")[1:-1]) + "|"
@@ -1063,10 +1253,13 @@ def table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         vc = f"{r['vs_ceiling']:.2f}" if r["vs_ceiling"] is not None else "-"
         vq = f"{r['vs_quix']:.2f}x" if r["vs_quix"] is not None else "-"
+        us = r.get("steady_cpu_us_per_record")
+        steady = f"{us:.1f}" if us is not None else "-"
         lines.append(
-            f"| {r['engine']:<8} | {r['pipeline']:<8} | {r['guarantee']:<15} | {r['backend']:<8} | "
-            f"{r['broker_compat']:<6} | {r['processes']:>5} | "
-            f"{r['records_per_s']:>9,} | {r['cpu_us_per_record']:>10.1f} | {vc:>10} | {vq:>7} | "
+            f"| {r['engine']:<13} | {r['pipeline']:<8} | {r['guarantee']:<15} | "
+            f"{r['backend']:<8} | {r['broker_compat']:<6} | {r['processes']:>5} | "
+            f"{r['records_per_s']:>9,} | {r['cpu_us_per_record']:>10.1f} | {steady:>11} | "
+            f"{vc:>10} | {vq:>7} | "
             f"{r['cpu_s']:>6.1f} | "
             f"{r['peak_rss_bytes'] / 2**20:>6.0f}MB |"
         )
