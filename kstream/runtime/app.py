@@ -91,7 +91,7 @@ class App:
         config, self.processes = split_processes(config)
         given = topology
         if isinstance(topology, str):
-            from kstream.service.target import load_target
+            from kstream.runtime.target import load_target
 
             topology = load_target(topology)
             if hasattr(topology, "app_id") and hasattr(topology, "start"):

@@ -19,6 +19,7 @@ constructor before anything starts.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 from collections.abc import Mapping
@@ -33,7 +34,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kstream.runtime")
 
-__all__ = ["PROCESSES_KEY", "WorkerProcesses", "find_reference", "split_processes"]
+__all__ = [
+    "PROCESSES_KEY",
+    "WorkerProcesses",
+    "find_reference",
+    "parse_processes",
+    "split_processes",
+]
 
 PROCESSES_KEY = "processes"
 _READY_POLL_S = 0.2
@@ -49,10 +56,26 @@ def split_processes(
     """
     if config is None or isinstance(config, Config) or PROCESSES_KEY not in config:
         return config, 1
-    from kstream.service.supervisor import parse_processes
-
     rest = dict(config)
     return rest, parse_processes(rest.pop(PROCESSES_KEY), key=f"config[{PROCESSES_KEY!r}]")
+
+
+def parse_processes(value: int | str, key: str = "processes") -> int:
+    """The number of worker processes: a positive integer, or "auto" for the usable cores."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:  # not on Linux
+            return max(1, os.cpu_count() or 1)
+    if isinstance(value, bool):
+        raise ConfigError(f"{key}: expected a positive integer or 'auto', got {value!r}")
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key}: expected a positive integer or 'auto', got {value!r}") from None
+    if n < 1 or (isinstance(value, float) and value != n):
+        raise ConfigError(f"{key}: expected a positive integer or 'auto', got {value!r}")
+    return n
 
 
 def find_reference(obj: Any) -> str | None:

@@ -58,6 +58,7 @@ from kstream.config import Config, app_state_dir, validate_app_id
 from kstream.errors import ConfigError
 from kstream.runtime.app import graceful_signals
 from kstream.runtime.state_lock import StateDirLock
+from kstream.runtime.workers import parse_processes
 from kstream.service.gateway import Gateway, WorkerView
 from kstream.service.runner import DEFAULT_HTTP
 from kstream.service.settings import Settings
@@ -77,24 +78,6 @@ _HEALTH_EVERY_S = 0.5
 _STOP_MARGIN_S = 20.0
 _DUMP_WAIT_S = 1.0  # for a worker's stack dump (SIGUSR1) before it is killed
 """Beyond `shutdown_timeout`, how long a worker may take to close its registry and HTTP."""
-
-
-def parse_processes(value: int | str, key: str = "processes") -> int:
-    """The number of worker processes: a positive integer, or "auto" for the usable cores."""
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except AttributeError:  # not on Linux
-            return max(1, os.cpu_count() or 1)
-    if isinstance(value, bool):
-        raise ConfigError(f"{key}: expected a positive integer or 'auto', got {value!r}")
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{key}: expected a positive integer or 'auto', got {value!r}") from None
-    if n < 1 or (isinstance(value, float) and value != n):
-        raise ConfigError(f"{key}: expected a positive integer or 'auto', got {value!r}")
-    return n
 
 
 @dataclass

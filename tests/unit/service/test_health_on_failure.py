@@ -20,6 +20,7 @@ from kstream.dsl import StreamBuilder
 from kstream.errors import StoreError
 from kstream.runtime import App, AppState
 from kstream.runtime import thread as thread_mod
+from kstream.runtime.task_manager import TaskManager
 from kstream.service.http import HttpServer
 from kstream.service.probe import attach
 from kstream.service.query import AppService
@@ -52,11 +53,11 @@ def failing_app(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[tupl
         release.wait(30)
         original_shutdown(self)
 
-    def fail(self: thread_mod.StreamThread) -> None:
+    def fail(self: TaskManager, consumer: Any) -> None:
         raise StoreError("redis store 'counts' partition 0: get failed after 30s")
 
     monkeypatch.setattr(App, "_create_topics", lambda self: {"in": 1, "out": 1})
-    monkeypatch.setattr(thread_mod.StreamThread, "_subscribe", fail)
+    monkeypatch.setattr(TaskManager, "subscribe", fail)
     monkeypatch.setattr(thread_mod.StreamThread, "_shutdown", slow_shutdown)
     app = App(
         _topology(),

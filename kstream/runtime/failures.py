@@ -1,0 +1,88 @@
+"""Which failure of a task step leads to which recovery: one table, read top to bottom.
+
+A task step (process a batch, punctuate, verify or commit its stores) can fail in ways that
+need very different answers: a broker hiccup is fixed by rolling the task back and reading its
+input again; a remote store that lost its data by rebuilding the store from its changelog; a
+fenced producer means another instance owns the task now, so this one must rejoin the group;
+a record error under the "fail" policy, or a bug, must stop the app. Keeping these answers in
+one table (instead of a chain of `except` branches in the loop) makes them reviewable at a
+glance and testable without a stream thread; the thread only carries out the recovery.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Protocol
+
+from kstream.errors import (
+    KafkaClientError,
+    ProducerFencedError,
+    RecordError,
+    StoreError,
+    StoreLostError,
+    TopologyError,
+)
+from kstream.kafka.errors import FatalTransactionError
+
+__all__ = ["FAILURE_TABLE", "MAX_RETRIES", "FatalState", "Recovery", "route"]
+
+#: consecutive failed attempts (without a commit in between) before the thread gives up
+MAX_RETRIES = 50
+
+
+class Recovery(enum.Enum):
+    """What the stream thread does about a failed task step; the value is the log's wording."""
+
+    RETRY = "retrying from the committed offsets"
+    """Roll the task (and those sharing its transaction) back, seek back, back off, retry."""
+    REBUILD = "rebuilding its stores from the changelog"
+    """Roll back as RETRY does, then replace the task by one restored from its changelogs."""
+    RECREATE_PRODUCER = "recreating its producer"
+    """Roll back as RETRY does, with a new producer: the old one is in a fatal state."""
+    REJOIN = "rejoining the group"
+    """Another instance fenced this one: roll back without aborting, leave and rejoin."""
+    STOP = "stopping"
+    """Nothing retrying can fix: the error stops the thread (and the app turns ERROR)."""
+
+
+#: First match wins, so a subclass comes before its base (StoreLostError before StoreError,
+#: ProducerFencedError and FatalTransactionError before KafkaClientError). An error matching
+#: no row stops the thread.
+FAILURE_TABLE: tuple[tuple[type[BaseException], Recovery], ...] = (
+    # a remote store lost its data: only its task is hit, and its changelog has it all
+    (StoreLostError, Recovery.REBUILD),
+    # a record error under the "fail" policy, a broken topology or store, a bug in user code
+    (RecordError, Recovery.STOP),
+    (TopologyError, Recovery.STOP),
+    (StoreError, Recovery.STOP),
+    (TypeError, Recovery.STOP),
+    (AttributeError, Recovery.STOP),
+    (NameError, Recovery.STOP),
+    # a newer instance owns the task's transactional id
+    (ProducerFencedError, Recovery.REJOIN),
+    # the producer cannot go on (a transaction in a fatal state)
+    (FatalTransactionError, Recovery.RECREATE_PRODUCER),
+    # anything else the clients raise: the broker away, a timeout, a failed request
+    (KafkaClientError, Recovery.RETRY),
+)
+
+
+class FatalState(Protocol):
+    """What `route` asks of a task's transactional producer."""
+
+    def is_fatal(self) -> bool: ...
+
+    def fenced(self) -> bool: ...
+
+
+def route(error: BaseException, producer: FatalState | None = None) -> Recovery:
+    """The recovery for `error`, raised by a task step.
+
+    `producer` is the task's transactional producer (None when the guarantee has none): a
+    client error that left it fatal needs what its state says (rejoin if it was fenced, a
+    new producer otherwise), whatever the error itself was.
+    """
+    recovery = next((r for kind, r in FAILURE_TABLE if isinstance(error, kind)), Recovery.STOP)
+    if recovery is Recovery.RETRY and producer is not None and producer.is_fatal():
+        return Recovery.REJOIN if producer.fenced() else Recovery.RECREATE_PRODUCER
+    return recovery

@@ -1,0 +1,206 @@
+"""The package's layers: a module imports only from its own layer or the layers below it.
+
+Why: a layer that imports upward cannot be understood, tested or changed without the layers
+above it, and an import cycle between packages ties them into one. The imports are read with
+`ast` from the source (every `import`, including those inside functions and under
+TYPE_CHECKING: a lazy import is still a dependency), so the test needs no import of the code.
+The units are the packages and top-level modules of `kstream` (`kstream.runtime`,
+`kstream.config`, ...) and `store_backends`.
+
+What exists today and is not this test's to fix is listed below as a known exception, with
+why; the test fails on any new one, and on a known one that is gone (so the list shrinks).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: lowest first; a unit may import from its own layer and every layer below
+LAYERS: list[set[str]] = [
+    # what every layer uses: errors, durations, records, small helpers
+    {
+        "kstream.errors",
+        "kstream.duration",
+        "kstream.records",
+        "kstream.ratelimit",
+        "kstream.internal_topics",
+        "kstream._lazy",
+        "kstream.assets",
+        "kstream.auto_codec",
+    },
+    # settings and bytes
+    {"kstream.config", "kstream.serde", "kstream.schema_registry"},
+    # the Kafka clients
+    {"kstream.kafka"},
+    # state stores and what measures them
+    {
+        "store_backends",
+        "kstream.state",
+        "kstream.stores",
+        "kstream.broker_compat",
+        "kstream.metrics",
+        "kstream.metrics_exposition",
+    },
+    # the processor graph
+    {"kstream.topology"},
+    # the DSL that builds it, and the test driver that runs it
+    {"kstream.dsl", "kstream.testing"},
+    # one process's runtime
+    {"kstream.runtime"},
+    # the fronts: Spark engine, service and supervisor, the package's own exports, examples
+    {"kstream.spark", "kstream.service", "kstream.processes", "kstream", "kstream.examples"},
+]
+
+#: (importer, imported): upward imports that exist today, each with why it is left
+KNOWN_UPWARD: dict[tuple[str, str], str] = {
+    # Config validates the security settings with the Kafka clients' own rules, while the
+    # clients read their settings from Config (a cycle; outside the runtime's area)
+    ("kstream.config", "kstream.kafka"): "config.py validates `kafka` with kafka/security.py",
+    # App(config={"processes": N}) runs the supervisor of `kstreamd run --processes N`
+    # (runtime/workers.py WorkerProcesses); goes when the multi-process front becomes its own
+    # object above the runtime (issue 36, item 1)
+    ("kstream.runtime", "kstream.service"): "WorkerProcesses runs service.supervisor",
+}
+
+#: the groups of units tied by import cycles today (as the test finds them), and why they are
+#: left; a group may shrink or go (then update it here), no group may grow or appear
+KNOWN_CYCLES: dict[frozenset[str], str] = {
+    # runtime -> service (KNOWN_UPWARD) ties the runtime into the fronts, which import each
+    # other: the package exports kstream.processes, which runs the service's supervisor, and
+    # the service imports the package (__version__, the demo's DSL)
+    frozenset(
+        {"kstream", "kstream.processes", "kstream.runtime", "kstream.service", "kstream.spark"}
+    ): "runtime/workers.py imports service.supervisor; the fronts import each other",
+    frozenset({"kstream.config", "kstream.kafka"}): "see KNOWN_UPWARD",
+    # provenance headers (state) and the broker workarounds that read them (broker_compat),
+    # which also builds store specs (stores) that import the state package
+    frozenset({"kstream.state", "kstream.broker_compat", "kstream.stores"}): "the stores' area",
+    # exposition renders Metrics and Metrics registers lazily with the exposition
+    frozenset({"kstream.metrics", "kstream.metrics_exposition"}): "lazy imports both ways",
+    # serde(...) builds registry serdes lazily, registry serdes are Serdes
+    frozenset({"kstream.serde", "kstream.schema_registry"}): "lazy import in serde()",
+}
+
+
+def _unit(module: str) -> str:
+    parts = module.split(".")
+    return parts[0] if parts[0] != "kstream" else ".".join(parts[:2])
+
+
+def _module_name(path: Path) -> tuple[str, str]:
+    """The module's dotted name and the package its relative imports start from."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+        return ".".join(parts), ".".join(parts)
+    return ".".join(parts), ".".join(parts[:-1])
+
+
+def _from_kstream(name: str) -> str:
+    """What `from kstream import name` imports: a submodule, or a name of the package."""
+    sub = ROOT / "kstream" / name
+    return f"kstream.{name}" if sub.is_dir() or sub.with_suffix(".py").exists() else "kstream"
+
+
+@functools.cache
+def _imports() -> tuple[tuple[str, str, str], ...]:
+    """(importer unit, imported unit, "file:line") for every import between two units."""
+    return tuple(_scan())
+
+
+def _scan() -> Iterator[tuple[str, str, str]]:
+    for top in ("kstream", "store_backends"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            module, package = _module_name(path)
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Import):
+                    targets = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    if node.level:
+                        base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                        targets = [".".join([*base, *([node.module] if node.module else [])])]
+                    else:
+                        targets = [node.module or ""]
+                    if targets == ["kstream"]:  # `from kstream import serde`: a submodule
+                        targets = [_from_kstream(alias.name) for alias in node.names]
+                else:
+                    continue
+                for target in targets:
+                    if target.split(".")[0] not in ("kstream", "store_backends"):
+                        continue
+                    a, b = _unit(module), _unit(target)
+                    if a != b:
+                        where = f"{path.relative_to(ROOT)}:{node.lineno}"
+                        yield a, b, where
+
+
+def _layer(unit: str) -> int:
+    for i, layer in enumerate(LAYERS):
+        if unit in layer:
+            return i
+    raise AssertionError(f"{unit} has no layer: add it to LAYERS in {__file__}")
+
+
+def _upward() -> dict[tuple[str, str], list[str]]:
+    found: dict[tuple[str, str], list[str]] = {}
+    for a, b, where in _imports():
+        if _layer(b) > _layer(a):
+            found.setdefault((a, b), []).append(where)
+    return found
+
+
+def _cycles() -> set[frozenset[str]]:
+    """The groups of units that import each other, directly or through others."""
+    edges: dict[str, set[str]] = {}
+    for a, b, _ in _imports():
+        edges.setdefault(a, set()).add(b)
+        edges.setdefault(b, set())
+    reach: dict[str, set[str]] = {}
+    for start in edges:
+        seen: set[str] = set()
+        todo = list(edges[start])
+        while todo:
+            unit = todo.pop()
+            if unit not in seen:
+                seen.add(unit)
+                todo.extend(edges[unit])
+        reach[start] = seen
+    return {
+        frozenset({a} | {b for b in reach[a] if a in reach[b]})
+        for a in edges
+        if any(a in reach[b] for b in reach[a])
+    }
+
+
+def test_no_upward_import() -> None:
+    new = {pair: where for pair, where in _upward().items() if pair not in KNOWN_UPWARD}
+    assert not new, "imports above the importer's layer:\n" + "\n".join(
+        f"  {a} (layer {_layer(a)}) imports {b} (layer {_layer(b)}) at {', '.join(where)}"
+        for (a, b), where in sorted(new.items())
+    )
+
+
+def test_no_new_import_cycle() -> None:
+    new = {c for c in _cycles() if not any(c <= known for known in KNOWN_CYCLES)}
+    assert not new, "import cycles between units: " + "; ".join(
+        " <-> ".join(sorted(c)) for c in sorted(new, key=sorted)
+    )
+
+
+def test_the_known_exceptions_still_exist() -> None:
+    """A fixed exception leaves the list, so that it cannot come back unnoticed."""
+    assert set(KNOWN_UPWARD) <= set(_upward()), set(KNOWN_UPWARD) - set(_upward())
+    assert set(KNOWN_CYCLES) <= _cycles(), f"shrunk or gone: {set(KNOWN_CYCLES) - _cycles()}"
+
+
+def test_the_test_sees_an_upward_import() -> None:
+    """The parser finds what it must: runtime imports kafka (down), dsl imports topology."""
+    pairs = {(a, b) for a, b, _ in _imports()}
+    assert ("kstream.runtime", "kstream.kafka") in pairs
+    assert ("kstream.dsl", "kstream.topology") in pairs
+    assert ("kstream.state", "store_backends") in pairs
