@@ -442,8 +442,8 @@ class RuntimeTask:
             # Store operations are counted and timed at the debug recording level only, as in
             # Kafka Streams: a wrapper per call cost P3 5-8% of its CPU. Before the processors'
             # init: aggregations take the store's fused accessors there, and those must already
-            # be the timed ones.
-            instrument(res.store, ctx.store_metrics, sample_every=STORE_TIMING_SAMPLE_EVERY)
+            # be the timed ones. The metering layer is a new object around the store.
+            return instrument(res.store, ctx.store_metrics, sample_every=STORE_TIMING_SAMPLE_EVERY)
         return res.store
 
     def __repr__(self) -> str:

@@ -1,7 +1,24 @@
-"""Typed state stores over pluggable backends, with a write cache and a changelog layer.
+"""Typed state stores over pluggable backends, and the layers around them.
 
-`open_store(spec, app_id=..., partition=..., state_dir=...)` turns a `StoreSpec` into a live
-store for one task partition.
+Where a store lives, by one rule: what the user *describes* is in `kstream.stores`, what the
+engine *types and wraps* is in `kstream.state`, what *holds the bytes* is in `store_backends`.
+Here a `StoreSpec` (kstream.stores) becomes a live store for one task partition, over a backend
+(store_backends). `open_store(spec, app_id=..., partition=..., state_dir=...)` opens it.
+
+A store is a chain, outermost first, like Kafka Streams' `MeteredKeyValueStore(
+ChangeLoggingKeyValueStore(RocksDBStore))`:
+
+1. `MeteredStore` (kstream.state.metrics): operation counts and latency. Added by the runtime
+   at the debug recording level only; at info there is no layer at all.
+2. The typed store (`KeyValueStore`, `WindowStore`, `SessionStore`, `DedupStore`, on
+   `StateStore`): serdes and key layout, and the task's write cache (kstream.state.cache),
+   which holds the writes of the open transaction; at commit its entries become the changelog
+   records (kstream.state.changelog) and then one atomic backend batch. Logging happens at
+   commit and not per write, so local state never holds uncommitted data (exactly-once).
+3. The backend (`store_backends.Backend`): bytes only.
+
+There is no record cache (Kafka's `CachingKeyValueStore`, which coalesces a key's updates
+before forwarding and logging them): every update is forwarded and logged.
 """
 
 from __future__ import annotations

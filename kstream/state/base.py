@@ -214,15 +214,18 @@ class StateStore:
 
 
 class ReadOnlyView:
-    """A store seen by queries: only its read methods are reachable."""
+    """A store seen by queries: only its read methods are reachable.
+
+    `store` is a typed store or a layer around one (kstream.state.metrics.MeteredStore): the
+    read methods are those of the typed store, looked up through the layers."""
 
     __slots__ = ("_store",)
 
-    def __init__(self, store: StateStore) -> None:
+    def __init__(self, store: Any) -> None:
         self._store = store
 
     def __getattr__(self, attr: str) -> Any:
-        if attr in type(self._store).READ_METHODS:
+        if attr in self._store.READ_METHODS:
             return getattr(self._store, attr)
         raise AttributeError(
             f"store {self._store.name!r} is read-only here: {attr!r} is not a read method"

@@ -31,7 +31,6 @@ class StoreSpec:
     key_serde: Any = None
     value_serde: Any = None
     changelog: bool = True
-    cache: bool = True
     retention: int | None = None
     window_size: int | None = None
     retain_duplicates: bool = False

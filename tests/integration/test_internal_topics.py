@@ -165,7 +165,7 @@ def test_a_compacted_key_value_changelog_restores_the_same_state(
     def topology() -> StreamBuilder:
         b = StreamBuilder()
         b.stream(src, key_serde="string", value_serde="string").group_by_key().count(
-            store=stores.key_value("counts", cache=False)
+            store=stores.key_value("counts")
         ).to_stream().to(dst, key_serde="string", value_serde="long")
         return b
 

@@ -7,8 +7,6 @@ from pathlib import Path
 
 from support.mock_runtime import cluster_with_input, latest, running
 
-from kstream.state.base import StateStore
-
 
 def _count_words(tmp_path: Path, **config: str) -> tuple[dict[tuple[str, str], int], bool]:
     """The store operations counted while counting words, and whether the store's `put` is
@@ -18,10 +16,7 @@ def _count_words(tmp_path: Path, **config: str) -> tuple[dict[tuple[str, str], i
         r.turn(3)
         assert latest(cluster) == {"w": 32}
         stores = [
-            s
-            for t in r.thread.tasks.values()
-            for s in t.task.stores.values()
-            if isinstance(s, StateStore) and s.name == "counts"
+            s for t in r.thread.tasks.values() for s in t.task.stores.values() if s.name == "counts"
         ]
         assert stores
         unwrapped = all("put" not in vars(s) for s in stores)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -10,7 +11,7 @@ import store_backends
 from kstream import stores
 from kstream.errors import ConfigError
 from kstream.state import KeyValueStore, open_store
-from kstream.state.metrics import instrument
+from kstream.state.metrics import MeteredStore, instrument
 from store_backends.lru import LRUBackend
 from store_backends.memory import MemoryBackend
 
@@ -34,12 +35,55 @@ def test_instrumented_store_reports_each_operation(tmp_path: Path) -> None:
     rec = Recorder()
     kv = open_store(stores.key_value("kv"), app_id="a", partition=2, state_dir=str(tmp_path))
     assert isinstance(kv, KeyValueStore)
-    instrument(kv, rec)
+    kv = instrument(kv, rec)
     kv.put("a", 1)
     assert kv.get("a") == 1
     assert list(kv.range("a", "b")) == [("a", 1)]
     kv.flush()
     assert rec.ops == [("kv", 2, "put"), ("kv", 2, "get"), ("kv", 2, "range"), ("kv", 2, "flush")]
+
+
+def test_metering_is_a_layer_around_the_store_not_a_patch_on_it(tmp_path: Path) -> None:
+    """The layer is a new object: the store underneath keeps its own methods, a write through
+    the layer still carries the task's provenance (set on the layer), queries go through the
+    meter, and a call the store serves with its own calls is counted once, as the caller made
+    it (Kafka's metered stores count the same way)."""
+    rec = Recorder()
+    inner = open_store(stores.key_value("kv"), app_id="a", partition=0, state_dir=str(tmp_path))
+    kv = instrument(inner, rec)
+    assert isinstance(kv, MeteredStore) and kv.inner is inner
+    assert "put" not in vars(inner) and repr(kv) == "Metered(KeyValueStore('kv', partition=0))"
+    kv.source = lambda: ("in", 0, 7)
+    kv.put("a", 1)
+    assert [e.source for e in kv.pending()] == [("in", 0, 7)]
+    assert kv.delete("a") == 1
+    assert rec.ops == [("kv", 0, "put"), ("kv", 0, "delete")]
+    view = kv.read_only()
+    assert view.get("a") is None
+    assert rec.ops[-1] == ("kv", 0, "get")
+    with pytest.raises(AttributeError, match="read-only"):
+        view.put("a", 2)
+    get, put = kv.timestamped_access()
+    put(get("b")[0], 5, 100)
+    assert rec.ops[-2:] == [("kv", 0, "get"), ("kv", 0, "put")]
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [
+        lambda: stores.key_value("s", cache=True),
+        lambda: stores.window("s", "1h", "1m", cache=False),
+        lambda: stores.session("s", "1h", cache=True),
+        lambda: stores.dedup("s", "1h", cache=False),
+    ],
+)
+def test_the_removed_cache_argument_is_refused_by_name(factory: Any) -> None:
+    """`cache=` never cached (no store read it): an old caller learns so instead of keeping a
+    setting that does nothing."""
+    with pytest.raises(ConfigError, match=r"cache= was removed"):
+        factory()
+    with pytest.raises(TypeError, match="nope"):
+        stores.key_value("s", nope=1)
 
 
 class SampledRecorder:
@@ -65,7 +109,7 @@ def test_sampled_wrappers_count_in_steps_and_keep_each_operations_call_forms(
     rec = SampledRecorder()
     spec = stores.window("w", retention="1h", window_size="1m")
     ws = open_store(spec, app_id="a", partition=0, state_dir=str(tmp_path))
-    instrument(ws, rec, sample_every=4)
+    ws = instrument(ws, rec, sample_every=4)
     put = ws.put_timestamped  # type: ignore[attr-defined]
     get = ws.get_timestamped  # type: ignore[attr-defined]
     assert put.__name__ == "put_timestamped" and put.__wrapped__ is not None
