@@ -22,7 +22,8 @@ from kstream.errors import KafkaClientError, StoreError
 from kstream.kafka.consumer import Consumer
 from kstream.metrics import Metrics
 from kstream.runtime.commit import CommitProtocol
-from kstream.runtime.tasks import TP, RestoreResult, RuntimeContext, RuntimeTask, restore_tasks
+from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask, restore_tasks
+from kstream.state.restore import RestoreResult
 
 log = logging.getLogger("kstream.runtime")
 
