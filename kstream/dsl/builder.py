@@ -98,7 +98,7 @@ class StreamBuilder:
         b = self._builder
         ks, vs = serde(key_serde), serde(value_serde)
         src = b.name("SOURCE", None if name is None else f"{name}-source")
-        proc = b.name("GLOBALTABLE-SOURCE", name, prefix="KTABLE")
+        proc = b.name("SOURCE", name, prefix="KTABLE")
         spec = _spec(b, store, topic, backend, ks, vs)
         spec = dataclasses.replace(spec, changelog=False)
         b.topology.add_global_store(

@@ -21,12 +21,14 @@ follows the same steps, through the `InternalBuilder` that every `KStream`/`KTab
 3. Repartition before a stateful operator when the input stream has `_repartition_required`
    (set by key-changing operators: map, flat_map, select_key, group_by, process):
    `source = b.repartition(stream._node, base_name, key_serde=..., value_serde=...,
-   drop_null_keys=True)` adds `<base>-repartition-filter` (optional), `<base>-repartition-sink`,
-   the internal topic `<base>-repartition` (`<app_id>-<base>-repartition` at run time) and
-   `<base>-repartition-source`, and returns the source's node name to attach to. Kafka uses
-   the store name (or the user's name) as `base`. `KStream._ensure_partitioned(base)` wraps
-   this and returns the node name to read from (the stream's own node when no repartition is
-   needed).
+   drop_null_keys=True)` adds a null-key filter, a sink, the internal topic
+   `<base>-repartition` (`<app_id>-<base>-repartition` at run time) and a source, and returns
+   the source's node name to attach to. The three nodes take Kafka's names: generated ones
+   when `base` is (`KSTREAM-MAP-0000000004`), else `<base>-repartition-filter`, `-sink`,
+   `-source`. Use the `base` Kafka uses for the operator (an aggregation's store name, a
+   join's upstream node, ...): it names an internal topic, which is part of an app's state.
+   `KStream._ensure_partitioned(base)` wraps this and returns the node name to read from (the
+   stream's own node when no repartition is needed).
    An aggregation's store comes from `b.timestamped_store_spec(...)` (same arguments as
    `store_spec`): its values also keep the result's timestamp, read and written with
    `kstream.dsl.processors.timestamped_access(store)`.
@@ -51,6 +53,7 @@ inside the calling method, so the handles and their operators never form an impo
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -62,6 +65,9 @@ from kstream.topology.topology import Partitioner, Topology
 
 if TYPE_CHECKING:
     from kstream.state.spec import StoreSpec
+
+# a name the counter generated (Kafka's test for it, `KStreamImpl.createRepartitionedSource`)
+_GENERATED = re.compile(r"KSTREAM.*-[0-9]{10}")
 
 StoreLike: TypeAlias = "str | StoreSpec | None"
 """An operator's `store=` argument: None (a generated name), a store name, or a
@@ -104,16 +110,19 @@ class InternalBuilder:
     # --- names ------------------------------------------------------------------------------
 
     def name(self, op: str, given: str | None = None, prefix: str = "KSTREAM") -> str:
-        """A node name: `given`, or `<prefix>-<op>-<10-digit index>`."""
-        if given is not None:
-            return given
+        """A node name: `given`, or `<prefix>-<op>-<10-digit index>`.
+
+        The index is taken even for a given name, as Kafka's `NamedInternal` burns one, so that
+        naming one operator leaves the generated names of the others as they were.
+        """
         n = f"{prefix}-{op}-{self._index:010d}"
         self._index += 1
-        return n
+        return n if given is None else given
 
     def store_name(self, op: str, given: str | None = None, prefix: str = "KSTREAM") -> str:
-        """A store name: `given`, or `<prefix>-<op>-STATE-STORE-<index>` (Kafka's pattern)."""
-        return self.name(f"{op}-STATE-STORE", given, prefix)
+        """A store name: `given` (taking no index, as in Kafka's `MaterializedInternal`), or
+        `<prefix>-<op>-STATE-STORE-<index>` (Kafka's pattern)."""
+        return given if given is not None else self.name(f"{op}-STATE-STORE", None, prefix)
 
     def store_spec(
         self,
@@ -241,24 +250,46 @@ class InternalBuilder:
     ) -> str:
         """Route `parent` through the internal topic `<base>-repartition`; returns its source.
 
-        `relaxable`: the null-key filter is switched off if a join that accepts null keys is
-        added downstream later (see `keep_null_keys_upstream`).
+        Named as Kafka names a repartition (`KStreamImpl.createRepartitionedSource`): a sink,
+        a filter and a source take a name from the counter each, in that order, whatever their
+        names; they keep those generated names when `base` is itself a generated name
+        (`KSTREAM-...-0123456789`), otherwise they are `<topic>-sink`, `-filter`, `-source`.
+        The filter drops null-key records, unless `drop_null_keys` is False (a join that takes
+        them: Kafka 3.7+, KIP-962) or `relaxable` and such a join is added downstream later (see
+        `keep_null_keys_upstream`).
         """
+        from kstream.dsl.processors import DropNullKeysProcessor, NullKeyPolicy
+
         topic = f"{base}-repartition"
         self.topology.add_repartition_topic(topic, partitions)
-        upstream = parent
-        if drop_null_keys:
-            from kstream.dsl.processors import DropNullKeysProcessor, NullKeyPolicy
-
-            policy = NullKeyPolicy() if relaxable else None
-            factory = processor_factory(DropNullKeysProcessor, policy)
-            upstream = self.processor(f"{topic}-filter", factory, parent)
-            if policy is not None:
-                self._null_key_policies[upstream] = policy
+        sink, filter_, src = self.name("SINK"), self.name("FILTER"), self.name("SOURCE")
+        if not _GENERATED.fullmatch(base):
+            sink, filter_, src = f"{topic}-sink", f"{topic}-filter", f"{topic}-source"
+        policy = NullKeyPolicy() if relaxable or not drop_null_keys else None
+        if policy is not None:
+            policy.keep = not drop_null_keys
+        upstream = self.processor(filter_, processor_factory(DropNullKeysProcessor, policy), parent)
+        if relaxable:
+            assert policy is not None
+            self._null_key_policies[upstream] = policy
         ks, vs = key_serde or AUTO, value_serde or AUTO
-        self.sink(topic, upstream, ks, vs, name=f"{topic}-sink")
-        src = f"{topic}-source"
+        self.topology.add_sink(sink, topic, upstream, ks, vs, None)
         self.topology.add_source(src, topic, ks, vs)
+        return src
+
+    def regroup_repartition(
+        self, parent: str, base: str, *, key_serde: Serde, value_serde: Serde
+    ) -> str:
+        """Route a regrouped table's updates through `<base>-repartition`; returns its source.
+
+        As Kafka's `GroupedTableOperationRepartitionNode`: a sink and a source with generated
+        names, and no filter (the regroup processor above drops None keys itself).
+        """
+        topic = f"{base}-repartition"
+        self.topology.add_repartition_topic(topic, None)
+        sink, src = self.name("SINK"), self.name("SOURCE")
+        self.topology.add_sink(sink, topic, parent, key_serde, value_serde, None)
+        self.topology.add_source(src, topic, key_serde, value_serde)
         return src
 
     def keep_null_keys_upstream(self, node: str) -> None:

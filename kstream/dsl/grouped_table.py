@@ -80,17 +80,18 @@ class KGroupedTable:
         name: str | None,
     ) -> KTable:
         b = self._builder
-        node = b.name(op, name, "KTABLE")
+        # Kafka's order of names (KGroupedTableImpl): the store (KTABLE-AGGREGATE-STATE-STORE-...
+        # for reduce too), the repartition's sink and source, then the processor
         spec = b.timestamped_store_spec(
-            store, op, key_serde=self._key_serde, value_serde=value_serde, prefix="KTABLE"
+            store, "AGGREGATE", key_serde=self._key_serde, value_serde=value_serde, prefix="KTABLE"
         )
-        src = b.repartition(
+        src = b.regroup_repartition(
             self._node,
             spec.name,
             key_serde=self._key_serde or AUTO,
             value_serde=ChangeSerde(self._value_serde or AUTO),
-            drop_null_keys=True,
         )
+        node = b.name(op, name, "KTABLE")
         factory = processor_factory(TableAggregateProcessor, spec.name, add, subtract)
         b.processor(node, factory, src)
         b.add_store(spec, [node])

@@ -135,9 +135,10 @@ def join_tables(
     b = left._builder
     if other._builder is not b:
         raise TopologyError(f"{what}: both tables must come from the same StreamBuilder")
+    # Kafka's order of names (KTableImpl.doJoin): the merge, then this side, then the other
+    merge = b.name("MERGE", name, "KTABLE")
     this_node = b.name("JOINTHIS", None if name is None else f"{name}-join-this", "KTABLE")
     other_node = b.name("JOINOTHER", None if name is None else f"{name}-join-other", "KTABLE")
-    merge = b.name("MERGE", name, "KTABLE")
     from kstream import stores
 
     ts_spec = stores.key_value(
@@ -184,12 +185,15 @@ def _stream_table(
     b = left._builder
     if table._builder is not b:
         raise TopologyError(f"{what}: the stream and the table must come from one StreamBuilder")
-    node = b.name(_OPS[kind], name)
     if left._repartition_required and left._key_serde is None:
         # Co-partitioning is by key bytes: repartition with the table's key serde, or the
         # stream's records land in other partitions than the table's keys.
         left = KStream(b, left._node, table._key_serde, left._value_serde, True)
-    parent = _partitioned(left, node, keep_null_keys=kind == "left")
+    # As Kafka (`KStreamImpl.doStreamTableJoin`): the stream is repartitioned before the join
+    # is named, through a topic named after the join's given name or else the stream's node
+    base = left._node if name is None else name
+    parent = _partitioned(left, base, keep_null_keys=kind == "left")
+    node = b.name(_OPS[kind], name)
     factory = processor_factory(
         StreamTableJoinProcessor, table._getter, joiner, kind == "left", None
     )
@@ -223,7 +227,8 @@ def _stream_global(
         raise TopologyError(
             f"{what}: global table {table.store_name!r} is not part of this StreamBuilder"
         )
-    node = b.name(_OPS[kind], name)
+    # Kafka names a join with a global table KSTREAM-LEFTJOIN-..., inner ones too
+    node = b.name("LEFTJOIN", name)
     factory = processor_factory(
         StreamTableJoinProcessor, table._getter, joiner, kind == "left", key_selector
     )
@@ -306,13 +311,21 @@ def _stream_stream(
         raise TopologyError(f"{what}: both streams must come from the same StreamBuilder")
     from kstream import stores
 
+    # Left and outer joins take None-key records (KIP-962): repartitioning must keep them.
+    keep_null_keys = kind != "inner"
+    # As Kafka (`KStreamImpl.doJoin`): each side is repartitioned before the join's nodes are
+    # named, through a topic named after the join (`<name>-left`, `<name>-right`) or else after
+    # the side's own node (`KSTREAM-MAP-0000000005-repartition`); one stream on both sides
+    # is repartitioned once
+    left_parent = _partitioned(left, left._node if name is None else f"{name}-left", keep_null_keys)
+    if right._node == left._node:
+        right_parent = left_parent
+    else:
+        right_base = right._node if name is None else f"{name}-right"
+        right_parent = _partitioned(right, right_base, keep_null_keys)
     this_node = b.name("JOINTHIS", None if name is None else f"{name}-this-join")
     other_node = b.name("JOINOTHER", None if name is None else f"{name}-other-join")
     join_node = b.name(_OPS[kind], name)
-    # Left and outer joins take None-key records (KIP-962): repartitioning must keep them.
-    keep_null_keys = kind != "inner"
-    left_parent = _partitioned(left, f"{join_node}-left", keep_null_keys)
-    right_parent = _partitioned(right, f"{join_node}-right", keep_null_keys)
 
     size = window.before_ms + window.after_ms
     retention = max(size + window.grace_ms, 1)

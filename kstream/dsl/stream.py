@@ -181,7 +181,10 @@ class KStream(Handle):
         """Split the stream: one stream per predicate; a record goes to the first that matches.
 
         With `default=True` a last stream gets the records that match no predicate; without it they
-        are dropped. Keys are unchanged, so the branches need no repartition of their own.
+        are dropped. Keys are unchanged, so the branches need no repartition of their own. The
+        nodes take the names Kafka's `split()` gives: unnamed, `KSTREAM-BRANCH-<n>` and its
+        branches `KSTREAM-BRANCH-<n>1`, `...2` (the default branch `...0`); with `name`, `name`
+        and `<name>0`, `<name>1`, ... in list order.
 
         Example:
             big, small = orders.branch(lambda k, v: v["amount"] > 100, default=True)
@@ -192,7 +195,17 @@ class KStream(Handle):
         b = self._builder
         node = b.name("BRANCH", name)
         n = len(predicates) + (1 if default else 0)
-        kids = [b.name("BRANCHCHILD", f"{name}-{i}" if name else None) for i in range(n)]
+        # Kafka's names (BranchedKStreamImpl): each branch takes a name from the counter but is
+        # named after the splitter: unnamed, as `split()` names them (`<splitter><i>` with the
+        # predicates from 1 and the default branch 0); named, as `split(Named.as(name))` with
+        # `Branched.as(str(i))` names them (`<name><i>`, i the position in the list)
+        kids = []
+        for i in range(n):
+            b.name("BRANCHCHILD")
+            if name is not None:
+                kids.append(f"{name}{i}")
+            else:
+                kids.append(f"{node}{0 if default and i == n - 1 else i + 1}")
         dflt = kids[-1] if default else None
         b.processor(
             node,
@@ -322,7 +335,8 @@ class KStream(Handle):
         spec = b.store_spec(
             store, "TOTABLE", key_serde=self._key_serde, value_serde=self._value_serde
         )
-        parent = self._ensure_partitioned(spec.name)
+        # the repartition topic is named after the processor, as Kafka's (KStreamImpl.toTable)
+        parent = self._ensure_partitioned(node)
         b.processor(node, processor_factory(p.TableSourceProcessor, spec.name), parent)
         b.add_store(spec, [node])
         getter = ValueGetter(spec.name)

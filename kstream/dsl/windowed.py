@@ -330,7 +330,8 @@ class TimeWindowedKStream(_Windowed):
         size = w.max_difference_ms if isinstance(w, SlidingWindows) else w.size_ms
         # a new sliding window may start from the aggregate of one up to 2 * size before it
         retention = (2 * size + 1 if sliding else size) + w.grace_ms
-        node = b.name(f"{'SLIDING' if sliding else 'TIME'}-WINDOW-{op}", name)
+        # Kafka's processor names: KSTREAM-AGGREGATE (count, aggregate) or KSTREAM-REDUCE
+        node = b.name(_kafka_op(op), name)
         spec = b.store_spec(
             store,
             f"{'SLIDING' if sliding else 'TIME'}-WINDOW-{op}",
@@ -462,7 +463,7 @@ class SessionWindowedKStream(_Windowed):
         b = g._builder
         w = self._windows
         retention = w.gap_ms + w.grace_ms
-        node = b.name(f"SESSION-WINDOW-{op}", name)
+        node = b.name(_kafka_op(op), name)
         spec = b.store_spec(
             store,
             f"SESSION-WINDOW-{op}",
@@ -492,6 +493,12 @@ class SessionWindowedKStream(_Windowed):
         _add_stream_time_store(b, spec.name, node)
         ks = session_windowed_serde(g._key_serde)
         return KTable(b, node, ks, value_serde, WindowedValueGetter(spec.name, session=True))
+
+
+def _kafka_op(op: str) -> str:
+    """The operator part of Kafka's name for a windowed aggregation's processor (its store
+    keeps kstream's own generated name, `KSTREAM-<TIME|SLIDING|SESSION>-WINDOW-<op>-...`)."""
+    return "REDUCE" if op == "REDUCE" else "AGGREGATE"
 
 
 def _add_stream_time_store(b: InternalBuilder, store: str, node: str) -> None:

@@ -127,7 +127,9 @@ class KstreamBuilder:
             return None
         if op == "split":
             preds = [lib.PREDICATES[f].fn for f in node["fns"]]
-            return self._in(node).branch(*preds, default=node["default"])
+            # named as SpecBuilder.java names it: split(Named.as("split-<id>-")), Branched.as(i)
+            name = f"split-{node['id']}-"
+            return self._in(node).branch(*preds, default=node["default"], name=name)
         if op == "branch":
             return self._in(node)[node["index"]]
         if op == "merge":

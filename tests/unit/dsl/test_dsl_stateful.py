@@ -194,7 +194,8 @@ def test_stream_to_table_after_key_change_repartitions() -> None:
         )
         assert d.output_topic("out", "auto", "json").read_key_values() == [(7, "a"), (7, "b")]
         assert d.get_store("latest").get(7) == {"id": 7, "x": "b"}
-        assert "app-latest-repartition" in d.compiled.repartition_topics
+        # named after the processor, as Kafka names it (KStreamImpl.toTable)
+        assert "app-KSTREAM-TOTABLE-0000000002-repartition" in d.compiled.repartition_topics
 
 
 def test_value_getter_of_derived_table() -> None:

@@ -55,7 +55,7 @@ def test_global_store_is_readable_has_no_changelog_and_is_described() -> None:
     compiled = topo.compile("app")
     assert compiled.global_topics == ["products"]
     assert compiled.changelog_topics == {}
-    assert "Global Store" in str(topo.describe())
+    assert "for global store (will not generate tasks)" in str(topo.describe())
     with TopologyTestDriver(topo) as d:
         d.input_topic("products", "string", "json").pipe_many([("p1", "pen"), ("p2", "ink")])
         d.input_topic("products", "string", "json").pipe("p1", None)
