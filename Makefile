@@ -113,7 +113,7 @@ $(STREAMS_BENCH_STAMP): $(STREAMS_BENCH_DIR)/pom.xml \
 	touch $(STREAMS_BENCH_STAMP)
 
 # `make bench`: the quick run (a few minutes); `make bench-full` or BENCH_ARGS=--full: the
-# README's table
+# table in docs/performance.md
 BENCH_ARGS ?=
 bench: $(STAMP) $(KAFKA_STAMP) $(STREAMS_BENCH_STAMP)
 	$(PY) -m pip install -q -e '.[$(EXTRAS),bench]'

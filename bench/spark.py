@@ -4,8 +4,9 @@ one-core workers started here. Both engines run with the `broker_compat` the bro
 (`KSTREAM_BROKER_COMPAT`, set here unless already set).
 
 Three workloads over the same input (100-byte JSON values, 2 partitions): a stateless
-filter + map_values to a topic, a grouped count (one stateful step: the fast path), and a
-windowed count per user (1-minute windows: the task path, kstream's own tasks). The stateful
+filter + map_values to a topic (one query, run inside the source's read tasks), a grouped count
+and a windowed count per user (1-minute windows), both a re-keying query in the read tasks
+feeding, through a repartition topic, a query of kstream's tasks over Spark state. The stateful
 ones run once per key count (`--keys`, the number of distinct users, i.e. the state's size),
 and Spark once per batch size (`--batch`, records per micro-batch). Each workload runs on both
 engines from the same input topic to an output topic of its own, under exactly-once; every
@@ -19,7 +20,7 @@ Spark run first, then every native run:
 Columns: `seconds` from start to the last output committed (Spark: the query's wall time;
 native: `App.start()` until done, consumer-group join included), `records_per_s` = input records
 over `seconds`; `steady_records_per_s` leaves out the start-up (Spark: each query's batches
-after its first, rows over trigger time, the queries of the task path's sub-topologies in
+after its first, rows over trigger time, the queries of the sub-topologies in
 series; native: from RUNNING, i.e. partitions assigned, until done); batch
 latency is Spark's trigger execution time per micro-batch (first batch apart; p50, p99 and max
 of the rest); `us_per_record` = 1e6 / steady records/s. `driver_rss_mb` and `jvm_rss_mb`: the
@@ -38,7 +39,7 @@ bench/results/spark.json (`runs`: one entry per master, with its configuration).
 `state_keys` is the number of keys the stateful workload's state holds at the end (the users
 seen: at most one per record). `steady_spark_vs_native` compares steady-state rates; the
 `scaling` section gives, per stateful workload, engine and master, the per-record cost with the
-largest state over that with the smallest (the task path keeps state per key in Spark's state
+largest state over that with the smallest (Spark keeps state per key in Spark's state
 store, so this measures what a batch pays for the keys it touches, not for the state's size).
 `--workload` runs a subset; the rows of the other workloads, and of the other master, are kept
 from the previous results file.
@@ -223,9 +224,9 @@ def run_spark(
         )
         q.wait()
     elapsed = time.perf_counter() - t0
-    # the task path runs one query per sub-topology, upstream (the input topic's) first:
-    # records count what was read from the input; batch times are those of every query
-    queries = [q.query] if hasattr(q, "query") else list(q.queries)
+    # one query per sub-topology, upstream (the input topic's) first: records count what
+    # was read from the input; batch times are those of every query
+    queries = list(q.queries)
     reports = [list(query.recentProgress) for query in queries]
     q.close()
     per_query = [[batch_of(p) for p in rs] for rs in reports]
@@ -239,7 +240,7 @@ def run_spark(
     return {
         "workload": name,
         "engine": "spark",
-        "path": "fast" if hasattr(q, "query") else "task",
+        "queries": len(queries),
         "records": rows,
         "batches": len(latencies),
         "seconds": round(elapsed, 2),
@@ -268,7 +269,7 @@ def batch_of(progress: Any) -> tuple[float, int]:
 
 def steady_seconds_per_record(per_query: list[list[tuple[float, int]]]) -> float | None:
     """Seconds per input record once started: per query, its batches after the first over the
-    rows they read (its only batch if it ran one), summed over the queries (on the task path a
+    rows they read (its only batch if it ran one), summed over the queries (a
     record goes through each sub-topology's query in turn)."""
     total = 0.0
     for batches in per_query:
@@ -345,7 +346,7 @@ def run_native(bootstrap: str, name: str, src: str, records: int, tmp: str, slug
     return {
         "workload": name,
         "engine": "native",
-        "path": None,
+        "queries": None,
         "records": records,
         "batches": None,
         "seconds": round(done - t0, 2),

@@ -5,10 +5,20 @@ documents how operators are added (for the operator modules of windows, joins, g
 and deduplication).
 """
 
+from kstream.dsl.branched import Branched, BranchedKStream
 from kstream.dsl.builder import StreamBuilder
 from kstream.dsl.grouped import KGroupedStream
 from kstream.dsl.processors import Change
 from kstream.dsl.stream import KStream
 from kstream.dsl.table import GlobalKTable, KTable
 
-__all__ = ["Change", "GlobalKTable", "KGroupedStream", "KStream", "KTable", "StreamBuilder"]
+__all__ = [
+    "Branched",
+    "BranchedKStream",
+    "Change",
+    "GlobalKTable",
+    "KGroupedStream",
+    "KStream",
+    "KTable",
+    "StreamBuilder",
+]

@@ -55,7 +55,7 @@ from kstream.topology.processor import ProcessorContext
 KINDS = ("inner", "left", "outer")
 _OPS = {"inner": "JOIN", "left": "LEFTJOIN", "outer": "OUTERJOIN"}
 
-Joiner = Callable[[Any, Any], Any]
+Joiner = Callable[..., Any]  # (v, ov), or (key, v, ov) with a key (ValueJoinerWithKey)
 
 
 def _check_common(kind: str, joiner: Any, what: str) -> None:
@@ -94,6 +94,7 @@ def join_stream(
     window: JoinWindows | None,
     key_selector: Callable[[Any, Any], Any] | None,
     name: str | None,
+    with_key: bool = False,
 ) -> KStream:
     """Join a stream with a stream (windowed), a table or a global table: what
     `KStream.join/left_join/outer_join` (`kind` "inner", "left", "outer") build.
@@ -104,13 +105,13 @@ def join_stream(
     _check_common(kind, joiner, what)
     assert joiner is not None  # _check_common raised otherwise
     if isinstance(other, GlobalKTable):
-        return _stream_global(left, other, joiner, kind, window, key_selector, name, what)
+        return _stream_global(left, other, joiner, kind, window, key_selector, name, what, with_key)
     if key_selector is not None:
         raise TopologyError(f"{what}: key_selector is only for joins with a GlobalKTable")
     if isinstance(other, KTable):
-        return _stream_table(left, other, joiner, kind, window, name, what)
+        return _stream_table(left, other, joiner, kind, window, name, what, with_key)
     if isinstance(other, KStream):
-        return _stream_stream(left, other, joiner, kind, window, name, what)
+        return _stream_stream(left, other, joiner, kind, window, name, what, with_key)
     raise TopologyError(
         f"{what}: can join a KStream, a KTable or a GlobalKTable, got {type(other).__name__}"
     )
@@ -177,6 +178,7 @@ def _stream_table(
     window: Any,
     name: str | None,
     what: str,
+    with_key: bool = False,
 ) -> KStream:
     if kind == "outer":
         raise TopologyError(f"{what}: a stream-table join is inner or left, not outer")
@@ -195,7 +197,7 @@ def _stream_table(
     parent = _partitioned(left, base, keep_null_keys=kind == "left")
     node = b.name(_OPS[kind], name)
     factory = processor_factory(
-        StreamTableJoinProcessor, table._getter, joiner, kind == "left", None
+        StreamTableJoinProcessor, table._getter, joiner, kind == "left", None, with_key
     )
     b.processor(node, factory, parent)
     for s in table._getter.stores:
@@ -212,6 +214,7 @@ def _stream_global(
     key_selector: Any,
     name: str | None,
     what: str,
+    with_key: bool = False,
 ) -> KStream:
     if kind == "outer":
         raise TopologyError(f"{what}: a stream-global-table join is inner or left, not outer")
@@ -230,7 +233,7 @@ def _stream_global(
     # Kafka names a join with a global table KSTREAM-LEFTJOIN-..., inner ones too
     node = b.name("LEFTJOIN", name)
     factory = processor_factory(
-        StreamTableJoinProcessor, table._getter, joiner, kind == "left", key_selector
+        StreamTableJoinProcessor, table._getter, joiner, kind == "left", key_selector, with_key
     )
     b.processor(node, factory, left._node)
     return KStream(b, node, left._key_serde, None, left._repartition_required)
@@ -251,9 +254,11 @@ class StreamTableJoinProcessor(BuiltinProcessor):
         joiner: Joiner,
         left: bool,
         key_selector: Callable[[Any, Any], Any] | None,
+        with_key: bool = False,
     ) -> None:
         self.getter = getter
         self.joiner = joiner
+        self.with_key = with_key  # joiner(key, v, tv): Kafka's ValueJoinerWithKey
         self.left = left
         self.key_selector = key_selector
 
@@ -263,6 +268,7 @@ class StreamTableJoinProcessor(BuiltinProcessor):
 
     def process_batch(self, records: Sequence[Record]) -> None:
         get, joiner, left, select = self.get, self.joiner, self.left, self.key_selector
+        with_key = self.with_key
         on_error, dropped = self.ctx.on_error, self.ctx.record_dropped
         out = []
         for r in records:
@@ -278,7 +284,8 @@ class StreamTableJoinProcessor(BuiltinProcessor):
                 tv = None if lookup is None else get(lookup)
                 if tv is None and not left:
                     continue
-                joined = joiner(v, tv)
+                # the key a ValueJoinerWithKey sees is the stream record's (Kafka's too)
+                joined = joiner(k, v, tv) if with_key else joiner(v, tv)
             except Exception as e:
                 on_error(e, r)
                 continue
@@ -297,6 +304,7 @@ def _stream_stream(
     window: Any,
     name: str | None,
     what: str,
+    with_key: bool = False,
 ) -> KStream:
     if not isinstance(window, JoinWindows):
         raise TopologyError(
@@ -355,6 +363,7 @@ def _stream_stream(
         joiner,
         window,
         kind,
+        with_key,
     )
     b.processor(join_node, factory, [this_node, other_node])
     for spec in store_specs:

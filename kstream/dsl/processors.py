@@ -127,12 +127,24 @@ class MapProcessor(BuiltinProcessor):
 class MapValuesProcessor(BuiltinProcessor):
     forwards = "new"
 
-    def __init__(self, fn: Callable[[Any], Any]) -> None:
+    def __init__(self, fn: Callable[..., Any], with_key: bool = False) -> None:
         self.fn = fn
+        self.with_key = with_key  # fn(key, value), Kafka's ValueMapperWithKey
         self.owns_input = False
 
     def process_batch(self, records: Sequence[Record]) -> None:
         fn, on_error = self.fn, self.ctx.on_error
+        if self.with_key:
+            out = []
+            for r in records:
+                try:
+                    v = fn(r.key, r.value)
+                except Exception as e:
+                    on_error(e, r)
+                    continue
+                out.append(derive(r, r.key, v))
+            self.ctx.forward_batch(out)
+            return
         if self.owns_input:  # nobody else sees these records: change them, copy none
             bad: set[int] | None = None
             for r in records:
@@ -195,15 +207,17 @@ class FlatMapProcessor(BuiltinProcessor):
 class FlatMapValuesProcessor(BuiltinProcessor):
     forwards = "new"
 
-    def __init__(self, fn: Callable[[Any], Any]) -> None:
+    def __init__(self, fn: Callable[..., Any], with_key: bool = False) -> None:
         self.fn = fn
+        self.with_key = with_key  # fn(key, value), Kafka's ValueMapperWithKey
 
     def process_batch(self, records: Sequence[Record]) -> None:
-        fn, on_error = self.fn, self.ctx.on_error
+        fn, on_error, with_key = self.fn, self.ctx.on_error, self.with_key
         out = []
         for r in records:
             try:
-                vals = [r.with_value(v) for v in fn(r.value)]
+                vs = fn(r.key, r.value) if with_key else fn(r.value)
+                vals = [r.with_value(v) for v in vs]
             except Exception as e:
                 on_error(e, r)
                 continue
@@ -240,6 +254,70 @@ class PassThroughProcessor(BuiltinProcessor):
         self.ctx.forward_batch(list(records))
 
 
+_NO_KEY: Any = object()
+
+
+class _FixedKeyContext:
+    """The context a `process_values` processor sees: the real one, but forwarding checks that
+    a record forwarded while an input record is processed keeps that record's key."""
+
+    def __init__(self, ctx: ProcessorContext, owner: FixedKeyProcessor) -> None:
+        self._ctx = ctx
+        self._owner = owner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ctx, name)
+
+    def forward(self, record: Record, to: str | None = None) -> None:
+        self._owner.check_key(record)
+        self._ctx.forward(record, to)
+
+    def forward_batch(self, records: list[Record], to: str | None = None) -> None:
+        for r in records:
+            self._owner.check_key(r)
+        self._ctx.forward_batch(records, to)
+
+
+class FixedKeyProcessor(BuiltinProcessor):
+    """Runs a user processor that may change values but not keys (`KStream.process_values`,
+    Kafka's `FixedKeyProcessor`): a record forwarded with another key than the input's fails
+    (through the error handler), so no repartition is needed downstream."""
+
+    def __init__(self, factory: Callable[[], Any], node: str) -> None:
+        from kstream.topology.processor import as_processor
+
+        self.user = as_processor(factory(), node)
+        self.node = node
+        self.key: Any = _NO_KEY
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        self.user.init(_FixedKeyContext(ctx, self))
+
+    def check_key(self, record: Record) -> None:
+        if self.key is not _NO_KEY and record.key != self.key:
+            raise ValueError(
+                f"process_values {self.node!r}: a record was forwarded with key {record.key!r} "
+                f"for input key {self.key!r}; process_values keeps keys (use process to "
+                "change them)"
+            )
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        process, on_error = self.user.process, self.ctx.on_error
+        try:
+            for r in records:
+                self.key = r.key
+                try:
+                    process(r)
+                except Exception as e:
+                    on_error(e, r)
+        finally:
+            self.key = _NO_KEY  # punctuations forward records kept from earlier inputs
+
+    def close(self) -> None:
+        self.user.close()
+
+
 class BranchProcessor(BuiltinProcessor):
     """First matching predicate wins; records matching none go to `default` or are dropped."""
 
@@ -249,9 +327,12 @@ class BranchProcessor(BuiltinProcessor):
         children: Sequence[str],
         default: str | None,
     ) -> None:
+        # `children` may also name the default branch, after the predicates' (as Kafka's
+        # KStreamBranch: `KStream.split()` adds the branches after the splitter)
+        n = len(predicates)
         self.predicates = list(predicates)
-        self.children = list(children)
-        self.default = default
+        self.children = list(children[:n])
+        self.default = default if default is not None or len(children) <= n else children[n]
 
     def process_batch(self, records: Sequence[Record]) -> None:
         preds, on_error = self.predicates, self.ctx.on_error
@@ -538,18 +619,22 @@ class TableFilterProcessor(BuiltinProcessor):
 
 
 class TableMapValuesProcessor(BuiltinProcessor):
-    def __init__(self, fn: Callable[[Any], Any]) -> None:
+    def __init__(self, fn: Callable[..., Any], with_key: bool = False) -> None:
         self.fn = fn
+        self.with_key = with_key  # fn(key, value), Kafka's ValueMapperWithKey
 
     def process_batch(self, records: Sequence[Record]) -> None:
         fn, on_error = self.fn, self.ctx.on_error
+        # with a key: `fn(key, value)` through a partial per record (a cold path)
+        keyed = functools.partial if self.with_key else None
         out = []
         for r in records:
             new, old = r.value
             try:
+                f = fn if keyed is None else keyed(fn, r.key)
                 ch = Change(
-                    None if new is None else fn(new),
-                    None if old is None else fn(old),
+                    None if new is None else f(new),
+                    None if old is None else f(old),
                 )
             except Exception as e:
                 on_error(e, r)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from kstream.dsl import graph as _graph  # its processor_factory: a parameter shadows the name
 from kstream.dsl import processors as p
 from kstream.dsl.dedup import deduplicate as _deduplicate
 from kstream.dsl.graph import Handle, InternalBuilder, StoreLike, ValueGetter, processor_factory
@@ -16,6 +17,7 @@ from kstream.topology.processor import ProcessorFactory
 from kstream.topology.topology import Partitioner
 
 if TYPE_CHECKING:
+    from kstream.dsl.branched import BranchedKStream
     from kstream.dsl.grouped import KGroupedStream
     from kstream.dsl.table import GlobalKTable, KTable
     from kstream.state.spec import StoreSpec
@@ -103,15 +105,20 @@ class KStream(Handle):
         factory = processor_factory(p.MapProcessor, fn)
         return self._then("MAP", factory, name, key_changed=True, value_changed=True)
 
-    def map_values(self, fn: Callable[[Any], Any], name: str | None = None) -> KStream:
+    def map_values(
+        self, fn: Callable[..., Any], name: str | None = None, *, with_key: bool = False
+    ) -> KStream:
         """Replace each value by `fn(value)`; key, timestamp and partitioning are kept.
 
         Does not cause a repartition (unlike `map`). `fn` also sees None values (tombstones).
+        With `with_key=True` the mapper is `fn(key, value)` (Kafka's `ValueMapperWithKey`): it
+        reads the key but cannot change it, so still no repartition follows.
 
         Example:
             orders.map_values(lambda v: v["amount"]).to("amounts", value_serde="double")
+            orders.map_values(lambda k, v: {**v, "id": k}, with_key=True).to("orders-with-id")
         """
-        factory = processor_factory(p.MapValuesProcessor, fn)
+        factory = processor_factory(p.MapValuesProcessor, fn, with_key)
         return self._then("MAPVALUES", factory, name, value_changed=True)
 
     def flat_map(
@@ -129,16 +136,18 @@ class KStream(Handle):
         return self._then("FLATMAP", factory, name, key_changed=True, value_changed=True)
 
     def flat_map_values(
-        self, fn: Callable[[Any], Iterable[Any]], name: str | None = None
+        self, fn: Callable[..., Iterable[Any]], name: str | None = None, *, with_key: bool = False
     ) -> KStream:
         """One record per value of `fn(value)`, each with the input's key and timestamp.
 
-        No repartition follows (the key is kept).
+        No repartition follows (the key is kept). With `with_key=True` the mapper is
+        `fn(key, value)` (Kafka's `ValueMapperWithKey`).
 
         Example:
             sentences.flat_map_values(str.split).to("words")
+            carts.flat_map_values(lambda k, v: [f"{k}/{i}" for i in v], with_key=True)
         """
-        factory = processor_factory(p.FlatMapValuesProcessor, fn)
+        factory = processor_factory(p.FlatMapValuesProcessor, fn, with_key)
         return self._then("FLATMAPVALUES", factory, name, value_changed=True)
 
     def select_key(self, fn: Callable[[Any, Any], Any], name: str | None = None) -> KStream:
@@ -219,6 +228,29 @@ class KStream(Handle):
                 KStream(b, kid, self._key_serde, self._value_serde, self._repartition_required)
             )
         return out
+
+    def split(self, name: str | None = None) -> BranchedKStream:
+        """Split the stream into named branches, the Kafka 4 way (`BranchedKStream`): chain
+        `.branch(predicate, Branched...)` calls and end with `.default_branch()` or
+        `.no_default_branch()`, which return the branches by name.
+
+        A record goes to the first branch whose predicate holds. A branch's name is `name` (else
+        Kafka's generated `KSTREAM-BRANCH-<n>`) followed by its `Branched` name, or by its
+        position from 1 (0 for the default branch); nodes take the same names as Kafka's, so a
+        ported topology describes the same. See `kstream.dsl.branched.Branched` for branches
+        chained inline (`with_function`) or consumed (`with_consumer`).
+
+        Example:
+            parts = (
+                orders.split("orders-")
+                .branch(lambda k, v: v["amount"] > 100, Branched.as_("big"))
+                .default_branch(Branched.as_("small"))
+            )
+            parts["orders-big"].to("big-orders")
+        """
+        from kstream.dsl.branched import BranchedKStream
+
+        return BranchedKStream(self, name)
 
     def merge(self, other: KStream, name: str | None = None) -> KStream:
         """One stream of the records of both, in the order they are processed (no ordering between
@@ -310,6 +342,41 @@ class KStream(Handle):
         """
         b = self._builder
         node = b.processor(b.name("PROCESSOR", name), processor_factory, self._node)
+        self._connect_stores(node, stores)
+        return KStream(b, node, None, None, True)
+
+    def process_values(
+        self,
+        processor_factory: ProcessorFactory,
+        stores: Iterable[str | StoreSpec] = (),
+        name: str | None = None,
+    ) -> KStream:
+        """Run a user processor that changes values but keeps keys (Kafka's `processValues`
+        with a `FixedKeyProcessor`); `stores` as in `process`.
+
+        Because the key is kept, a following stateful operator does not repartition (after
+        `process` it must). The processor forwards records derived from its input with
+        `record.with_value(...)` (timestamp and headers may change too); a record forwarded
+        with another key than the input's fails through the error handler. Records forwarded
+        from a punctuation are not checked: forward only records kept from earlier inputs.
+
+        Example:
+            class Stamp(kstream.Processor):
+                def process(self, record):
+                    self.ctx.forward(record.with_value({**record.value, "seen": self.ctx.offset}))
+
+            orders.process_values(Stamp).group_by_key().count()  # no repartition topic
+        """
+        b = self._builder
+        node = b.name("PROCESSVALUES", name)
+        b.processor(
+            node, _graph.processor_factory(p.FixedKeyProcessor, processor_factory, node), self._node
+        )
+        self._connect_stores(node, stores)
+        return KStream(b, node, self._key_serde, None, self._repartition_required)
+
+    def _connect_stores(self, node: str, stores: Iterable[str | StoreSpec]) -> None:
+        b = self._builder
         for s in stores:
             if isinstance(s, str):
                 b.connect(node, s)
@@ -317,7 +384,6 @@ class KStream(Handle):
                 b.connect(node, s.name)
             else:
                 b.add_store(s, [node])
-        return KStream(b, node, None, None, True)
 
     def to_table(self, store: StoreLike = None, name: str | None = None) -> KTable:
         """Read the stream as upserts of a table: the latest value per key, materialized in `store`.
@@ -421,6 +487,7 @@ class KStream(Handle):
         *args: Callable[..., Any],
         window: JoinWindows | None = None,
         name: str | None = None,
+        with_key: bool = False,
         **kwargs: Callable[..., Any] | None,
     ) -> KStream:
         """Inner join with a stream (windowed), a table or a global table: matches only.
@@ -436,11 +503,16 @@ class KStream(Handle):
         None keys and values are dropped (counted). A stream whose key changed is repartitioned
         first; the two sides of a stream or table join must be co-partitioned.
 
+        With `with_key=True` the joiner is `joiner(key, v, ov)` (Kafka's `ValueJoinerWithKey`),
+        in every join here (and left and outer ones); the key is the stream record's, also
+        in a global-table join (not the selected lookup key), as in Kafka.
+
         Example:
             enriched = orders.join(customers, lambda order, customer: {**order, "c": customer})
+            keyed = orders.join(customers, lambda k, o, c: {**o, "id": k, "c": c}, with_key=True)
             pairs = clicks.join(views, lambda c, v: (c, v), window=JoinWindows.of("5s"))
         """
-        return self._join("inner", other, args, window, name, kwargs)
+        return self._join("inner", other, args, window, name, kwargs, with_key)
 
     def left_join(
         self,
@@ -448,6 +520,7 @@ class KStream(Handle):
         *args: Callable[..., Any],
         window: JoinWindows | None = None,
         name: str | None = None,
+        with_key: bool = False,
         **kwargs: Callable[..., Any] | None,
     ) -> KStream:
         """Left join (see `join`): every record of this stream produces a result.
@@ -461,7 +534,7 @@ class KStream(Handle):
         Example:
             orders.left_join(customers, lambda o, c: {**o, "customer": c}).to("orders-enriched")
         """
-        return self._join("left", other, args, window, name, kwargs)
+        return self._join("left", other, args, window, name, kwargs, with_key)
 
     def outer_join(
         self,
@@ -469,6 +542,7 @@ class KStream(Handle):
         *args: Callable[..., Any],
         window: JoinWindows | None = None,
         name: str | None = None,
+        with_key: bool = False,
         **kwargs: Callable[..., Any] | None,
     ) -> KStream:
         """Outer join of two streams (windowed): records of either side without a match are emitted
@@ -478,7 +552,7 @@ class KStream(Handle):
         Example:
             both = a.outer_join(b, lambda x, y: (x, y), window=JoinWindows.of("1m", grace="10s"))
         """
-        return self._join("outer", other, args, window, name, kwargs)
+        return self._join("outer", other, args, window, name, kwargs, with_key)
 
     def _join(
         self,
@@ -488,6 +562,7 @@ class KStream(Handle):
         window: JoinWindows | None,
         name: str | None,
         kwargs: dict[str, Callable[..., Any] | None],
+        with_key: bool = False,
     ) -> KStream:
         # joins imports this module: imported here, at the call
         from kstream.dsl.joins import join_stream
@@ -517,4 +592,5 @@ class KStream(Handle):
             window=window,
             key_selector=key_selector,
             name=name,
+            with_key=with_key,
         )

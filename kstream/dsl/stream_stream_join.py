@@ -31,6 +31,7 @@ Per record, in Kafka's order (`KStreamKStreamJoin.process` plus `KStreamJoinWind
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -42,7 +43,7 @@ from kstream.serde import Serde
 from kstream.state.keys import ts8, unts8
 from kstream.topology.processor import ProcessorContext
 
-Joiner = Callable[[Any, Any], Any]
+Joiner = Callable[..., Any]  # (v, ov), or (key, v, ov) with a key (ValueJoinerWithKey)
 
 # Kafka's TimeTracker starts with no stream time and an "empty" pending minimum.
 _NO_TIME = -1
@@ -94,9 +95,15 @@ class StreamStreamJoinProcessor(BuiltinProcessor):
         joiner: Joiner,
         window: JoinWindows,
         kind: str,
+        with_key: bool = False,
     ) -> None:
         self.names = (this_store, other_store, outer_store)
+        # `joiner(left, right)`, or with a key `joiner(key, left, right)` (ValueJoinerWithKey):
+        # `self.join(key, left, right)` calls it either way
         self.joiner = joiner
+        self.join: Callable[[Any, Any, Any], Any] = (
+            joiner if with_key else functools.partial(_without_key, joiner)
+        )
         self.before = window.before_ms
         self.after = window.after_ms
         self.grace = window.grace_ms
@@ -164,11 +171,11 @@ class StreamStreamJoinProcessor(BuiltinProcessor):
         if time_from <= time_to:
             with theirs.fetch(k, time_from, time_to) as cur:
                 matches = list(cur)
-        joiner, outer = self.joiner, self.outer
+        join, outer = self.join, self.outer
         for t2, v2 in matches:
             if outer is not None:
                 outer.delete((t2, not is_left, k))
-            joined = joiner(v, v2) if is_left else joiner(v2, v)
+            joined = join(k, v, v2) if is_left else join(k, v2, v)
             out.append(Record(k, joined, max(ts, t2), r.headers, r.topic, r.partition, r.offset))
         handled = bool(matches)
         if emits_unmatched and not matches:
@@ -186,7 +193,7 @@ class StreamStreamJoinProcessor(BuiltinProcessor):
             self.ctx.record_dropped("expired_window", r)
 
     def _unmatched(self, r: Record, k: Any, v: Any, is_left: bool, ts: int) -> Record:
-        joined = self.joiner(v, None) if is_left else self.joiner(None, v)
+        joined = self.join(k, v, None) if is_left else self.join(k, None, v)
         return Record(k, joined, ts, r.headers, r.topic, r.partition, r.offset)
 
     def _emit_closed(self, r: Record, out: list[Record], is_left: bool) -> None:
@@ -207,7 +214,7 @@ class StreamStreamJoinProcessor(BuiltinProcessor):
                 return
         elif self.min_time + look_ahead + grace >= st:
             return
-        outer, joiner = self.outer, self.joiner
+        outer, join = self.outer, self.join
         assert outer is not None
         self._unscanned = False
         self.min_time = _NO_PENDING
@@ -227,11 +234,16 @@ class StreamStreamJoinProcessor(BuiltinProcessor):
                         right_open = True
                     continue
                 for v in values:
-                    joined = joiner(v, None) if key_is_left else joiner(None, v)
+                    joined = join(k, v, None) if key_is_left else join(k, None, v)
                     out.append(Record(k, joined, ts, r.headers, r.topic, r.partition, r.offset))
                 emitted.append(key)
         for key in emitted:
             outer.delete(key)
+
+
+def _without_key(joiner: Joiner, _key: Any, a: Any, b: Any) -> Any:
+    """A `ValueJoiner` called as a `ValueJoinerWithKey`."""
+    return joiner(a, b)
 
 
 __all__ = ["OuterKeySerde", "SideTagger", "StreamStreamJoinProcessor"]

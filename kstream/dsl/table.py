@@ -108,28 +108,39 @@ class KTable(Handle):
         self._builder.table_operator(table._node, self._node, flag)
         return table
 
-    def map_values(self, fn: Callable[[Any], Any], name: str | None = None) -> KTable:
+    def map_values(
+        self, fn: Callable[..., Any], name: str | None = None, *, with_key: bool = False
+    ) -> KTable:
         """A table of `fn(value)` per key; deletes stay deletes (`fn` never sees None).
 
-        Keys and timestamps are kept, so no repartition; no store of its own.
+        Keys and timestamps are kept, so no repartition; no store of its own. With
+        `with_key=True` the mapper is `fn(key, value)` (Kafka's `ValueMapperWithKey`); the key
+        is read-only: the result stays under the same key.
 
         Example:
             emails = users.map_values(lambda v: v["email"])
+            labels = users.map_values(lambda k, v: f"{k}: {v['name']}", with_key=True)
         """
-        getter = self._getter.then(lambda _k, v: fn(v))
-        factory = processor_factory(p.TableMapValuesProcessor, fn)
+        getter = self._getter.then(fn if with_key else lambda _k, v: fn(v))
+        factory = processor_factory(p.TableMapValuesProcessor, fn, with_key)
         table = self._then("MAPVALUES", factory, name, getter, None)
         self._builder.table_operator(table._node, self._node)
         return table
 
-    def to_stream(self, name: str | None = None) -> KStream:
+    def to_stream(
+        self, mapper: Callable[[Any, Any], Any] | None = None, name: str | None = None
+    ) -> KStream:
         """The table's changelog as a stream: every update as a record, deletes as tombstones.
 
         Each record keeps the update's timestamp. Records with a None value are deletes: written to
-        a compacted topic, they remove the key.
+        a compacted topic, they remove the key. With `mapper(key, value) -> new_key` (Kafka's
+        `toStream(KeyValueMapper)`) each record is re-keyed, as `to_stream().select_key(mapper)`
+        (the same nodes and names as Kafka's), so a stateful operator after it repartitions; the
+        mapper also sees deletes (value None).
 
         Example:
             counts.to_stream().to("counts", value_serde="long")
+            per_minute.to_stream(lambda wk, v: f"{wk.key}@{wk.start}").to("counts-by-window")
         """
         from kstream.dsl.stream import KStream
 
@@ -137,7 +148,8 @@ class KTable(Handle):
         node = b.processor(
             b.name("TOSTREAM", name, prefix="KTABLE"), p.TableToStreamProcessor, self._node
         )
-        return KStream(b, node, self._key_serde, self._value_serde, False)
+        stream = KStream(b, node, self._key_serde, self._value_serde, False)
+        return stream if mapper is None else stream.select_key(mapper)
 
     # --- implemented in other modules ----------------------------------------------------
     # (joins and grouped_table import this module: they are imported here, at the call)

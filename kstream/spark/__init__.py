@@ -1,4 +1,4 @@
-"""Run a kstream topology, unchanged, as a Spark Structured Streaming query.
+"""Run a kstream topology, unchanged, as Spark Structured Streaming queries.
 
 `run(topology, app_id, bootstrap_servers, ...)` is the entry point (also behind
 `kstreamd run --engine spark`). Needs the `spark` extra (pyspark 4, pyarrow, pandas, protobuf);
@@ -12,17 +12,13 @@ from typing import TYPE_CHECKING
 from kstream._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from kstream.spark.plan import Plan, build_plan
-    from kstream.spark.runner import SparkQuery, TaskQueries, run, start
+    from kstream.spark.runner import TaskQueries, run, start
     from kstream.spark.session import spark_session
     from kstream.spark.tasks import TaskPlan, build_task_plan
 
 __all__ = [
-    "Plan",
-    "SparkQuery",
     "TaskPlan",
     "TaskQueries",
-    "build_plan",
     "build_task_plan",
     "run",
     "spark_session",
@@ -30,9 +26,6 @@ __all__ = [
 ]
 
 _EXPORTS = {
-    "Plan": "kstream.spark.plan",
-    "build_plan": "kstream.spark.plan",
-    "SparkQuery": "kstream.spark.runner",
     "TaskQueries": "kstream.spark.runner",
     "TaskPlan": "kstream.spark.tasks",
     "build_task_plan": "kstream.spark.tasks",

@@ -7,10 +7,10 @@ inside a record), so its records travel packed:
 
 - into a task: each Arrow batch a read task gets from Kafka (one partition's records) becomes
   one row `(partition, rows)`, `rows` the batch in Arrow's IPC format (`INPUT_SCHEMA`);
-- out of a task (or a stateless sub-topology's read task) towards the sink: the outputs become
-  one row per write slot `(slot, rows)` (`OUTPUT_SCHEMA`), the slot being the sink's
-  (`kstream.spark.sink.slot_of` of the row's destination), so the shuffle to the slots moves
-  a few rows per task.
+- out of a task (a stateful one, or a stateless sub-topology's read task) towards the sink:
+  the outputs become one row per write slot `(slot, rows)` (`OUTPUT_SCHEMA`), the slot being
+  the sink's (`kstream.spark.sink.slot_of` of the row's destination), so the shuffle to the
+  slots moves a few rows per task.
 
 Packing changes nothing a record carries or the order anything is written in: a task sorts its
 input by partition and offset, and a write slot orders its rows itself (`sink.write_order`).
@@ -23,22 +23,31 @@ from typing import Any
 
 import pyarrow as pa
 
-from kstream.spark.execute import ROW_ARROW_SCHEMA, input_records
 from kstream.spark.sink import slot_of
-from kstream.spark.source import ARROW_SCHEMA
+from kstream.spark.wire import (
+    ROW_ARROW_SCHEMA,
+    SOURCE_ARROW_SCHEMA,
+    input_records,
+    pack,
+    unpack,
+    unpack_output,
+)
+
+__all__ = [
+    "INPUT_SCHEMA",
+    "OUTPUT_SCHEMA",
+    "output_batch",
+    "pack",
+    "pack_by_slot",
+    "pack_input",
+    "unpack",
+    "unpack_input",
+    "unpack_output",
+]
 
 INPUT_SCHEMA = "partition int, rows binary"
 OUTPUT_SCHEMA = "slot int, rows binary"
 _INPUT = pa.schema([("partition", pa.int32()), ("rows", pa.binary())])
-
-
-def pack(batch: pa.RecordBatch) -> bytes:
-    """`batch` as one Arrow IPC message (its schema is implied by where it goes)."""
-    return batch.serialize().to_pybytes()
-
-
-def unpack(blob: bytes, schema: pa.Schema) -> pa.RecordBatch:
-    return pa.ipc.read_record_batch(pa.py_buffer(blob), schema)
 
 
 def pack_input(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -58,7 +67,7 @@ def unpack_input(blobs: Iterable[bytes]) -> list[Any]:
     """The records of packed source batches (`pack_input`'s `rows`), key and value bytes."""
     out: list[Any] = []
     for blob in blobs:
-        out.extend(input_records(unpack(blob, ARROW_SCHEMA)))
+        out.extend(input_records(unpack(blob, SOURCE_ARROW_SCHEMA)))
     return out
 
 
@@ -94,11 +103,4 @@ def output_batch(packed: Mapping[int, bytes]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(
         [pa.array(slots, pa.int32()), pa.array([packed[s] for s in slots], pa.binary())],
         names=["slot", "rows"],
-    )
-
-
-def unpack_output(blobs: Iterable[bytes]) -> pa.Table:
-    """The rows of one slot's packed outputs, as one table of `ROW_ARROW_SCHEMA`."""
-    return pa.Table.from_batches(
-        [unpack(b, ROW_ARROW_SCHEMA) for b in blobs], schema=ROW_ARROW_SCHEMA
     )

@@ -13,10 +13,10 @@ and the task's producer; on Spark, `RecordPolicy` hands it
   dead-letters a record once, as the native task's transaction does. The row's provenance is
   the failed record, so it sits where that record's outputs would.
 
-The fast path (`kstream.spark.execute`) runs the topology's processors without kstream's
-`Task`, so it reports a failing record through `report` and `bad_input`, in the words
-`Task.report` and the source node use: an error reads the same on both engines, which
-`tests/spark/test_error_policies.py` checks against the native engine.
+Every Spark task is kstream's own `Task` with a `RecordPolicy` as its `error_handler`, so an
+error reads the same on both engines and names the record the native engine names (a
+repartition topic's record after a repartition), which `tests/spark/test_error_policies.py`
+checks against the native engine.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 from confluent_kafka import TIMESTAMP_CREATE_TIME
 
 from kstream.config import Config
-from kstream.errors import DeserializationError, ProcessingError, RecordError, TopologyError
+from kstream.errors import RecordError
 from kstream.records import Headers, Record
 from kstream.runtime.policies import ErrorCounts, make_handler
 
@@ -98,11 +98,10 @@ class RawMessage:
 
 
 class RecordPolicy:
-    """The error handler of one Spark step or task: `make_handler` over this batch's bytes.
+    """The error handler of one Spark task: `make_handler` over this batch's bytes.
 
-    Call `remember(records)` with a batch's input records before they are deserialized; then
-    hand the policy to a `Task` as its `error_handler`, or report through `report` /
-    `bad_input` (the fast path).
+    Call `remember(records)` with a batch's input records before they are deserialized, and
+    hand the policy to the `Task` as its `error_handler`.
     """
 
     def __init__(self, config: Config, emit: Emit) -> None:
@@ -133,29 +132,3 @@ class RecordPolicy:
         self, topic: str, key: bytes | None, value: bytes | None, ts: int, headers: Headers
     ) -> None:
         self._emit(topic, key, value, ts, headers, self._origin)
-
-    # --- the fast path's reports, worded as kstream.topology.task.Task's -------------------
-
-    def report(self, exc: BaseException, record: Record, where: str) -> None:
-        """User code or a sink raised `exc` on `record` (as `Task.report`)."""
-        if isinstance(exc, RecordError | TopologyError):
-            raise exc
-        self.fail_record(
-            ProcessingError, f"{where} failed on a record: {type(exc).__name__}: {exc}", record, exc
-        )
-
-    def bad_input(self, exc: BaseException, record: Record, source: str, what: str) -> None:
-        """Source node `source` cannot deserialize `record`'s `what` (key or value)."""
-        self.fail_record(
-            DeserializationError,
-            f"source {source!r}: cannot deserialize the record's {what}: {exc}",
-            record,
-            exc,
-        )
-
-    def fail_record(
-        self, kind: type[RecordError], message: str, record: Record, cause: BaseException
-    ) -> None:
-        err = kind(message, topic=record.topic, partition=record.partition, offset=record.offset)
-        err.__cause__ = cause
-        self(err, record)

@@ -1,17 +1,17 @@
 """Run a kstream `Topology` as Spark Structured Streaming queries.
 
-A topology the fast path maps (`kstream.spark.plan`: stateless operators and at most one
-key-value aggregation per path) runs as one query: it reads every external source topic through
-the `kstream_kafka` source, runs the steps, and writes through the transactional sink. Any other
-topology runs on the task path (`kstream.spark.tasks`): one query per sub-topology, each task
-(sub-topology, partition) running kstream's own processors over stores kept in Spark's state.
-Both are checked before Spark starts, so a topology Spark cannot run is reported at once.
+One engine (`kstream.spark.tasks`): one query per sub-topology, each task (sub-topology,
+partition) running kstream's own processors, so Spark forwards the updates the native engine
+forwards. A sub-topology without state runs inside the source's read tasks (no shuffle but the
+one to the sink's write slots, no Spark state): a stateless topology is one such query. A
+stateful one groups its input by task over stores kept in Spark's state. The topology is
+compiled and checked before Spark starts, so a topology Spark cannot run is reported at once.
 Spark's checkpoint holds the source offsets and the state; the sink's marker offset in Kafka
 says which batches reached Kafka.
 
-The error policies (`on_deserialization_error`, `on_processing_error`, `dlq_topic`) apply on
-both paths through the native engine's handler (`kstream.spark.policy`); a query that fails on
-a record raises kstream's own error naming it (`kstream.spark.failure`), not Spark's wrapper.
+The error policies (`on_deserialization_error`, `on_processing_error`, `dlq_topic`) apply
+through the native engine's handler (`kstream.spark.policy`); a query that fails on a record
+raises kstream's own error naming it (`kstream.spark.failure`), not Spark's wrapper.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import re
 import signal
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kstream.config import Config, validate_app_id
@@ -30,8 +29,7 @@ from kstream.duration import duration
 from kstream.errors import ConfigError, TopologyError
 from kstream.spark.checkpoint import clear_unfinished_start
 from kstream.spark.failure import raise_failure
-from kstream.spark.plan import ENTRY, Plan, build_plan
-from kstream.spark.policy import ensure_dlq_topic, policy_config, uses_dlq
+from kstream.spark.policy import ensure_dlq_topic, policy_config
 from kstream.spark.progress import ProgressLog
 from kstream.topology.topology import Topology
 
@@ -56,36 +54,8 @@ TRANSIENT_RESTARTS = 3
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class SparkQuery:
-    """A started query, its sink (for its counters) and the plan it runs."""
-
-    query: Any
-    sink: Any
-    plan: Plan
-
-    def wait(self) -> None:
-        """Block until the query stops, logging its batches; re-raise its failure."""
-        log = ProgressLog()
-        try:
-            while not self.query.awaitTermination(_POLL_S):
-                log.poll(self.query)
-        except Exception as e:  # the query's failure, which awaitTermination raises
-            raise_failure(e)
-        log.poll(self.query)
-        exc = self.query.exception()
-        if exc is not None:
-            raise_failure(exc)
-
-    def stop(self) -> None:
-        self.query.stop()
-
-    def close(self) -> None:
-        self.sink.close()
-
-
 class TaskQueries:
-    """The queries of the task path, one per sub-topology.
+    """The queries of a topology, one per sub-topology.
 
     With `sequential` (the `availableNow` trigger) a query starts once every sub-topology it
     reads from (through repartition topics) has finished, so it reads everything its upstream
@@ -185,116 +155,24 @@ def start(
     *,
     max_records_per_batch: int | None = DEFAULT_MAX_RECORDS_PER_BATCH,
     guarantee: str = "exactly_once",
-) -> SparkQuery | TaskQueries:
-    """Start the query (queries, on the task path) and return it (see `run`)."""
+) -> TaskQueries:
+    """Start the queries, one per sub-topology, and return them (see `run`)."""
     validate_app_id(app_id)
     cfg = config if isinstance(config, Config) else Config.from_mapping(config)
     trig = parse_trigger(trigger)
     guarantee = sink_guarantee(guarantee)
-    plan = fast_plan(topology, cfg)
-    if plan is None:
-        from kstream.spark.tasks import build_task_plan
+    from kstream.spark.tasks import build_task_plan
 
-        task_plan = build_task_plan(topology, app_id)
-        return _start_tasks(
-            task_plan,
-            bootstrap_servers,
-            checkpoint_dir,
-            trig,
-            spark,
-            cfg,
-            max_records_per_batch,
-            guarantee,
-        )
-    from kstream.spark import execute, source
-    from kstream.spark.sink import TransactionalSink
-
-    counts, slots = _prepare_topics(plan, app_id, bootstrap_servers, cfg)
-    if spark is None:
-        from kstream.spark.session import spark_session
-
-        spark = spark_session()
-        spark.conf.set("spark.sql.shuffle.partitions", str(max(counts.values(), default=1)))
-    else:
-        from kstream.spark.session import register
-
-        register(spark)
-    if checkpoint_dir is None:
-        checkpoint_dir = os.path.join(cfg.state_dir, app_id, "spark-checkpoint")
-    from pyspark.sql import functions as F
-
-    entry = (
-        spark.readStream.format(source.NAME)
-        .options(
-            **source.options(
-                bootstrap_servers,
-                plan.external_topics,
-                kafka=cfg.kafka,
-                max_records_per_batch=max_records_per_batch,
-                transform=(execute.entry_function(plan), execute.ROW_SCHEMA),
-            )
-        )
-        .load()
-    )
-    outputs = {ENTRY: entry}
-    from pyspark.sql.streaming.state import GroupStateTimeout
-
-    if plan.stateful:
-        # only the columns the stateful step reads: Spark hands it every row column by column
-        inp = entry.filter(F.col("dest").isin(plan.stateful)).select(*execute.STATEFUL_COLUMNS)
-        outputs["__stateful__"] = inp.groupBy("grp").applyInPandasWithState(
-            execute.stateful_function(plan),
-            execute.ROW_SCHEMA,
-            execute.STATE_SCHEMA,
-            "append",
-            GroupStateTimeout.NoTimeout,
-        )
-    # the entry step's rows for user topics: its sinks' records and its dead letters
-    entry_writes = ENTRY in plan.reaches_sink or uses_dlq(plan.policies)
-    finals = [outputs[ENTRY].filter(F.col("dest").isNull())] if entry_writes else []
-    if plan.stateful and set(plan.stateful) & plan.reaches_sink:
-        finals.append(outputs["__stateful__"].filter(F.col("dest").isNull()))
-    if not finals:
-        raise TopologyError("the topology writes to no topic: nothing for Spark to run")
-    out = finals[0]
-    for extra in finals[1:]:
-        out = out.unionByName(extra)
-    sink = TransactionalSink(
-        app_id,
+    return _start_tasks(
+        build_task_plan(topology, app_id),
         bootstrap_servers,
-        cfg.kafka,
-        slots=slots,
-        partitions=plan.sink_partitions,
-        guarantee=guarantee,
+        checkpoint_dir,
+        trig,
+        spark,
+        cfg,
+        max_records_per_batch,
+        guarantee,
     )
-    clear_unfinished_start(spark, checkpoint_dir)
-    query = (
-        out.writeStream.queryName(app_id.replace("-", "_").replace(".", "_"))
-        .option("checkpointLocation", checkpoint_dir)
-        .outputMode("append")
-        .foreachBatch(sink)
-        .trigger(**trig)
-        .start()
-    )
-    return SparkQuery(query, sink, plan)
-
-
-def fast_plan(topology: Topology, cfg: Config) -> Plan | None:
-    """The fast path's plan of `topology`, or None when it runs on the task path: the fast
-    path cannot run it, or it has a stateful step and processing errors go to the dead-letter
-    topic (that step holds deserialized records, not the bytes a dead letter copies)."""
-    try:
-        plan = build_plan(topology)
-    except TopologyError:
-        return None
-    if plan.stateful and cfg.on_processing_error == "dlq":
-        log.info(
-            "on_processing_error='dlq' with a stateful operator: running on the task path, "
-            "which keeps every record's bytes for the dead-letter topic"
-        )
-        return None
-    plan.policies = policy_config(cfg)
-    return plan
 
 
 def run(
@@ -352,7 +230,7 @@ def run(
             q.close()
 
 
-def _wait(q: SparkQuery | TaskQueries, stopping: threading.Event) -> None:
+def _wait(q: TaskQueries, stopping: threading.Event) -> None:
     """`q.wait()`, with SIGTERM/SIGINT stopping the queries (and any restart) meanwhile."""
 
     def stop(*_: Any) -> None:
@@ -391,28 +269,6 @@ def sink_guarantee(guarantee: str) -> str:
     )
 
 
-def _prepare_topics(
-    plan: Plan, app_id: str, bootstrap_servers: str, cfg: Config
-) -> tuple[dict[str, int], int]:
-    """Check the source topics, learn the sinks' partition counts, create the marker topic.
-
-    Returns the source partition counts and the sink's slot count (the marker topic's: one
-    per partition of the widest sink topic when created).
-    """
-    from kstream.kafka.admin import Admin
-    from kstream.spark.sink import ensure_marker_topic
-
-    with Admin(bootstrap_servers, kafka=cfg.kafka) as admin:
-        counts = admin.partition_counts(plan.external_topics)
-        missing = [t for t in plan.external_topics if t not in counts]
-        if missing:
-            raise TopologyError(f"source topic(s) {missing} do not exist")
-        plan.sink_partitions = admin.partition_counts(plan.sink_topics)
-        plan.sink_partitions.update(ensure_dlq_topic(admin, cfg))
-        slots = ensure_marker_topic(admin, app_id, max(plan.sink_partitions.values(), default=1))
-    return counts, slots
-
-
 def _start_tasks(
     plan: TaskPlan,
     bootstrap_servers: str,
@@ -428,7 +284,8 @@ def _start_tasks(
 
     from kstream.internal_topics import repartition_config
     from kstream.kafka.admin import Admin
-    from kstream.spark import execute, packing, source, tasks
+    from kstream.spark import packing, source, tasks
+    from kstream.spark.labels import spread_labels
     from kstream.spark.sink import TransactionalSink, ensure_marker_topic
 
     app_id = plan.app_id
@@ -486,7 +343,7 @@ def _start_tasks(
             )
             if sid in plan.stateful:
                 # one group per task; labels that Spark spreads evenly over its partitions
-                labels = execute.spread_labels(
+                labels = spread_labels(
                     max(plan.partitions[t] for t in plan.sources[sid]), TASK_LABEL_MODULUS
                 )
                 task = F.element_at(F.array(*[F.lit(x) for x in labels]), F.col("partition") + 1)
@@ -510,7 +367,6 @@ def _start_tasks(
                 slots=slots[sid],
                 partitions=plan.partitions,
                 guarantee=guarantee,
-                packed=True,
             )
             location = os.path.join(checkpoint_dir, f"subtopology-{sid}")
             clear_unfinished_start(spark, location)

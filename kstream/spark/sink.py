@@ -33,12 +33,12 @@ stream records of the other task (the orders-enriched example gives other result
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kstream.kafka.partitioner import default_partition
 from kstream.spark.order import merge_by_head, tp_order
-from kstream.spark.source import decode_headers
+from kstream.spark.wire import decode_headers, unpack_output
 from kstream.state import provenance
 
 COLUMNS = ("ptopic", "ppart", "poff", "seq", "k", "topic", "v", "ts", "part", "h")
@@ -87,28 +87,6 @@ def slot_of(topic: str, partition: int, slots: int) -> int:
     return (zlib.crc32(topic.encode()) + max(int(partition), 0)) % slots
 
 
-def slot_assigner(partitions: Mapping[str, int], slots: int) -> Any:
-    """The `mapInArrow` function that adds each row's write slot (column `slot`)."""
-    partitions = dict(partitions)
-
-    def assign(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-
-        for b in batches:
-            topics = b.column("topic").to_pylist()
-            keys = b.column("k").to_pylist()
-            parts = b.column("part").to_pylist()
-            slot = [
-                slot_of(t, destination(t, k, p, partitions), slots)
-                for t, k, p in zip(topics, keys, parts, strict=True)
-            ]
-            yield pa.RecordBatch.from_arrays(
-                [*b.columns, pa.array(slot, pa.int32())], names=[*b.schema.names, "slot"]
-            )
-
-    return assign
-
-
 def write_order(rows: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """A slot's rows in the order they are written: deterministic, so a replay is the same.
 
@@ -133,26 +111,9 @@ def _input_order(r: tuple[Any, ...]) -> tuple[Any, ...]:
     return (r[2], r[3], r[4] or b"")
 
 
-RANK_ORDER = ("seq", "k", "topic", "v")
-
-
-def ranked(df: Any) -> Any:
-    """`df`'s rows (`COLUMNS`) with `seq` replaced by the row's rank among the outputs of its
-    input record, in (seq, key, topic, value) order: the index of its provenance id.
-
-    Computed over the whole batch before the rows are split into slots, since one input
-    record's outputs may go to several partitions (and the steps that made them number their
-    outputs each on their own).
-    """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    w = Window.partitionBy("ptopic", "ppart", "poff").orderBy(*RANK_ORDER)
-    return df.select(*COLUMNS).withColumn("seq", (F.row_number().over(w) - 1).cast("long"))
-
-
 def ranks(cols: Mapping[str, list[Any]]) -> list[int]:
-    """`ranked` for rows given as columns, in this process."""
+    """Each row's rank among the outputs of its input record, in (seq, key, topic, value)
+    order: the index of its provenance id (for rows written from this process, `write`)."""
     n = len(cols["seq"])
     order = sorted(
         range(n),
@@ -295,7 +256,7 @@ class SlotWriter:
 def _produce_all(producer: Any, rows: list[tuple[Any, ...]]) -> None:
     """Every row with its provenance id (+ the record's own headers), in order.
 
-    Rows carry their rank among their input record's outputs in place of `seq` (`ranked`).
+    Rows carry their rank among their input record's outputs in place of `seq` (`ranks`).
     """
     raw = producer.raw.produce
     encode, header = provenance.encode, provenance.HEADER
@@ -318,20 +279,16 @@ def write_function(
     kafka: Mapping[str, Any],
     guarantee: str,
     batch_id: int,
-    packed: bool = False,
 ) -> Any:
-    """The `applyInArrow` function that writes one slot's rows on an executor (given as
-    `COLUMNS`, or packed: `kstream.spark.packing.OUTPUT_SCHEMA`)."""
+    """The `applyInArrow` function that writes one slot's rows on an executor (packed:
+    `kstream.spark.packing.OUTPUT_SCHEMA`)."""
     kafka = dict(kafka)
 
     def write(key: tuple[Any, ...], table: Any) -> Any:
         import pyarrow as pa
 
-        from kstream.spark.packing import unpack_output
-
         slot = int(key[0].as_py())
-        if packed:
-            table = unpack_output(table.column("rows").to_pylist())
+        table = unpack_output(table.column("rows").to_pylist())
         # clients per write: a cached producer would be fenced by whichever worker wrote the
         # slot last, and a fenced producer's retries cost more than a new one
         writer = SlotWriter(app_id, bootstrap_servers, kafka, slot, guarantee)
@@ -356,11 +313,10 @@ class TransactionalSink:
     `write` (rows given as columns) writes in this process instead, slot by slot, as the
     executors would: for tools and tests without a query.
 
-    With `packed`, the batch comes as rows of `kstream.spark.packing.OUTPUT_SCHEMA`: each a
-    slot's rows from one task, packed, with `seq` already the row's rank among its input
-    record's outputs (the task path's rows). The batch then goes to the slots in one shuffle
-    of a few rows, with neither the window that ranks the rows nor a Python step that places
-    them.
+    The batch comes as rows of `kstream.spark.packing.OUTPUT_SCHEMA`: each a slot's rows from
+    one task, packed, with `seq` already the row's rank among its input record's outputs. The
+    batch then goes to the slots in one shuffle of a few rows, with neither a window that
+    ranks the rows nor a Python step that places them.
     """
 
     def __init__(
@@ -372,7 +328,6 @@ class TransactionalSink:
         slots: int = 1,
         partitions: Mapping[str, int] | None = None,
         guarantee: str = "exactly_once",
-        packed: bool = False,
     ) -> None:
         if guarantee not in GUARANTEES:
             raise ValueError(f"guarantee must be one of {GUARANTEES}, got {guarantee!r}")
@@ -382,7 +337,6 @@ class TransactionalSink:
         self.slots = max(int(slots), 1)
         self.partitions = dict(partitions or {})
         self.guarantee = guarantee
-        self.packed = packed
         self._local: dict[int, SlotWriter] = {}
         self.batches_written = 0
         self.batches_skipped = 0
@@ -391,17 +345,9 @@ class TransactionalSink:
 
     def __call__(self, df: Any, batch_id: int) -> None:
         fn = write_function(
-            self.app_id, self.bootstrap_servers, self.kafka, self.guarantee, batch_id, self.packed
+            self.app_id, self.bootstrap_servers, self.kafka, self.guarantee, batch_id
         )
-        from pyspark.sql.types import IntegerType, StructField, StructType
-
-        if self.packed:
-            placed = df
-        else:
-            rows = ranked(df)
-            with_slot = StructType([*rows.schema.fields, StructField("slot", IntegerType())])
-            placed = rows.mapInArrow(slot_assigner(self.partitions, self.slots), with_slot)
-        results = placed.groupBy("slot").applyInArrow(fn, RESULT_SCHEMA).collect()
+        results = df.groupBy("slot").applyInArrow(fn, RESULT_SCHEMA).collect()
         self._count([(int(r["written"]), bool(r["skipped"])) for r in results])
 
     def _count(self, results: list[tuple[int, bool]]) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import json
-import pickle
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -29,24 +28,13 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from kstream.errors import KafkaClientError, TopologyError
+from kstream.spark.wire import SOURCE_ARROW_SCHEMA as ARROW_SCHEMA
+from kstream.spark.wire import SOURCE_SCHEMA as SCHEMA
+from kstream.spark.wire import decode_headers, dumps, encode_headers, loads
+
+__all__ = ["ARROW_SCHEMA", "NAME", "SCHEMA", "decode_headers", "encode_headers", "options"]
 
 NAME = "kstream_kafka"
-# `headers`: the record's headers as `encode_headers` writes them (null when it has none)
-SCHEMA = (
-    "topic string, partition int, offset long, timestamp long, key binary, value binary, "
-    "headers binary"
-)
-ARROW_SCHEMA = pa.schema(
-    [
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("timestamp", pa.int64()),
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("headers", pa.binary()),
-    ]
-)
 _ARROW_BATCH = 20_000  # rows per Arrow batch handed to Spark
 _FETCH = 10_000  # messages per consume call
 _POLL_S = 0.05  # a consume call returns when it has _FETCH messages or after this
@@ -82,8 +70,6 @@ def options(
     if max_records_per_batch is not None:
         out["max_records_per_batch"] = str(int(max_records_per_batch))
     if transform is not None:
-        from kstream.spark.tasks import dumps
-
         fn, schema = transform
         out["transform"] = base64.b64encode(dumps(fn)).decode("ascii")
         out["schema"] = schema
@@ -310,20 +296,6 @@ def _to_arrow(topic: str, partition: int, chunks: list[list[Any]]) -> pa.RecordB
     )
 
 
-def encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes | None:
-    """Headers in a `binary` column: a pickled list of (key, value) pairs (None when none).
-
-    A list of structs would be the natural type, but Spark's Arrow writers size nested
-    vectors row by row, which costs more than the rest of the row; one binary value does not.
-    """
-    return pickle.dumps(list(headers), protocol=5) if headers else None
-
-
-def decode_headers(data: bytes | None) -> Any:
-    """The headers of `encode_headers` (an empty tuple when none)."""
-    return pickle.loads(data) if data is not None else ()
-
-
 _READERS: dict[tuple[str, str], Any] = {}
 _TRANSFORMS: dict[str, Transform] = {}
 
@@ -332,8 +304,6 @@ def _transform(blob: str) -> Transform:
     """The transform of an option value, unpickled once per Python worker."""
     fn = _TRANSFORMS.get(blob)
     if fn is None:
-        from kstream.spark.tasks import loads
-
         if len(_TRANSFORMS) > 16:
             _TRANSFORMS.clear()
         fn = _TRANSFORMS[blob] = loads(base64.b64decode(blob))

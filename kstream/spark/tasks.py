@@ -1,9 +1,9 @@
-"""Sub-topologies run by kstream's own `Task` on Spark: exact results for any operator.
+"""Sub-topologies run by kstream's own `Task` on Spark: the one Spark engine, for any operator.
 
-The fast path (`kstream.spark.plan` / `execute`) maps stateless operators and one key-value
-aggregation onto Spark's own steps. Everything else (windowed aggregations with grace and emit
-final, deduplicate, stream-table, stream-stream and global-table joins, KTable re-grouping,
-chained stateful operators, user processors) runs here, with the real kstream processors:
+Every topology Spark runs (stateless chains, aggregations, windowed aggregations with grace and
+emit final, deduplicate, stream-table, stream-stream and global-table joins, KTable re-grouping,
+chained stateful operators, user processors) runs here, with the real kstream processors, so
+it forwards the same updates as the native engine:
 
 - the topology is compiled for the app id, exactly as the native runtime compiles it. Every
   sub-topology becomes one streaming query that reads the sub-topology's source topics (external
@@ -21,8 +21,10 @@ chained stateful operators, user processors) runs here, with the real kstream pr
   closing, the same late records dropped. Records of several topics in one batch are merged as
   Kafka Streams merges partitions: the record with the smallest timestamp at the head of its
   partition goes first, each partition in offset order;
-- a stateless sub-topology (only built-in stateless operators, no store) runs batch-wise inside
-  the source's read tasks, one `Task` per Kafka partition, without any shuffle;
+- a stateless sub-topology (only built-in stateless operators, no store, external input) runs
+  batch-wise inside the source's read tasks, one `Task` per Kafka partition, with no shuffle
+  and no Spark state: a topology without state is one such query, which reads, processes and
+  hands its packed outputs to the sink's slots in the read tasks;
 - global tables: a task of a sub-topology that may read them keeps its own copy of every global
   store in its state, with the offsets read so far, and reads the global topics from there up
   to their end before each batch (Kafka Streams' global thread, caught up at batch start);
@@ -40,17 +42,14 @@ record whose provenance id is at or below the highest id it has seen from the sa
 partition on that input topic (kstream writers keep each source partition's outputs in offset
 order, so a repeat is never above the mark). A sub-topology that reads a repartition topic is
 therefore always run as a stateful task, since a batch this runner's sink aborted before a crash
-is shown there. The stateless paths (the fast path, and stateless sub-topologies over external
-topics) keep no state and rely on the broker to hide aborted records, as Kafka does. A
+is shown there. Stateless sub-topologies over external topics keep no state and rely on the
+broker to hide aborted records, as Kafka does. A
 task's copy of the global tables travels whole in its metadata each batch: global tables
 should stay small.
 """
 
 from __future__ import annotations
 
-import io
-import pickle
-import struct
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -63,13 +62,19 @@ from kstream.config import Config
 from kstream.dsl import processors as p
 from kstream.errors import TopologyError
 from kstream.records import Headers, Record
-from kstream.serde import BUILTIN, Serde
-from kstream.spark.execute import ROW_ARROW_SCHEMA, ROW_SCHEMA, input_records
 from kstream.spark.failure import in_worker
 from kstream.spark.order import merge_by_head
+from kstream.spark.packing import output_batch, pack_by_slot
 from kstream.spark.policy import Origin, RecordPolicy
 from kstream.spark.sink import destination
-from kstream.spark.source import encode_headers
+from kstream.spark.wire import (
+    ROW_ARROW_SCHEMA,
+    ROW_SCHEMA,
+    dumps,
+    encode_headers,
+    input_records,
+    loads,
+)
 from kstream.state.provenance import HEADER, header_value
 from kstream.topology.compiled import CompiledTopology, compile_topology
 from kstream.topology.processor import PunctuationType
@@ -143,48 +148,6 @@ class TaskPlan:
     def blob(self) -> bytes:
         """The plan as bytes for Spark's workers (see `dumps`)."""
         return dumps(self)
-
-
-# --- pickling ---------------------------------------------------------------------------------
-
-
-def _pickler_class() -> type:
-    from pyspark import cloudpickle
-
-    class _Pickler(cloudpickle.Pickler):
-        """cloudpickle, with built-in serdes by name and `struct.Struct`s by format.
-
-        Both appear in the closures of serdes (e.g. the windowed key serdes) and do not pickle.
-        """
-
-        def persistent_id(self, obj: Any) -> Any:
-            if isinstance(obj, Serde) and BUILTIN.get(obj.name) is obj:
-                return ("serde", obj.name)
-            if isinstance(obj, struct.Struct):
-                return ("struct", obj.format)
-            return None
-
-    return _Pickler
-
-
-class _Unpickler(pickle.Unpickler):
-    def persistent_load(self, pid: Any) -> Any:
-        kind, arg = pid
-        if kind == "serde":
-            return BUILTIN[arg]
-        if kind == "struct":
-            return struct.Struct(arg)
-        raise pickle.UnpicklingError(f"unknown persistent id {pid!r}")
-
-
-def dumps(obj: Any) -> bytes:
-    buf = io.BytesIO()
-    _pickler_class()(buf, protocol=5).dump(obj)
-    return buf.getvalue()
-
-
-def loads(data: bytes) -> Any:
-    return _Unpickler(io.BytesIO(data)).load()
 
 
 _PLANS: dict[bytes, TaskPlan] = {}
@@ -281,13 +244,14 @@ def _processor_class(node: ProcessorDef) -> type | None:
 
 
 class _Collector:
-    """Where the task's sinks write: rows of the sink's schema, provenance kept.
+    """Where the task's sinks write: rows of `wire.ROW_SCHEMA`, provenance kept.
 
-    The rows are ready for the sink's slots as they are (`TransactionalSink(packed=True)`):
-    `seq` is the row's rank among the outputs of its input record, and `part` the partition
-    the row goes to wherever it is known (its own, else its key's). Every output of an input
-    record comes from the task that read the record, in the one micro-batch that holds it, so
-    the ranks this collector counts are the ones the sink would compute over the whole batch.
+    The rows are ready for the sink's slots as they are (packed per slot, `TransactionalSink`
+    needs no window to rank them): `seq` is the row's rank among the outputs of its input
+    record, and `part` the partition the row goes to wherever it is known (its own, else its
+    key's). Every output of an input record comes from the task that read the record, in the
+    one micro-batch that holds it, so the ranks this collector counts are the ones a ranking
+    over the whole batch would give.
     """
 
     def __init__(self, partitions: Mapping[str, int], partition: int = 0) -> None:
@@ -348,7 +312,6 @@ class _Collector:
             placed = destination(topic, key, None, self.partitions)
             partition = placed if placed >= 0 else None
         c = self.cols
-        c["dest"].append(None)
         c["topic"].append(topic)
         c["k"].append(key)
         c["v"].append(value)
@@ -358,7 +321,6 @@ class _Collector:
         c["ppart"].append(prov[1])
         c["poff"].append(prov[2])
         c["seq"].append(rank)
-        c["grp"].append(None)
         c["h"].append(_outgoing_headers(headers))
 
     def partitions_for(self, topic: str) -> int:
@@ -574,8 +536,6 @@ def stateless_function(
     """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from kstream.spark.packing import output_batch, pack_by_slot
-
         plan = _plan(blob)
         tasks: dict[int, TaskRun] = {}
         try:

@@ -41,6 +41,8 @@ STREAM_OPS = {
     "join": ("join", "leftJoin", "outerJoin"),
     "route": ("split", "merge"),
     "toTable": ("toTable",),
+    # the operators ported apps use (issue 37): a kind of their own, so they are drawn often
+    "ported": ("processValues", "mapValuesWithKey", "flatMapValuesWithKey"),
 }  # fmt: skip
 
 STREAM, TABLE, GLOBAL = "stream", "table", "global"
@@ -125,15 +127,16 @@ class _Graph:
 
     def stream_op(self, h: Handle) -> list[Handle]:
         # a kind of operator first, so that stateful ones are as likely as stateless ones
-        kind = self.pick(("stateless", "group", "join", "route", "toTable"))
+        kind = self.pick(("stateless", "group", "join", "route", "toTable", "ported"))
         op = self.pick(STREAM_OPS[kind])
         vt = h.vt
         if op in ("filter", "filterNot"):
             fn = self.pick(self.fns(lib.PREDICATES, vt))
             return [self.add(op, [h], vt, STREAM, fn=fn.name)]
-        if op in ("mapValues", "map", "flatMap", "flatMapValues", "selectKey"):
+        if op in ("mapValues", "map", "flatMap", "flatMapValues", "selectKey", "processValues"):
             table = {
                 "mapValues": lib.VALUE_MAPPERS,
+                "processValues": lib.VALUE_MAPPERS,
                 "map": lib.KV_MAPPERS,
                 "flatMap": lib.FLAT_MAPPERS,
                 "flatMapValues": lib.FLAT_VALUE_MAPPERS,
@@ -142,15 +145,9 @@ class _Graph:
             fn = self.pick(self.fns(table, vt))
             return [self.add(op, [h], fn.output(vt), STREAM, fn=fn.name)]
         if op == "split":
-            preds = self.fns(lib.PREDICATES, vt)
-            n = self.draw(st.integers(1, 2))
-            fns = [self.pick(preds).name for _ in range(n)]
-            default = self.draw(st.booleans())
-            split = self.add("split", [h], vt, "split", fns=fns, default=default)
-            return [
-                self.add("branch", [split], vt, STREAM, index=i)
-                for i in range(n + (1 if default else 0))
-            ]
+            return self.split(h)
+        if op in ("mapValuesWithKey", "flatMapValuesWithKey"):
+            return [self.with_key(h, op.removesuffix("WithKey"), STREAM)]
         if op == "merge":
             other = self.other(h, STREAM, vt)
             return [self.add("merge", [h, other], vt, STREAM)]
@@ -162,6 +159,46 @@ class _Graph:
         if op in ("groupByKey", "groupBy"):
             return [self.group(h, op)]
         return [self.stream_join(h, op)]
+
+    def split(self, h: Handle) -> list[Handle]:
+        """`split()` with `Branched` branches: named or not, some with a `mapValues` chained
+        inline (`Branched.with_function`), with or without a default branch."""
+        preds = self.fns(lib.PREDICATES, h.vt)
+        mappers = self.fns(lib.VALUE_MAPPERS, h.vt)
+        n = self.draw(st.integers(1, 2))
+        specs: list[dict[str, Any]] = []
+        for i in range(n + 1):
+            br: dict[str, Any] = {} if i < n else {"default": True}
+            if i < n:
+                br["fn"] = self.pick(preds).name
+            if self.draw(st.booleans()):
+                br["name"] = self.pick((f"b{i}", f"{i}{i}"))
+            if self.draw(st.booleans()):
+                br["map"] = self.pick(mappers).name
+            specs.append(br)
+        dflt = specs.pop()
+        default = (
+            None if self.draw(st.booleans()) else {k: v for k, v in dflt.items() if k != "default"}
+        )
+        named = self.draw(st.booleans())
+        split = self.add("split", [h], h.vt, "split", named=named, branches=specs, default=default)
+        out = [*specs, *([default] if default is not None else [])]
+        return [
+            self.add(
+                "branch",
+                [split],
+                lib.VALUE_MAPPERS[br["map"]].output(h.vt) if "map" in br else h.vt,
+                STREAM,
+                index=i,
+            )
+            for i, br in enumerate(out)
+        ]
+
+    def with_key(self, h: Handle, op: str, kind: str) -> Handle:
+        """`mapValues` / `flatMapValues` with a ValueMapperWithKey."""
+        table = lib.VALUE_MAPPERS_WITH_KEY if op == "mapValues" else lib.FLAT_VALUE_MAPPERS_WITH_KEY
+        fn = self.pick(self.fns(table, h.vt))
+        return self.add(op, [h], fn.output(h.vt), kind, fn=fn.name, with_key=True)
 
     def group(self, h: Handle, op: str) -> Handle:
         """A grouped stream, and the windows (if any) its aggregation will use."""
@@ -223,6 +260,8 @@ class _Graph:
         right_kind = STREAM if op == "outerJoin" else self.pick((STREAM, TABLE, GLOBAL))
         other = self.other(h, right_kind)
         fields: dict[str, Any] = {"fn": "pair"}
+        if self.draw(st.booleans()):  # a ValueJoinerWithKey
+            fields.update(fn="key_pair", with_key=True)
         if right_kind == STREAM:
             fields["window"] = {
                 "before": self.pick((0, 3, 10)),
@@ -244,11 +283,13 @@ class _Graph:
         if op in ("filter", "filterNot"):
             fn = self.pick(self.fns(lib.PREDICATES, vt))
             return [self.add(op, [h], vt, TABLE, fn=fn.name)]
+        if op == "mapValues" and self.draw(st.booleans()):
+            return [self.with_key(h, op, TABLE)]
         if op == "mapValues":
             fn = self.pick(self.fns(lib.VALUE_MAPPERS, vt))
             return [self.add(op, [h], fn.output(vt), TABLE, fn=fn.name)]
         if op == "toStream":
-            return [self.to_stream(h)]
+            return [self.to_stream(h, rekey=self.draw(st.booleans()))]
         if op == "groupBy":
             fn = self.pick(self.fns(lib.KV_MAPPERS, vt))
             return [self.add("groupBy", [h], fn.output(vt), GROUPED_TABLE, fn=fn.name)]
@@ -256,8 +297,10 @@ class _Graph:
         self.table_join = True
         return [self.add(op, [h, other], lib.STRING, TABLE, fn="pair")]
 
-    def to_stream(self, h: Handle) -> Handle:
-        fields = {"windowed": True} if h.windowed else {}
+    def to_stream(self, h: Handle, rekey: bool = False) -> Handle:
+        fields: dict[str, Any] = {"windowed": True} if h.windowed else {}
+        if rekey and not h.windowed:  # toStream(KeyValueMapper)
+            fields["fn"] = self.pick(self.fns(lib.KEY_SELECTORS, h.vt)).name
         return self.add("toStream", [h], h.vt, STREAM, **fields)
 
     # --- aggregations ---------------------------------------------------------------------

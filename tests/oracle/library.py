@@ -145,6 +145,17 @@ FLAT_VALUE_MAPPERS = _table(
     Fn("words", words, STRING),
 )
 
+# (k, v) -> v2: mapValues with a ValueMapperWithKey (`with_key=True`)
+VALUE_MAPPERS_WITH_KEY = _table(
+    Fn("key_dot_value", lambda k, v: f"{render(k)}.{render(v)}", None, STRING),
+    Fn("key_len", lambda k, v: None if v is None else (0 if k is None else len(k)), None, LONG),
+)
+
+# (k, v) -> values: flatMapValues with a ValueMapperWithKey
+FLAT_VALUE_MAPPERS_WITH_KEY = _table(
+    Fn("key_then_value", lambda k, v: [render(k), render(v)], None, STRING),
+)
+
 FLAT_MAPPERS = _table(
     Fn("fanout", lambda k, v: [(k, v), (None if k is None else k + k, v)]),
     Fn("chars_keys", lambda k, v: [] if v is None else [(c, v) for c in v], STRING),
@@ -202,6 +213,46 @@ MERGERS = _table(
 MERGER_FOR = {STRING: "merge_text", LONG: "merge_sum"}
 
 JOINERS = _table(Fn("pair", lambda a, b: f"{render(a)}|{render(b)}", None, STRING))
+
+# (k, a, b) -> v: a stream's joins with a ValueJoinerWithKey (`with_key=True`)
+JOINERS_WITH_KEY = _table(
+    Fn("key_pair", lambda k, a, b: f"{render(k)}:{render(a)}|{render(b)}", None, STRING)
+)
+
+
+def map_values_processor(fn: Callable[[Any], Any]) -> Callable[[], Any]:
+    """`processValues`'s processor factory: forwards each record with its value mapped by
+    `fn` (SpecBuilder.java's `MapValuesProcessor`)."""
+
+    class MapValues:
+        def init(self, ctx: Any) -> None:
+            self.ctx = ctx
+
+        def process(self, record: Any) -> None:
+            self.ctx.forward(record.with_value(fn(record.value)))
+
+    return MapValues
+
+
+GENERATED_SPLIT = len("KSTREAM-BRANCH-0000000000")
+
+
+def branch_keys(split: dict[str, Any], branches: dict[str, Any]) -> list[str]:
+    """The keys of a spec's `split` branches in the dict `default_branch` returns, in the
+    spec's order: the split's name and each branch's name, or its position (from 1, the
+    default 0). An unnamed split's generated name is read off a key (SpecBuilder.java does
+    the same)."""
+    if split.get("named", True):
+        prefix = f"split-{split['id']}-"
+    else:
+        prefix = next(iter(branches))[:GENERATED_SPLIT] if branches else ""
+    dflt = split["default"]
+    specs = [*split["branches"], *([dflt] if dflt is not None else [])]
+    keys = []
+    for i, br in enumerate(specs):
+        index = 0 if i == len(split["branches"]) else i + 1
+        keys.append(prefix + (br["name"] if br.get("name") is not None else str(index)))
+    return keys
 
 
 def windowed_text(key: Any) -> str:

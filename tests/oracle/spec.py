@@ -14,15 +14,22 @@ gives ("string" or "long"; keys are always strings). The operators and their fie
 
 - sources: `stream {topic}`, `table {topic, store}`, `globalTable {topic, store}`
 - stream -> stream: `filter`, `filterNot`, `mapValues`, `map`, `selectKey`, `flatMap`,
-  `flatMapValues` (each `{fn}`), `merge` (two inputs), `repartition`, `branch {index}` of a
-  `split {fns, default}`; table -> table: `filter`, `filterNot`, `mapValues`
-- `toTable {store}`, `toStream {windowed}` (a windowed key becomes "key@start/end")
+  `flatMapValues`, `processValues` (a processor mapping values with a value mapper) (each
+  `{fn}`), `merge` (two inputs), `repartition`, `branch {index}` of a
+  `split {named, branches: [{fn, name?, map?}], default: null | {name?, map?}}` (a branch's
+  `map`: `Branched.with_function` chaining a `mapValues`; `index` counts the branches in
+  order, the default last); table -> table: `filter`, `filterNot`, `mapValues`; `mapValues`
+  and (of a stream) `flatMapValues` with `with_key: true` take their `fn` from the library's
+  `*_WITH_KEY` mappers (Kafka's `ValueMapperWithKey`)
+- `toTable {store}`, `toStream {windowed, fn?}` (a windowed key becomes "key@start/end"; `fn`,
+  a key selector: `toStream(KeyValueMapper)`)
 - `groupByKey`, `groupBy {fn}` (of a stream: a key selector; of a table: a (k, v) mapper)
 - `windowedBy {windows: {type: time|sliding|session, size, advance, gap, grace}, emit}`
 - `count`, `reduce {fn[, subtractor]}`, `aggregate {fn[, subtractor | merger]}`, each
   `{store, store_kind: kv|window|session}`; a windowed one may set its store's `retention`
 - `join`, `leftJoin`, `outerJoin` `{fn[, window: {before, after, grace}][, selector]}`: the
-  kind follows from the inputs (stream-stream, stream-table, stream-globalTable, table-table)
+  kind follows from the inputs (stream-stream, stream-table, stream-globalTable, table-table);
+  a stream's join with `with_key: true` takes a `JOINERS_WITH_KEY` fn (`ValueJoinerWithKey`)
 - `to {topic}`
 """
 
@@ -34,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kstream import stores
-from kstream.dsl import KTable, StreamBuilder
+from kstream.dsl import Branched, KTable, StreamBuilder
 from kstream.dsl.grouped_table import KGroupedTable
 from kstream.dsl.windows import JoinWindows, SessionWindows, SlidingWindows, TimeWindows
 from kstream.state.spec import StoreSpec
@@ -91,6 +98,14 @@ class _Windowed:
         return stores.window(name, retention=node["retention"], window_size=self.windows["size"])
 
 
+def _branched(br: dict[str, Any]) -> Branched:
+    """A spec branch's `Branched`: a name or none, and a value mapper chained inline."""
+    if "map" in br:
+        fn = lib.VALUE_MAPPERS[br["map"]].fn
+        return Branched.with_function(lambda s: s.map_values(fn), br.get("name"))
+    return Branched(name=br.get("name"))
+
+
 def _windows(w: dict[str, Any]) -> TimeWindows | SlidingWindows | SessionWindows:
     if w["type"] == "time":
         return TimeWindows.of(w["size"], advance=w["advance"], grace=w["grace"])
@@ -126,10 +141,7 @@ class KstreamBuilder:
             self._in(node).to(node["topic"], key_serde="string", value_serde=vt)
             return None
         if op == "split":
-            preds = [lib.PREDICATES[f].fn for f in node["fns"]]
-            # named as SpecBuilder.java names it: split(Named.as("split-<id>-")), Branched.as(i)
-            name = f"split-{node['id']}-"
-            return self._in(node).branch(*preds, default=node["default"], name=name)
+            return self._split(node)
         if op == "branch":
             return self._in(node)[node["index"]]
         if op == "merge":
@@ -139,10 +151,11 @@ class KstreamBuilder:
         if op == "toTable":
             return self._in(node).to_table(store=node["store"])
         if op == "toStream":
-            stream = self._in(node).to_stream()
             if node.get("windowed"):
-                stream = stream.select_key(lambda k, v: lib.windowed_text(k))
-            return stream
+                return self._in(node).to_stream(lambda k, v: lib.windowed_text(k))
+            if "fn" in node:
+                return self._in(node).to_stream(lib.KEY_SELECTORS[node["fn"]].fn)
+            return self._in(node).to_stream()
         if op == "groupByKey":
             return self._in(node).group_by_key(key_serde="string", value_serde=vt)
         if op == "groupBy":
@@ -158,8 +171,25 @@ class KstreamBuilder:
             return self._join(node, op)
         return self._stateless(node, op)
 
+    def _split(self, node: Node) -> list[Any]:
+        """`split`, as SpecBuilder.java builds it: the branches' streams in the spec's order."""
+        name = f"split-{node['id']}-" if node.get("named", True) else None
+        splitter = self._in(node).split(name)
+        for br in node["branches"]:
+            splitter = splitter.branch(lib.PREDICATES[br["fn"]].fn, _branched(br))
+        dflt = node["default"]
+        if dflt is not None:
+            out = splitter.default_branch(_branched(dflt))
+        else:
+            out = splitter.no_default_branch()
+        return [out[k] for k in lib.branch_keys(node, out)]
+
     def _stateless(self, node: Node, op: str) -> Any:
         h, fn = self._in(node), node["fn"]
+        if node.get("with_key"):  # a ValueMapperWithKey
+            if op == "mapValues":
+                return h.map_values(lib.VALUE_MAPPERS_WITH_KEY[fn].fn, with_key=True)
+            return h.flat_map_values(lib.FLAT_VALUE_MAPPERS_WITH_KEY[fn].fn, with_key=True)
         if op == "filter":
             return h.filter(lib.PREDICATES[fn].fn)
         if op == "filterNot":
@@ -174,6 +204,8 @@ class KstreamBuilder:
             return h.flat_map(lib.FLAT_MAPPERS[fn].fn)
         if op == "flatMapValues":
             return h.flat_map_values(lib.FLAT_VALUE_MAPPERS[fn].fn)
+        if op == "processValues":
+            return h.process_values(lib.map_values_processor(lib.VALUE_MAPPERS[fn].fn))
         raise ValueError(f"unknown operator {op!r}")
 
     def _aggregation(self, node: Node, op: str) -> Any:
@@ -205,16 +237,21 @@ class KstreamBuilder:
 
     def _join(self, node: Node, op: str) -> Any:
         left, right = self._in(node), self._in(node, 1)
-        joiner: Callable[[Any, Any], Any] = lib.JOINERS[node["fn"]].fn
         method = {"join": "join", "leftJoin": "left_join", "outerJoin": "outer_join"}[op]
+        kw: dict[str, Any] = {}
+        joiners = lib.JOINERS
+        if node.get("with_key"):  # a ValueJoinerWithKey
+            joiners = lib.JOINERS_WITH_KEY
+            kw["with_key"] = True
+        joiner: Callable[..., Any] = joiners[node["fn"]].fn
         if "window" in node:
             w = node["window"]
-            window = JoinWindows.of(w["before"], w["after"], grace=w["grace"])
-            return getattr(left, method)(right, joiner, window=window)
+            kw["window"] = JoinWindows.of(w["before"], w["after"], grace=w["grace"])
+            return getattr(left, method)(right, joiner, **kw)
         if "selector" in node:
             selector = lib.KEY_SELECTORS[node["selector"]].fn
-            return getattr(left, method)(right, selector, joiner)
-        return getattr(left, method)(right, joiner)
+            return getattr(left, method)(right, selector, joiner, **kw)
+        return getattr(left, method)(right, joiner, **kw)
 
 
 # --- running ---------------------------------------------------------------------------------

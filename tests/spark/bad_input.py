@@ -65,23 +65,22 @@ def aggregate(b: StreamBuilder, t: Topics) -> None:
 
 
 def only_stateless(t: Topics) -> Topology:
-    """Spark's fast path, one step."""
+    """No state: on Spark, one query run inside the source's read tasks."""
     b = StreamBuilder()
     stateless(b, t)
     return b.build()
 
 
 def only_aggregate(t: Topics) -> Topology:
-    """Spark's fast path with a stateful step; the entry step writes nothing but dead letters."""
+    """One stateful sub-topology (no repartition: `group_by_key`), writing `out_b`."""
     b = StreamBuilder()
     aggregate(b, t)
     return b.build()
 
 
 def stateless_and_aggregate(t: Topics) -> Topology:
-    """Two sub-topologies: the fast path's two steps or, when processing errors are
-    dead-lettered, the task path (the stateless one in the source's read, the aggregate in
-    Spark state)."""
+    """Two sub-topologies: the stateless one in the source's read tasks, the aggregate in
+    Spark state."""
     b = StreamBuilder()
     stateless(b, t)
     aggregate(b, t)
@@ -89,14 +88,14 @@ def stateless_and_aggregate(t: Topics) -> Topology:
 
 
 class Divide(Processor):
-    """100 // d in a user processor: Spark runs it on the task path."""
+    """100 // d in a user processor: Spark runs it in a task with Spark state."""
 
     def process(self, record: Record) -> None:
         self.ctx.forward(record.with_value(100 // record.value["d"]))
 
 
 def user_processor(t: Topics) -> Topology:
-    """`a` -> `Divide` -> `out_a`: a stateful sub-topology on Spark's task path."""
+    """`a` -> `Divide` -> `out_a`: a sub-topology whose tasks keep Spark state."""
     b = StreamBuilder()
     b.stream(t.a, key_serde="string", value_serde="json").process(Divide).to(
         t.out_a, key_serde="string", value_serde="long"

@@ -1,8 +1,9 @@
 """The same topology gives the same results on Spark (local[2], real broker) as on the native
 runtime (same broker, same input, exactly-once) and in the test driver.
 
-Spark coalesces a table's updates per key and batch, as a record cache does, so tables are
-compared by the value each key ends at; streams are compared record for record. The native
+Spark runs kstream's own tasks, but how many updates of a table the native runtime forwards
+depends on its record cache and commit timing, so tables are compared by the value each key
+ends at; streams are compared record for record. The native
 run goes on while Spark runs (it writes to topics of its own). The word count and clicks-per-
 minute examples are compared the same way on the standalone cluster
 (`tests/spark_cluster/test_examples_on_cluster.py`).
@@ -54,10 +55,10 @@ def native(
     return start_native(topology, app_id, bootstrap, str(tmp / app_id))
 
 
-# --- the fast path: every case below is one part of one topology ---------------------------
-# A Spark query (and a native app) costs seconds before its first record, so the fast-path
-# cases run as independent parts of one topology: one query reads all their input topics, one
-# native app runs the same parts, and each part is checked against a test driver of its own.
+# --- independent parts of one topology ----------------------------------------------------
+# A Spark query (and a native app) costs seconds before its first record, so these cases run
+# as independent parts of one topology: one Spark run (a query per sub-topology) and one
+# native app run all the parts, and each part is checked against a test driver of its own.
 
 
 def stateless(b: StreamBuilder, src: str, out_a: str, out_b: str) -> None:
@@ -144,17 +145,14 @@ class Case:
 
 
 def run_both(spark: Any, cases: list[Case], unique_name: Names, bootstrap: str, tmp: Any) -> None:
-    """Run the cases' parts as one topology on Spark's fast path and on the native runtime."""
-    from kstream.spark.plan import build_plan
-
+    """Run the cases' parts as one topology on Spark and on the native runtime."""
     on_spark = built(*(c.spark() for c in cases))
-    build_plan(on_spark)  # the fast path takes it (raises otherwise)
     app = native(built(*(c.native() for c in cases)), unique_name, bootstrap, tmp)
-    run_spark(spark, on_spark, unique_name("fast"), bootstrap, tmp)
+    run_spark(spark, on_spark, unique_name("parts"), bootstrap, tmp)
     finish_native(app, bootstrap)
 
 
-def test_fast_path_matches_driver_and_native(
+def test_stateless_and_keyed_parts_match_driver_and_native(
     spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any
 ) -> None:
     """Stateless branches, an aggregate and a reduce, a table with deletes, headers."""
@@ -330,11 +328,11 @@ def check_headers(bootstrap: str, out: str, nat: str, src: str, *, by_trace: boo
             assert dict(headers)["trace"] == str(i).encode()
 
 
-def test_headers_pass_through_the_task_path_as_on_native(
+def test_headers_pass_through_a_user_processor_as_on_native(
     spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Any
 ) -> None:
-    """Input headers reach a user processor and the output (the fast path's part is in
-    `test_fast_path_matches_driver_and_native`)."""
+    """Input headers reach a user processor (a task with Spark state) and the output (a
+    stateless part's are in `test_stateless_and_keyed_parts_match_driver_and_native`)."""
     src, out, nat = unique_name("in"), unique_name("out"), unique_name("native-out")
     create_topics(bootstrap_servers, {src: 2, out: 2, nat: 2})
     produce_with_headers(bootstrap_servers, src)

@@ -9,13 +9,15 @@ stamps on every record), and where the native app fails, fail with the very same
 (kind, one-line message, topic, partition, offset), not Spark's wrapper, and write nothing of
 the failed batch.
 
-The cases cover fail, skip and dlq for both kinds of error on both of Spark's paths:
-- the fast path: `fast-dlq-skip` (an aggregation: dead letters from the entry step, which
-  writes nothing else; a skip in the stateful step), `fast-skip-dlq` (one stateless step),
-  and a failure of each kind;
-- the task path: `task-skip` (a user processor: a stateful sub-topology), `task-dlq` (a
-  stateless and an aggregating sub-topology; dead-lettered processing errors send a topology
-  with a stateful step to the task path), and a failure of each kind.
+The cases cover fail, skip and dlq for both kinds of error in each shape of query Spark runs
+(`shape`: per sub-topology, `read` when it runs inside the source's read tasks, `state` when
+its tasks keep Spark state):
+- a stateless topology, one query in the read tasks: `stateless-skip-dlq` and a failure of
+  each kind;
+- an aggregation: `aggregate-dlq-skip` (dead letters of records that do not deserialize, a
+  skip in the aggregator);
+- a user processor: `processor-skip` and a failure of each kind;
+- a stateless and an aggregating sub-topology side by side: `both-dlq`.
 """
 
 from __future__ import annotations
@@ -44,7 +46,6 @@ from bad_input import (
 from spark_helpers import create_topics, final_table, finish_native, produce_raw, read_back
 from support.groups import fast_group
 
-from kstream.config import Config
 from kstream.errors import DeserializationError, ProcessingError, RecordError
 from kstream.runtime import App, AppState
 
@@ -55,14 +56,14 @@ Names = Callable[[str], str]
 
 @dataclass(frozen=True)
 class Case:
-    """A topology, the two policies, the path Spark takes, and what must come out: the
+    """A topology, the two policies, the shape of Spark's queries, and what must come out: the
     output topics written (`a`: `out_a`, a stream; `b`: `out_b`, a table), the dead letters
     (input `a` or `b`, offset), or the failure (kind, offset in `a`)."""
 
     topology: TopologyOf
     on_deserialization_error: str
     on_processing_error: str
-    path: str
+    shape: tuple[str, ...]
     writes: tuple[str, ...] = ()
     dead: tuple[tuple[str, int], ...] = ()
     fails_at: tuple[type[RecordError], int] | None = None
@@ -78,26 +79,29 @@ class Case:
 
 FAILS_ON_JSON = (DeserializationError, BAD_JSON)
 FAILS_ON_ZERO = (ProcessingError, ZERO)
+READ, STATE = ("read",), ("state",)
 CASES = {
-    "fast-dlq-skip": Case(only_aggregate, "dlq", "skip", "fast", ("b",), (("b", BAD_JSON),)),
-    "fast-skip-dlq": Case(only_stateless, "skip", "dlq", "fast", ("a",), (("a", ZERO),)),
-    "fast-fail-deserialization": Case(
-        only_stateless, "fail", "skip", "fast", fails_at=FAILS_ON_JSON
+    "stateless-skip-dlq": Case(only_stateless, "skip", "dlq", READ, ("a",), (("a", ZERO),)),
+    "stateless-fail-deserialization": Case(
+        only_stateless, "fail", "skip", READ, fails_at=FAILS_ON_JSON
     ),
-    "fast-fail-processing": Case(only_stateless, "skip", "fail", "fast", fails_at=FAILS_ON_ZERO),
-    "task-skip": Case(user_processor, "skip", "skip", "task", ("a",)),
-    "task-dlq": Case(
+    "stateless-fail-processing": Case(only_stateless, "skip", "fail", READ, fails_at=FAILS_ON_ZERO),
+    "aggregate-dlq-skip": Case(only_aggregate, "dlq", "skip", STATE, ("b",), (("b", BAD_JSON),)),
+    "processor-skip": Case(user_processor, "skip", "skip", STATE, ("a",)),
+    "processor-fail-deserialization": Case(
+        user_processor, "fail", "skip", STATE, fails_at=FAILS_ON_JSON
+    ),
+    "processor-fail-processing": Case(
+        user_processor, "skip", "fail", STATE, fails_at=FAILS_ON_ZERO
+    ),
+    "both-dlq": Case(
         stateless_and_aggregate,
         "dlq",
         "dlq",
-        "task",
+        ("read", "state"),
         ("a", "b"),
         (("a", BAD_JSON), ("a", ZERO), ("b", BAD_JSON), ("b", ZERO)),
     ),
-    "task-fail-deserialization": Case(
-        user_processor, "fail", "skip", "task", fails_at=FAILS_ON_JSON
-    ),
-    "task-fail-processing": Case(user_processor, "skip", "fail", "task", fails_at=FAILS_ON_ZERO),
 }
 # what the dead letter of each bad record says: its exception and words of its message
 WHY = {BAD_JSON: ("SerdeError", "invalid JSON"), ZERO: ("ZeroDivisionError", "division")}
@@ -111,11 +115,13 @@ def dead_letters(bootstrap: str, topic: str) -> list[Read]:
     return by_origin(read_back(bootstrap, topic, "bytes", "bytes"))
 
 
-def spark_path(topology: Any, config: dict[str, Any]) -> str:
-    """The path `kstream.spark.start` takes for `topology` under `config`."""
-    from kstream.spark.runner import fast_plan
+def spark_shape(topology: Any, app_id: str) -> tuple[str, ...]:
+    """Per sub-topology (upstream first), whether Spark runs it in the read tasks or in tasks
+    with Spark state."""
+    from kstream.spark.tasks import build_task_plan
 
-    return "fast" if fast_plan(topology, Config.from_mapping(config)) is not None else "task"
+    plan = build_task_plan(topology, app_id)
+    return tuple("state" if sid in plan.stateful else "read" for sid in plan.order)
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -135,13 +141,13 @@ def test_policy_on_spark_as_on_native(
     spark_dlq, native_dlq = unique_name("spark-dlq"), unique_name("native-dlq")
     spark_config = case.config(spark_dlq, str(tmp_path / "spark"))
     topology = case.topology(on_spark)
-    assert spark_path(topology, spark_config) == case.path
+    spark_id = unique_name("spark")
+    assert spark_shape(topology, spark_id) == case.shape
 
     native_id = unique_name("native")
     native_config = case.config(native_dlq, str(tmp_path / native_id))
     app = App(case.topology(on_native), native_id, bs, "exactly_once", fast_group(native_config))
     app.start()
-    spark_id = unique_name("spark")
     try:
         run(topology, spark_id, bs, str(tmp_path / "checkpoint"), spark=spark, config=spark_config)
     except RecordError as e:
@@ -169,7 +175,9 @@ def test_policy_on_spark_as_on_native(
         got = outputs(bs, on_spark.out_a)
         assert got == outputs(bs, on_native.out_a)
         assert [(k, v) for k, v, _ts, _h in got] == list(GOOD.items())
-    if "b" in case.writes:  # a table: Spark coalesces updates per batch, compare where it ends
+    if (
+        "b" in case.writes
+    ):  # a table: updates depend on each engine's caching, compare where it ends
         table = final_table((k, v) for k, v, _ts, _h in outputs(bs, on_spark.out_b))
         assert table == final_table((k, v) for k, v, _ts, _h in outputs(bs, on_native.out_b))
         assert table == GOOD

@@ -1,4 +1,5 @@
-"""What the Spark compiler accepts, and the clear errors for what it cannot map."""
+"""How a topology becomes Spark queries (`kstream.spark.tasks.build_task_plan`), and what
+crosses to Spark's workers."""
 
 from __future__ import annotations
 
@@ -9,17 +10,10 @@ import pytest
 from examples.word_count import build_topology as word_count
 from kstream.dsl import StreamBuilder
 from kstream.errors import ConfigError, TopologyError
-from kstream.spark.plan import ENTRY, build_plan
 from kstream.topology.processor import Processor
+from kstream.topology.topology import SourceDef
 
-
-def test_word_count_has_one_stateful_step() -> None:
-    plan = build_plan(word_count("lines", "counts"))
-    assert plan.external_topics == ["lines"]
-    assert plan.sink_topics == ["counts"]
-    assert plan.stateful == ["KSTREAM-AGGREGATE-0000000003"]
-    assert plan.feeds == {"KSTREAM-AGGREGATE-0000000003": [ENTRY]}
-    assert plan.reaches_sink == {"KSTREAM-AGGREGATE-0000000003"}
+pytest.importorskip("pyspark")
 
 
 class Upper(Processor):
@@ -27,48 +21,56 @@ class Upper(Processor):
         self.ctx.forward(record.with_value(record.value.upper()))
 
 
-def test_user_processor_is_rejected_naming_it() -> None:
+def test_a_stateless_topology_is_one_query_in_the_read_tasks() -> None:
+    """No state, no repartition: one sub-topology, run inside the source's read tasks."""
+    from kstream.spark.tasks import build_task_plan
+
+    b = StreamBuilder()
+    b.stream("in").filter(lambda _k, v: v).map_values(str.upper).to("out")
+    plan = build_task_plan(b.build(), "app")
+    assert len(plan.order) == 1
+    assert plan.stateful == set()
+    assert plan.repartition_topics == []
+
+
+def test_word_count_splits_at_its_repartition_topic() -> None:
+    """The re-keying runs in the read tasks, the count in tasks with Spark state."""
+    from kstream.spark.tasks import build_task_plan
+
+    plan = build_task_plan(word_count("lines", "counts"), "app")
+    rekey = plan.compiled.subtopology_for_topic("lines").id
+    [count] = [sid for sid in plan.order if sid != rekey]
+    assert plan.order == [rekey, count]
+    assert plan.stateful == {count}
+    assert plan.upstream == {rekey: set(), count: {rekey}}
+    assert plan.user_sink_topics == ["counts"]
+
+
+def test_user_processors_and_chained_aggregations_keep_spark_state() -> None:
+    from kstream.spark.tasks import build_task_plan
+
     b = StreamBuilder()
     b.stream("in").process(Upper, name="shout").to("out")
-    with pytest.raises(
-        TopologyError, match=r"operator shout \(node 'shout', a user Processor Upper\)"
-    ):
-        build_plan(b.build())
-
-
-def test_chained_aggregations_are_rejected_naming_both() -> None:
+    assert build_task_plan(b.build(), "app").stateful == {0}
     b = StreamBuilder()
     counts = b.stream("in", key_serde="string").group_by_key().count()
     counts.to_stream().group_by(lambda _k, n: n).count().to_stream().to("out")
-    with pytest.raises(TopologyError, match="chained stateful operators") as e:
-        build_plan(b.build())
-    assert "KSTREAM-AGGREGATE-0000000001" in str(e.value)
+    plan = build_task_plan(b.build(), "app")
+    assert plan.stateful == set(plan.order) and len(plan.order) == 2
 
 
-def test_global_table_is_rejected() -> None:
-    b = StreamBuilder()
-    g = b.global_table("products", store="products")
-    b.stream("orders").join(g, lambda _k, v: v, lambda v, p: (v, p)).to("out")
-    with pytest.raises(TopologyError, match="global tables cannot run on Spark"):
-        build_plan(b.build())
-
-
-def test_unmapped_example_operators_fail_at_build_time() -> None:
-    from examples import clicks_per_minute, payments_dedup
-
-    for module in (clicks_per_minute, payments_dedup):
-        with pytest.raises(TopologyError, match="cannot run on Spark"):
-            build_plan(module.build_topology())
-
-
-def test_plan_pickles_builtin_serdes_by_name() -> None:
-    cloudpickle = pytest.importorskip("pyspark.cloudpickle")
-
-    plan = build_plan(word_count("lines", "counts"))
-    again = cloudpickle.loads(cloudpickle.dumps(plan))
-    src = again.nodes[again.source_of_topic["lines"]]
+def test_the_plan_pickles_builtin_serdes_by_name() -> None:
     from kstream.serde import BUILTIN
+    from kstream.spark.tasks import build_task_plan
+    from kstream.spark.wire import dumps, loads
 
+    plan = build_task_plan(word_count("lines", "counts"), "app")
+    again = loads(dumps(plan))
+    [src] = [
+        n
+        for n in again.compiled.topology.nodes.values()
+        if isinstance(n, SourceDef) and "lines" in n.topics
+    ]
     assert src.value_serde is BUILTIN["string"]
 
 
@@ -81,12 +83,11 @@ def test_trigger_parsing() -> None:
         parse_trigger("once")
 
 
-def test_task_path_takes_every_example_and_orders_queries_upstream_first() -> None:
-    pytest.importorskip("pyspark")
-    from examples import clicks_per_minute, orders_enriched, payments_dedup
+def test_every_example_runs_and_queries_are_ordered_upstream_first() -> None:
+    from examples import clicks_per_minute, orders_enriched, payments_dedup, word_count
     from kstream.spark.tasks import build_task_plan
 
-    for module in (clicks_per_minute, payments_dedup, orders_enriched):
+    for module in (clicks_per_minute, payments_dedup, orders_enriched, word_count):
         build_task_plan(module.build_topology(), "app")
     plan = build_task_plan(orders_enriched.build_topology(), "app")
     compiled = plan.compiled
@@ -113,7 +114,6 @@ class FakeQuery:
 
 
 def test_available_now_starts_a_query_once_its_upstream_finished_and_others_side_by_side() -> None:
-    pytest.importorskip("pyspark")
     from kstream.spark.runner import TaskQueries
     from kstream.spark.tasks import build_task_plan
 
@@ -152,8 +152,7 @@ def test_available_now_starts_a_query_once_its_upstream_finished_and_others_side
     assert sorted(started) == sorted(plan.order)  # processingTime: all at once
 
 
-def test_task_path_rejects_topic_loops() -> None:
-    pytest.importorskip("pyspark")
+def test_topic_loops_are_rejected() -> None:
     from kstream.spark.tasks import build_task_plan
 
     b = StreamBuilder()
@@ -164,7 +163,6 @@ def test_task_path_rejects_topic_loops() -> None:
 
 
 def test_merge_by_time_keeps_partition_order() -> None:
-    pytest.importorskip("pyspark")
     from kstream.records import Record
     from kstream.spark.tasks import merge_by_time
 
@@ -176,28 +174,27 @@ def test_merge_by_time_keeps_partition_order() -> None:
 
 def test_grouping_labels_spread_evenly_over_spark_partitions(spark: Any) -> None:
     """Label i lands in Spark partition i mod P for every P dividing the modulus."""
-    from kstream.spark.execute import BUCKET_LABELS, STATE_BUCKETS, spread_labels
+    from kstream.spark.labels import spread_labels
 
-    labels = spread_labels(6, 1024)
+    small, labels = spread_labels(32, 32), spread_labels(6, 1024)
     assert labels[:4] == spread_labels(4, 1024)  # a longer list keeps the labels it had
-    rows = spark.createDataFrame([(x,) for x in BUCKET_LABELS + labels], "x int")
+    rows = spark.createDataFrame([(x,) for x in small + labels], "x int")
     hashes = [r.h for r in rows.selectExpr("hash(x) as h").collect()]
-    assert [h % STATE_BUCKETS for h in hashes[:STATE_BUCKETS]] == list(range(STATE_BUCKETS))
-    assert [h % 1024 for h in hashes[STATE_BUCKETS:]] == list(range(6))
+    assert [h % 32 for h in hashes[:32]] == list(range(32))
+    assert [h % 1024 for h in hashes[32:]] == list(range(6))
 
 
 def test_packed_outputs_go_to_the_sinks_slots_in_order() -> None:
     """A task's outputs, packed per write slot, unpack to the very rows it gave: each in the
     slot `slot_of` names for its destination, in the task's order within the slot."""
-    from kstream.spark.execute import ROW_ARROW_SCHEMA
     from kstream.spark.packing import output_batch, pack_by_slot, unpack_output
     from kstream.spark.sink import slot_of
+    from kstream.spark.wire import ROW_ARROW_SCHEMA
 
     topics = ["out", "counts-app-repartition", "ümlaut-topic", "x" * 200, ""]
     dests = [(t, p) for t in topics for p in (None, 0, 1, 7, 63)]
     rows = [
         {
-            "dest": None,
             "topic": t,
             "k": None if i % 7 == 0 else b"k%d" % i,
             "v": None if i % 5 == 0 else b"v" * i,
@@ -207,7 +204,6 @@ def test_packed_outputs_go_to_the_sinks_slots_in_order() -> None:
             "ppart": i % 3,
             "poff": i,
             "seq": i % 2,
-            "grp": None,
             "h": b"\x00\x01" if i % 4 == 0 else None,
         }
         for i, (t, part) in enumerate(dests * 2)
@@ -233,9 +229,9 @@ def test_packed_source_batches_give_the_records_read() -> None:
     """A read task's Arrow batch, packed into one row, gives the task the same records."""
     import pyarrow as pa
 
-    from kstream.spark.execute import input_records
     from kstream.spark.packing import pack_input, unpack_input
-    from kstream.spark.source import ARROW_SCHEMA, encode_headers
+    from kstream.spark.wire import SOURCE_ARROW_SCHEMA as ARROW_SCHEMA
+    from kstream.spark.wire import encode_headers, input_records
 
     def batch(part: int, first: int, n: int) -> pa.RecordBatch:
         return pa.RecordBatch.from_pydict(

@@ -1,4 +1,4 @@
-"""Topologies beyond the fast path run on Spark with kstream's own tasks, as in the driver and on
+"""Topologies with state run on Spark with kstream's own tasks, as in the driver and on
 the native runtime.
 
 Stream time is per task, i.e. per partition (as in Kafka Streams and the native runtime), so

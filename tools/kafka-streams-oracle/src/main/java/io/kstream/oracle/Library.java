@@ -14,7 +14,9 @@ import org.apache.kafka.streams.kstream.Merger;
 import org.apache.kafka.streams.kstream.Predicate;
 import org.apache.kafka.streams.kstream.Reducer;
 import org.apache.kafka.streams.kstream.ValueJoiner;
+import org.apache.kafka.streams.kstream.ValueJoinerWithKey;
 import org.apache.kafka.streams.kstream.ValueMapper;
+import org.apache.kafka.streams.kstream.ValueMapperWithKey;
 
 /**
  * The fixed function library a spec names its functions from. tests/oracle/library.py holds
@@ -173,6 +175,21 @@ final class Library {
 
     static final Map<String, ValueJoiner<Object, Object, Object>> JOINERS = Map.of(
         "pair", (a, b) -> render(a) + "|" + render(b));
+
+    /** A stream's joins with a ValueJoinerWithKey (library.py's JOINERS_WITH_KEY). */
+    static final Map<String, ValueJoinerWithKey<Object, Object, Object, Object>> JOINERS_WITH_KEY =
+        Map.of("key_pair", (k, a, b) -> render(k) + ":" + render(a) + "|" + render(b));
+
+    /** mapValues with a ValueMapperWithKey (library.py's VALUE_MAPPERS_WITH_KEY). */
+    static final Map<String, ValueMapperWithKey<Object, Object, Object>> VALUE_MAPPERS_WITH_KEY =
+        Map.of(
+            "key_dot_value", (k, v) -> render(k) + "." + render(v),
+            "key_len", (k, v) -> v == null ? null : (long) (k == null ? 0 : ((String) k).length()));
+
+    /** flatMapValues with a ValueMapperWithKey (library.py's FLAT_VALUE_MAPPERS_WITH_KEY). */
+    static final Map<String, ValueMapperWithKey<Object, Object, Iterable<Object>>>
+        FLAT_VALUE_MAPPERS_WITH_KEY = Map.of(
+            "key_then_value", (k, v) -> List.of(render(k), render(v)));
 
     static <T> T get(Map<String, T> library, String name) {
         T fn = library.get(name);

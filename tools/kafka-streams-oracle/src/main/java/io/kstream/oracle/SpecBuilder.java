@@ -6,6 +6,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Function;
 import org.apache.kafka.common.serialization.Serde;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.StreamsBuilder;
@@ -23,6 +24,7 @@ import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Named;
+import org.apache.kafka.streams.kstream.Predicate;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.Repartitioned;
 import org.apache.kafka.streams.kstream.SessionWindowedKStream;
@@ -31,7 +33,11 @@ import org.apache.kafka.streams.kstream.SlidingWindows;
 import org.apache.kafka.streams.kstream.StreamJoined;
 import org.apache.kafka.streams.kstream.TimeWindowedKStream;
 import org.apache.kafka.streams.kstream.TimeWindows;
+import org.apache.kafka.streams.kstream.ValueMapper;
 import org.apache.kafka.streams.kstream.Windowed;
+import org.apache.kafka.streams.processor.api.FixedKeyProcessor;
+import org.apache.kafka.streams.processor.api.FixedKeyProcessorContext;
+import org.apache.kafka.streams.processor.api.FixedKeyRecord;
 
 /**
  * Builds a spec's nodes with Kafka Streams' DSL, in the order given (every node's inputs come
@@ -138,6 +144,16 @@ final class SpecBuilder {
     private Object stateless(JsonNode node, String op) {
         Object input = in(node, 0);
         String fn = text(node, "fn");
+        if (node.path("with_key").asBoolean()) {  // a ValueMapperWithKey
+            if (input instanceof KTable) {
+                return ((KTable) input).mapValues(
+                    Library.get(Library.VALUE_MAPPERS_WITH_KEY, fn));
+            }
+            KStream s = (KStream) input;
+            return "mapValues".equals(op)
+                ? s.mapValues(Library.get(Library.VALUE_MAPPERS_WITH_KEY, fn))
+                : s.flatMapValues(Library.get(Library.FLAT_VALUE_MAPPERS_WITH_KEY, fn));
+        }
         if (input instanceof KTable) {
             KTable t = (KTable) input;
             switch (op) {
@@ -157,28 +173,66 @@ final class SpecBuilder {
             case "flatMap": return s.flatMap(Library.get(Library.FLAT_MAPPERS, fn));
             case "flatMapValues":
                 return s.flatMapValues(Library.get(Library.FLAT_VALUE_MAPPERS, fn));
+            case "processValues":
+                return s.processValues(() -> new MapValuesProcessor(
+                    Library.get(Library.VALUE_MAPPERS, fn)));
             default: throw new IllegalArgumentException("no stream operator " + op);
         }
     }
 
+    /** split: the branches' streams in the spec's order (spec.py's `_split`). */
     private List<KStream> split(JsonNode node) {
-        String prefix = "split-" + node.get("id").asInt() + "-";
-        BranchedKStream branched = ((KStream) in(node, 0)).split(Named.as(prefix));
-        int i = 0;
-        for (JsonNode fn : node.get("fns")) {
-            branched = branched.branch(
-                Library.get(Library.PREDICATES, fn.asText()), Branched.as(String.valueOf(i++)));
+        boolean named = !node.has("named") || node.get("named").asBoolean();
+        String prefix = named ? "split-" + node.get("id").asInt() + "-" : "";
+        KStream input = (KStream) in(node, 0);
+        BranchedKStream splitter = named ? input.split(Named.as(prefix)) : input.split();
+        List<JsonNode> specs = new ArrayList<>();
+        for (JsonNode br : node.get("branches")) {
+            Branched b = branched(br);
+            Predicate p = Library.get(Library.PREDICATES, text(br, "fn"));
+            splitter = b == null ? splitter.branch(p) : splitter.branch(p, b);
+            specs.add(br);
         }
-        Map<String, KStream> out = node.get("default").asBoolean()
-            ? branched.defaultBranch(Branched.as(String.valueOf(i)))
-            : branched.noDefaultBranch();
+        JsonNode d = node.get("default");
+        Map<String, KStream> out;
+        if (d != null && !d.isNull()) {
+            Branched b = branched(d);
+            out = b == null ? splitter.defaultBranch() : splitter.defaultBranch(b);
+            specs.add(d);
+        } else {
+            out = splitter.noDefaultBranch();
+        }
+        // an unnamed split's generated name, read off a key (as library.py's branch_keys)
+        if (!named && !out.isEmpty()) prefix = out.keySet().iterator().next().substring(0, 25);
+        int n = node.get("branches").size();
         List<KStream> branches = new ArrayList<>();
-        for (int b = 0; b < out.size(); b++) branches.add(out.get(prefix + b));
+        for (int i = 0; i < specs.size(); i++) {
+            JsonNode br = specs.get(i);
+            String key = prefix + (br.hasNonNull("name")
+                ? text(br, "name") : String.valueOf(i == n ? 0 : i + 1));
+            KStream s = out.get(key);
+            if (s == null) throw new IllegalStateException("no branch " + key + " in " + out);
+            branches.add(s);
+        }
         return branches;
+    }
+
+    /** A spec branch's Branched (null: none), a value mapper chained inline by its "map". */
+    private static Branched branched(JsonNode br) {
+        String name = br.hasNonNull("name") ? text(br, "name") : null;
+        if (br.has("map")) {
+            ValueMapper<Object, Object> m = Library.get(Library.VALUE_MAPPERS, text(br, "map"));
+            Function<KStream<Object, Object>, KStream<Object, Object>> f = s -> s.mapValues(m);
+            return name == null
+                ? Branched.<Object, Object>withFunction(f)
+                : Branched.<Object, Object>withFunction(f, name);
+        }
+        return name == null ? null : Branched.as(name);
     }
 
     private KStream toStream(JsonNode node) {
         KTable t = (KTable) in(node, 0);
+        if (node.has("fn")) return t.toStream(Library.get(Library.KEY_SELECTORS, text(node, "fn")));
         if (!node.path("windowed").asBoolean()) return t.toStream();
         // a windowed key becomes the text "key@start/end", as in tests/oracle/spec.py
         return t.toStream((wk, v) -> {
@@ -278,6 +332,7 @@ final class SpecBuilder {
     private Object join(JsonNode node, String op) {
         Object left = in(node, 0);
         Object right = in(node, 1);
+        if (node.path("with_key").asBoolean()) return joinWithKey(node, op);
         var joiner = Library.get(Library.JOINERS, text(node, "fn"));
         if (left instanceof KTable) {
             KTable l = (KTable) left;
@@ -289,6 +344,56 @@ final class SpecBuilder {
             }
         }
         KStream l = (KStream) left;
+        if (right instanceof GlobalKTable) {
+            GlobalKTable g = (GlobalKTable) right;
+            var selector = Library.get(Library.KEY_SELECTORS, text(node, "selector"));
+            return "join".equals(op) ? l.join(g, selector, joiner) : l.leftJoin(g, selector, joiner);
+        }
+        Serde<Object> lvs = serde(vtOf(node, 0));
+        Serde<Object> rvs = serde(vtOf(node, 1));
+        if (right instanceof KTable) {
+            KTable r = (KTable) right;
+            Joined joined = Joined.with(KEY, lvs, rvs);
+            return "join".equals(op) ? l.join(r, joiner, joined) : l.leftJoin(r, joiner, joined);
+        }
+        KStream r = (KStream) right;
+        JsonNode w = node.get("window");
+        JoinWindows jw = JoinWindows.ofTimeDifferenceAndGrace(ms(w, "before"), ms(w, "grace"))
+            .before(ms(w, "before"))
+            .after(ms(w, "after"));
+        StreamJoined sj = StreamJoined.with(KEY, lvs, rvs);
+        switch (op) {
+            case "join": return l.join(r, joiner, jw, sj);
+            case "leftJoin": return l.leftJoin(r, joiner, jw, sj);
+            default: return l.outerJoin(r, joiner, jw, sj);
+        }
+    }
+
+    /** processValues's processor: forwards each record with its value mapped (spec.py's twin). */
+    static final class MapValuesProcessor implements FixedKeyProcessor<Object, Object, Object> {
+        private final ValueMapper<Object, Object> mapper;
+        private FixedKeyProcessorContext<Object, Object> context;
+
+        MapValuesProcessor(ValueMapper<Object, Object> mapper) {
+            this.mapper = mapper;
+        }
+
+        @Override
+        public void init(FixedKeyProcessorContext<Object, Object> context) {
+            this.context = context;
+        }
+
+        @Override
+        public void process(FixedKeyRecord<Object, Object> record) {
+            context.forward(record.withValue(mapper.apply(record.value())));
+        }
+    }
+
+    /** A stream's join with a ValueJoinerWithKey (spec.py: `with_key=True`). */
+    private Object joinWithKey(JsonNode node, String op) {
+        KStream l = (KStream) in(node, 0);
+        Object right = in(node, 1);
+        var joiner = Library.get(Library.JOINERS_WITH_KEY, text(node, "fn"));
         if (right instanceof GlobalKTable) {
             GlobalKTable g = (GlobalKTable) right;
             var selector = Library.get(Library.KEY_SELECTORS, text(node, "selector"));

@@ -1,0 +1,160 @@
+"""`KStream.split()`: Kafka Streams 4's `BranchedKStream`, branches named and chained by `Branched`.
+
+The splitter processor is added when `split()` is called and each branch's pass-through child
+when `branch` (or `default_branch`) is called, with the names Kafka gives them
+(`BranchedKStreamImpl`), so that a topology split the Kafka way describes as Kafka's does and
+keeps its internal topic names when ported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kstream.dsl import processors as p
+from kstream.dsl.graph import processor_factory
+
+if TYPE_CHECKING:
+    from kstream.dsl.stream import KStream
+
+
+@dataclass(frozen=True)
+class Branched:
+    """How one branch of `KStream.split()` is named and what is done with it (Kafka's
+    `Branched`).
+
+    The branch's key in the dict `default_branch`/`no_default_branch` return, and its node's
+    name, is the split's name followed by `name` (without a name: by the branch's position,
+    from 1, or 0 for the default branch). `function` is applied to the branch at once and its
+    result is what the dict holds (a None result: the branch is left out); with `consumer` the
+    branch is handed over and left out of the dict.
+
+    Example:
+        branches = (
+            orders.split("orders-")
+            .branch(lambda k, v: v["eu"], Branched.as_("eu"))
+            .branch(lambda k, v: v["test"], Branched.with_consumer(lambda s: s.to("test")))
+            .default_branch(Branched.with_function(lambda s: s.map_values(tag), "rest"))
+        )
+        branches["orders-eu"].to("eu-orders")
+    """
+
+    name: str | None = None
+    function: Callable[[KStream], KStream | None] | None = None
+    consumer: Callable[[KStream], Any] | None = None
+
+    @staticmethod
+    def as_(name: str) -> Branched:
+        """A branch named `name` (Kafka's `Branched.as`).
+
+        Example:
+            orders.split("o-").branch(is_big, Branched.as_("big")).no_default_branch()["o-big"]
+        """
+        return Branched(name=name)
+
+    @staticmethod
+    def with_function(
+        function: Callable[[KStream], KStream | None], name: str | None = None
+    ) -> Branched:
+        """A branch whose dict entry is `function(branch)`: chain its operators inline.
+
+        Example:
+            orders.split().branch(is_big, Branched.with_function(lambda s: s.map_values(flag)))
+        """
+        return Branched(name=name, function=function)
+
+    @staticmethod
+    def with_consumer(consumer: Callable[[KStream], Any], name: str | None = None) -> Branched:
+        """A branch handed to `consumer(branch)` and left out of the dict (a terminal branch).
+
+        Example:
+            orders.split().branch(is_test, Branched.with_consumer(lambda s: s.to("test-orders")))
+        """
+        return Branched(name=name, consumer=consumer)
+
+
+class BranchedKStream:
+    """The stream being split: add branches with `branch`, finish with `default_branch` or
+    `no_default_branch`, which return the branches by name (Kafka 4's `BranchedKStream`).
+
+    A record goes to the first branch whose predicate holds; records matching none go to the
+    default branch, or are dropped without one. Keys are unchanged: a branch repartitions
+    before a stateful operator only if the split stream would have.
+
+    Example:
+        parts = s.split("s-").branch(lambda k, v: v > 0, Branched.as_("pos")).default_branch()
+        parts["s-pos"].to("positive")
+        parts["s-0"].to("others")
+    """
+
+    def __init__(self, source: KStream, name: str | None) -> None:
+        b = source._builder
+        self._source = source
+        self._name = b.name("BRANCH", name)
+        # filled as branches are added; the processor reads them when a task builds it
+        self._predicates: list[Callable[[Any, Any], Any]] = []
+        self._children: list[str] = []
+        self._branches: dict[str, KStream] = {}
+        self._done = False
+        factory = processor_factory(p.BranchProcessor, self._predicates, self._children, None)
+        b.processor(self._name, factory, source._node)
+
+    def branch(
+        self, predicate: Callable[[Any, Any], Any], branched: Branched | None = None
+    ) -> BranchedKStream:
+        """Add a branch taking the records `predicate(key, value)` holds for (that no earlier
+        branch took); returns this splitter, to chain the next branch.
+
+        Example:
+            s.split().branch(lambda k, v: v > 0).branch(lambda k, v: v < 0).no_default_branch()
+        """
+        self._check_open()
+        self._predicates.append(predicate)
+        self._add(branched or Branched(), len(self._predicates))
+        return self
+
+    def default_branch(self, branched: Branched | None = None) -> dict[str, KStream]:
+        """Add the branch of the records no predicate took, and return the branches by name.
+
+        Example:
+            rest = s.split("s-").branch(lambda k, v: v > 0).default_branch()["s-0"]
+        """
+        self._check_open()
+        self._add(branched or Branched(), 0)
+        self._done = True
+        return dict(self._branches)
+
+    def no_default_branch(self) -> dict[str, KStream]:
+        """Return the branches by name; records no predicate took are dropped.
+
+        Example:
+            big = s.split("s-").branch(is_big, Branched.as_("big")).no_default_branch()["s-big"]
+        """
+        self._check_open()
+        self._done = True
+        return dict(self._branches)
+
+    def _check_open(self) -> None:
+        from kstream.errors import TopologyError
+
+        if self._done:
+            raise TopologyError(f"split {self._name!r}: the default branch was already chosen")
+
+    def _add(self, branched: Branched, index: int) -> None:
+        from kstream.dsl.stream import KStream
+
+        src, b = self._source, self._source._builder
+        child = self._name + (branched.name if branched.name is not None else str(index))
+        self._children.append(child)
+        b.name("BRANCHCHILD")  # Kafka takes an index for each branch child
+        b.processor(child, p.PassThroughProcessor, self._name)
+        stream = KStream(b, child, src._key_serde, src._value_serde, src._repartition_required)
+        if branched.function is not None:
+            result = branched.function(stream)
+            if result is not None:
+                self._branches[child] = result
+        elif branched.consumer is not None:
+            branched.consumer(stream)
+        else:
+            self._branches[child] = stream
