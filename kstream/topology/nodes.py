@@ -348,7 +348,12 @@ class NodeContext:
             self.pending_to.setdefault(to, []).append(record)
 
     def forward_batch(self, records: list[Record], to: str | None = None) -> None:
-        """Hand a list to the children now (built-in processors call this once per run)."""
+        """Hand a list to the children now (built-in processors call this once per run).
+
+        Records `forward` buffered before go first: the children see records in the order
+        they were forwarded, as Kafka's `forward` calls deliver them."""
+        if self.pending or self.pending_to:
+            self.flush()
         self.node.emit(records, None if to is None else self._children(to))
 
     def flush(self) -> None:
