@@ -31,7 +31,14 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, ElectionType, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ElectionType,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 
 from e2e.pipelines import expected, make_input
@@ -67,6 +74,15 @@ def coordinator_partition(key: str, partitions: int) -> int:
     `Utils.abs(key.hashCode()) % partitions`, where abs(MIN_VALUE) is 0."""
     h = java_hash(key)
     return 0 if h == -(1 << 31) else abs(h) % partitions
+
+
+# errors of a group coordinator lookup while __consumer_offsets is still coming up
+_COORDINATOR_MOVING = {
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError._TIMED_OUT,
+}
 
 
 class Cluster:
@@ -138,7 +154,19 @@ class Cluster:
         warm = f"warm-{uuid.uuid4().hex}"
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": warm, "log_level": 3})
         try:
-            consumer.committed([TopicPartition(topic, 0)], 60)
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    consumer.committed([TopicPartition(topic, 0)], 30)
+                    break
+                except KafkaException as e:
+                    # while __consumer_offsets is being created and its leaders elected, the
+                    # coordinator lookup can answer NOT_COORDINATOR (retriable; seen on CI)
+                    err = e.args[0]
+                    coordinator = err.code() in _COORDINATOR_MOVING
+                    if not (coordinator or err.retriable()) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
         finally:
             consumer.close()
         producer = Producer(
