@@ -136,7 +136,6 @@ class Metrics:
         self.processed_total = 0
         self.dropped_by_reason: dict[str, int] = dict.fromkeys(DROP_REASONS, 0)
         self.dlq_by_reason: dict[str, int] = dict.fromkeys(ERROR_KINDS, 0)
-        self.dedup_dropped_total = 0
         self.commits_total = 0
         self.txn_committed = 0
         self.txn_aborted = 0
@@ -211,15 +210,6 @@ class Metrics:
         """`n` records were dropped; `reason` is one of DROP_REASONS."""
         key = reason if reason in DROP_REASONS else _OTHER
         self.dropped_by_reason[key] = self.dropped_by_reason.get(key, 0) + n
-
-    def dedup_dropped(self, n: int) -> None:
-        """`n` inputs carried a provenance id already seen (dropped as duplicates).
-
-        Counted once, in `kstream_records_dropped_total{reason="duplicate"}`; the deprecated
-        `kstream_dedup_dropped_total` repeats it for one more release.
-        """
-        self.dedup_dropped_total += n
-        self.dropped("duplicate", n)
 
     def dead_lettered(self, kind: str, n: int = 1) -> None:
         """`n` records went to the dead-letter topic; `kind` is one of ERROR_KINDS."""

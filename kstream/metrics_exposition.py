@@ -152,14 +152,6 @@ def _families(m: Metrics) -> Iterator[Metric]:
         [((r,), n) for r, n in sorted(m.dropped_by_reason.items())],
     )
     yield _counter(
-        "kstream_dedup_dropped",
-        "DEPRECATED, removed in the next release: the same count as "
-        'kstream_records_dropped_total{reason="duplicate"}, which should be used instead '
-        "(inputs whose provenance id was seen before).",
-        [],
-        [((), m.dedup_dropped_total)],
-    )
-    yield _counter(
         "kstream_dlq_records",
         "Records sent to the dead-letter topic, by kind of error.",
         ["reason"],

@@ -126,7 +126,7 @@ class ThreadMetrics:
         """Hand the runtime context's running tallies to the metrics as increments."""
         m, ctx = self.metrics, self.ctx
         if ctx.duplicates_dropped > self._seen_dups:
-            m.dedup_dropped(ctx.duplicates_dropped - self._seen_dups)
+            m.dropped("duplicate", ctx.duplicates_dropped - self._seen_dups)
             self._seen_dups = ctx.duplicates_dropped
         for kind, n in ctx.counts.skipped.items():
             if n > self._seen_skipped.get(kind, 0):

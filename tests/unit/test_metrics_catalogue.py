@@ -19,7 +19,7 @@ def busy_metrics() -> Metrics:
     m.transaction_aborted()
     m.dropped("processing_error")
     m.dropped("a reason nobody listed")
-    m.dedup_dropped(3)
+    m.dropped("duplicate", 3)
     m.dead_lettered("deserialization", 2)
     m.set_lag("clicks", 0, 7)
     m.rebalance()

@@ -125,16 +125,14 @@ def test_store_sizes_are_read_at_most_every_interval() -> None:
     assert calls == 1
 
 
-def test_help_texts_say_what_is_sampled_and_what_is_deprecated() -> None:
+def test_help_texts_say_what_is_sampled() -> None:
     fams = families(Metrics("a"))
     e2e = fams["kstream_end_to_end_latency_seconds"].documentation
     assert f"one input record in {LATENCY_SAMPLE_EVERY}" in e2e
     store = fams["kstream_store_operation_duration_seconds"].documentation
     assert f"one call in {STORE_TIMING_SAMPLE_EVERY}" in store
     assert "counts timed calls, not operations" in store
-    dedup = fams["kstream_dedup_dropped"].documentation
-    assert dedup.startswith("DEPRECATED")
-    assert 'kstream_records_dropped_total{reason="duplicate"}' in dedup
+    assert "kstream_dedup_dropped" not in fams  # removed: records_dropped{reason="duplicate"}
 
 
 def test_the_runtime_uses_the_documented_sampling_rates() -> None:
