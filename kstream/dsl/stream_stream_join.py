@@ -121,12 +121,19 @@ class StreamStreamJoinProcessor(BuiltinProcessor):
         # Kafka keeps stream time and the pending minimum in memory only; after a restart we
         # resume from the newest timestamps the window stores remember, with no minimum (see
         # `_emit_closed`), so the pending store is scanned once, as Kafka does after a restart.
+        self._resume()
+
+    def _resume(self) -> None:
         observed = max(self.this.observed, self.other.observed)
         self.stream_time = observed if observed > _NO_TIME else _NO_TIME
         self.min_time = _NO_PENDING
         # whether the store may hold records while there is no minimum: only before the first
         # scan (a scan leaves a minimum whenever it leaves records, and a put sets one)
         self._unscanned = True
+
+    def after_discard(self) -> None:
+        """The batch is retried: stream time as the window stores hold it (`Task.discard`)."""
+        self._resume()
 
     def process_batch(self, records: Sequence[Record]) -> None:
         out: list[Record] = []

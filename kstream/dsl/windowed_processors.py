@@ -90,14 +90,26 @@ class _WindowedAggregate(BuiltinProcessor):
         # in a small changelogged store, committed with them, so a restarted task drops the
         # same late records and emits no final result twice.
         self.time_store = ctx.get_store(stream_time_store(self.store_name))
+        saved = self._load_time()
+        if saved is not None and len(saved) == 3:
+            self.upgrade_store()
+        if self.emit_final and self.idle_close_ms:
+            ctx.schedule(self.idle_close_ms, "wall_clock", self._on_wall_clock)
+
+    def _load_time(self) -> Any:
+        """Stream time and the final-emission point as the time store holds them."""
         saved = self.time_store.get(0)
         if saved is not None:
             self.observed, self.record_time, self.emitted_close = saved[:3]
-            if len(saved) == 3:
-                self.upgrade_store()
+        else:
+            self.observed, self.record_time, self.emitted_close = -1, -1, None
         self._saved = None if saved is None else tuple(saved)
-        if self.emit_final and self.idle_close_ms:
-            ctx.schedule(self.idle_close_ms, "wall_clock", self._on_wall_clock)
+        self._anchor = None
+        return saved
+
+    def after_discard(self) -> None:
+        """The batch is retried: back to the committed stream time (see `Task.discard`)."""
+        self._load_time()
 
     def upgrade_store(self) -> None:
         """Adapt a store written by a version that kept no record timestamps."""

@@ -421,9 +421,19 @@ class Task:
         return out
 
     def discard(self) -> None:
-        """Drop the pending writes of every store (the batch is being retried)."""
+        """Drop the pending writes of every store (the batch is being retried).
+
+        Processors that keep state in memory beside their stores (a windowed aggregation's
+        stream time, a join's) get `after_discard()` to take it back to what the stores
+        hold: else a retried batch's records look late against a stream time that the
+        rolled-back batch had advanced, and are dropped."""
         for store in self.stores.values():
             store.discard()
+        for node in self.nodes.values():
+            if isinstance(node, ProcessorNode):
+                hook = getattr(node.processor, "after_discard", None)
+                if hook is not None:
+                    hook()
 
     def close(self) -> None:
         """Close processors, then stores (pending writes are not flushed)."""
