@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-from support.redis_server import RedisServer, available
+from support.redis_server import RedisServer
+from support.waiting import wait_for_app
 
 from kstream.dsl import StreamBuilder
 from kstream.errors import StoreError
@@ -29,15 +30,6 @@ pytestmark = pytest.mark.redis
 KEYS = [f"k{i}" for i in range(4)]
 PER_PHASE = 40
 FAST_GROUP = {"session.timeout.ms": 2000, "heartbeat.interval.ms": 300}
-
-
-@pytest.fixture
-def server() -> Iterator[RedisServer]:
-    if not available():
-        pytest.skip("redis-server is not installed")
-    s = RedisServer().start()
-    yield s
-    s.cleanup()
 
 
 def _count(src: str, dst: str) -> StreamBuilder:
@@ -57,14 +49,7 @@ def _produce(bs: str, topic: str, per_key: int) -> None:
 
 
 def _await(what: str, check: Callable[[], bool], app: App, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        if app.state == AppState.ERROR:
-            raise AssertionError(f"app failed while waiting for {what}: {app.error}")
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}; state {app.state}")
+    wait_for_app(what, check, app, timeout, poll=0.05)
 
 
 def _counts(app: App) -> dict[str, Any]:

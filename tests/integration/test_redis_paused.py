@@ -14,18 +14,19 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-from support.redis_server import RedisServer, available
+from support.redis_server import RedisServer
+from support.waiting import wait_for_app
 
 from kstream.dsl import StreamBuilder
 from kstream.kafka.admin import Admin
 from kstream.kafka.producer import Producer
-from kstream.runtime import App, AppState
+from kstream.runtime import App
 from kstream.runtime.store_health import STALL_S
 from kstream.service.http import HttpServer
 from kstream.service.probe import attach
@@ -36,15 +37,6 @@ pytestmark = pytest.mark.redis
 KEYS = [f"k{i}" for i in range(4)]
 PER_PHASE = 20
 PAUSE_S = 12.0  # past the socket timeout (10 s): the wait goes on in the backend's retries
-
-
-@pytest.fixture
-def server() -> Iterator[RedisServer]:
-    if not available():
-        pytest.skip("redis-server is not installed")
-    s = RedisServer().start()
-    yield s
-    s.cleanup()
 
 
 def _status(url: str) -> tuple[int, dict[str, Any]]:
@@ -64,14 +56,7 @@ def _produce(bs: str, topic: str) -> None:
 
 
 def _await(what: str, check: Callable[[], bool], app: App, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        if app.state == AppState.ERROR:
-            raise AssertionError(f"app failed while waiting for {what}: {app.error}")
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}; state {app.state}")
+    wait_for_app(what, check, app, timeout, poll=0.1)
 
 
 def _stored(url: str) -> list[int]:

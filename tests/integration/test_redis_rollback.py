@@ -17,13 +17,13 @@ computed from the rolled-back store must not even sit in an aborted transaction.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import redis
 from e2e.independent_reader import IndependentReader, check_updates
-from support.redis_server import RedisServer, available
+from support.redis_server import RedisServer
 
 from kstream.dsl import StreamBuilder
 from kstream.kafka.admin import Admin
@@ -36,15 +36,6 @@ KEYS = [f"k{i}" for i in range(4)]
 PHASE = 25
 M = 1_000_000
 FAST_GROUP = {"session.timeout.ms": 2000, "heartbeat.interval.ms": 300}
-
-
-@pytest.fixture
-def server() -> Iterator[RedisServer]:
-    if not available():
-        pytest.skip("redis-server is not installed")
-    s = RedisServer().start()
-    yield s
-    s.cleanup()
 
 
 def _step(key: str, value: str, agg: int) -> int:
