@@ -44,7 +44,6 @@ LAYERS: list[set[str]] = [
         "kstream.stores",
         "kstream.broker_compat",
         "kstream.metrics",
-        "kstream.metrics_exposition",
     },
     # the processor graph
     {"kstream.topology"},
@@ -80,8 +79,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
     # provenance headers (state) and the broker workarounds that read them (broker_compat),
     # which also builds store specs (stores) that import the state package
     frozenset({"kstream.state", "kstream.broker_compat", "kstream.stores"}): "the stores' area",
-    # exposition renders Metrics and Metrics registers lazily with the exposition
-    frozenset({"kstream.metrics", "kstream.metrics_exposition"}): "lazy imports both ways",
     # serde(...) builds registry serdes lazily, registry serdes are Serdes
     frozenset({"kstream.serde", "kstream.schema_registry"}): "lazy import in serde()",
 }

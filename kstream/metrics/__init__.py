@@ -13,7 +13,7 @@ Each App gets its own `CollectorRegistry`, so two apps in one process do not cla
 series of that registry, the standard `process_*` and `python_*` ones included, carries the
 constant labels `app_id` and `instance_id`, so that one Prometheus (and one dashboard) can hold
 many apps and tell them apart without joining on `kstream_app_info`. The families and the
-registry live in `kstream.metrics_exposition`, loaded on the first scrape: a process that never
+registry live in `kstream.metrics.exposition`, loaded on the first scrape: a process that never
 serves its metrics does not import prometheus_client (about 20 ms of CPU at every start).
 """
 
@@ -167,7 +167,7 @@ class Metrics:
             self.restored_by_store.setdefault(s, 0)
             self.store_entries.setdefault(s, 0)
         if registry is not None:  # the caller's registry: the series go there from now on
-            from kstream.metrics_exposition import register
+            from kstream.metrics.exposition import register
 
             self._registry = register(self, registry)
 
@@ -176,7 +176,7 @@ class Metrics:
         """This app's Prometheus registry (made on first use)."""
         with self._lock:
             if self._registry is None:
-                from kstream.metrics_exposition import new_registry
+                from kstream.metrics.exposition import new_registry
 
                 self._registry = new_registry(self)
             return self._registry
@@ -365,12 +365,12 @@ class Metrics:
 
     def render(self) -> bytes:
         """The Prometheus text exposition of this app's registry."""
-        from kstream.metrics_exposition import render
+        from kstream.metrics.exposition import render
 
         return render(self.registry)
 
     def collect(self) -> Iterator[Metric]:
         """This app's kstream families, with the constant labels (not the process ones)."""
-        from kstream.metrics_exposition import labelled_families
+        from kstream.metrics.exposition import labelled_families
 
         yield from labelled_families(self)
