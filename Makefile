@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # of the run, and the other three take everything else (tests/support/scheduling.py).
 TEST_WORKERS ?= 6
 
-.PHONY: demo test test-tansu pytest warm lint unit integration bench bench-full venv kafka clean \
+.PHONY: demo test test-tansu pytest warm lint unit integration bench bench-full venv kafka clean codestats \
 	oracle oracle-harness
 
 # Apache Kafka, the reference broker of the tests and benchmarks: Maven resolves
@@ -121,6 +121,11 @@ bench: $(STAMP) $(KAFKA_STAMP) $(STREAMS_BENCH_STAMP)
 
 bench-full: BENCH_ARGS += --full
 bench-full: bench
+
+# the largest functions and classes of the product and its repeated blocks of code
+# (tools/codestats.py): the figures behind "one implementation per concept"
+codestats:
+	python3 tools/codestats.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache tools/kafka/target \
