@@ -77,7 +77,7 @@ def runtime_parts(tmp: str, backend: str, store_metrics: bool) -> tuple[Any, Any
     """(collector, store opener, stand-in) wired as kstream.runtime.tasks wires them (store
     metrics: as at metrics_recording_level "debug")."""
     from kstream.metrics import STORE_TIMING_SAMPLE_EVERY, Metrics
-    from kstream.runtime.tasks import Collector
+    from kstream.runtime.collector import Collector
     from kstream.state import open_store
     from kstream.state.metrics import instrument
 

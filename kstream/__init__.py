@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from kstream.processes import run_processes
     from kstream.records import Record, TimestampType, Windowed
     from kstream.runtime import App, AppState, TopicReader, read_unique
+    from kstream.runtime.fleet import Fleet
+    from kstream.runtime.state_lock import StateDirLock
     from kstream.topology import Processor, ProcessorContext, PunctuationType, Topology
 
 __version__ = "0.1.0"
@@ -117,6 +119,25 @@ _EXPORTS = {
 
 
 __getattr__ = lazy_exports(globals(), _EXPORTS, frozenset({"errors", "stores"}))
+
+
+def _app_fleet(
+    app: "App", reference: str, processes: int, state_lock: "StateDirLock | None"
+) -> "Fleet":
+    from kstream.processes import app_fleet
+
+    return app_fleet(app, reference, processes, state_lock)
+
+
+def _register_fleet() -> None:
+    """App(config={"processes": N}) runs the supervisor, which sits above the runtime: the
+    runtime gets it through this registration, not an import (kstream.runtime.fleet)."""
+    from kstream.runtime.fleet import register_fleet
+
+    register_fleet(_app_fleet)
+
+
+_register_fleet()
 
 
 def __dir__() -> list[str]:

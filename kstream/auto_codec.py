@@ -13,9 +13,6 @@ escaped as 0x00 0xFF and each element ends with 0x00 0x01, so `("a",) < ("a", 1)
 compares bytewise exactly as Python compares the tuples (for elements of one type). Dict and set
 bodies are sorted by their encoded members, so equal values always give equal bytes (the Spark
 runner groups by these bytes).
-
-Tag 0x40 is what earlier versions wrote for containers: a pickle. It is read only by the
-`auto_unsafe_pickle` serde, which exists for migrating such state and says what it is.
 """
 
 from __future__ import annotations
@@ -37,7 +34,6 @@ _D = struct.Struct(">d")
 NONE, FALSE, TRUE = 0x00, 0x01, 0x02
 INT, FLOAT, BIG_INT = 0x10, 0x11, 0x12
 STR, BYTES = 0x20, 0x30
-LEGACY_PICKLE = 0x40
 TUPLE, LIST, DICT, SET, FROZENSET = 0x50, 0x51, 0x52, 0x53, 0x54
 DECIMAL, DATETIME, DATE, UUID = 0x60, 0x61, 0x62, 0x63
 WINDOWED = 0x70
@@ -53,8 +49,8 @@ def _seq(tag: int, items: Any, enc: Callable[[Any], bytes]) -> bytes:
     return bytes((tag,)) + b"".join(_frame(enc(x)) for x in items)
 
 
-def _encoder(fallback: Callable[[Any], bytes] | None) -> Callable[[Any], bytes]:
-    """An encoder; a type outside the data types goes to `fallback`, or is refused."""
+def _encoder() -> Callable[[Any], bytes]:
+    """The encoder; a type outside the data types is refused with a SerdeError naming it."""
 
     def enc(x: Any) -> bytes:
         if x is None:
@@ -96,8 +92,6 @@ def _encoder(fallback: Callable[[Any], bytes] | None) -> Callable[[Any], bytes]:
             return b"\x63" + bytes(x.bytes)
         if t is Windowed:
             return _seq(WINDOWED, x, enc)
-        if fallback is not None:
-            return bytes((LEGACY_PICKLE,)) + fallback(x)
         raise SerdeError(
             f"auto serde: cannot store a value of type {t.__module__}.{t.__qualname__} "
             "(internal topics and stores hold data, not code: None, bool, int, float, str, "
@@ -134,8 +128,8 @@ def _split(body: bytes, start: int) -> list[bytes]:
     return out
 
 
-def _decoder(allow_pickle: bool) -> Callable[[bytes], Any]:
-    """A decoder of what the encoders write; a legacy pickle only when `allow_pickle` says so."""
+def _decoder() -> Callable[[bytes], Any]:
+    """The decoder of what the encoder writes; any other tag is refused."""
 
     def dec(x: bytes) -> Any:
         tag = x[0]
@@ -179,17 +173,6 @@ def _decoder(allow_pickle: bool) -> Callable[[bytes], Any]:
         if tag == WINDOWED:
             key, start, end = (dec(m) for m in _split(x, 1))
             return Windowed(key, start, end)
-        if tag == LEGACY_PICKLE:
-            if allow_pickle:
-                import pickle  # only the unsafe serde reads pickles: not loaded otherwise
-
-                return pickle.loads(x[1:])
-            raise SerdeError(
-                "auto serde: this value is a pickle written by an older kstream; pickles are no "
-                "longer read because they can run code. Rebuild the state (kstreamd reset, then "
-                "reprocess), or read it once with the serde 'auto_unsafe_pickle' if you trust "
-                "everyone who can write to this topic or store"
-            )
         raise SerdeError(f"auto serde: unknown type tag 0x{tag:02x}")
 
     def top(x: bytes) -> Any:
@@ -200,17 +183,5 @@ def _decoder(allow_pickle: bool) -> Callable[[bytes], Any]:
     return top
 
 
-encode: Callable[[Any], bytes] = _encoder(None)
-decode: Callable[[bytes], Any] = _decoder(False)
-# `auto_unsafe_pickle`: data types as `auto`, anything else pickled, and pickles read back. Only
-# for migrating state written by older versions, from topics and stores you trust.
-
-
-def _pickled(x: Any) -> bytes:
-    import pickle  # loaded the first time the unsafe serde writes a pickle
-
-    return pickle.dumps(x, protocol=5)
-
-
-unsafe_pickle_encode: Callable[[Any], bytes] = _encoder(_pickled)
-unsafe_pickle_decode: Callable[[bytes], Any] = _decoder(True)
+encode: Callable[[Any], bytes] = _encoder()
+decode: Callable[[bytes], Any] = _decoder()

@@ -28,6 +28,10 @@ GUARANTEES = ("exactly_once", "exactly_once_v2", "at_least_once")
 DEFAULT_GUARANTEE = "exactly_once_v2"
 """Kafka Streams' default exactly-once mode since 4.0 (which removed per-task exactly_once;
 kstream keeps it as a choice)."""
+REBALANCE_PROTOCOLS = ("cooperative", "eager")
+"""`rebalance_protocol`: "cooperative" (the default, Kafka Streams' since 2.4) revokes only the
+partitions that move, so tasks that stay keep running; "eager" closes every task on every
+rebalance (kstream.runtime.rebalance)."""
 BROKER_COMPAT = ("none", "tansu")
 """`broker_compat`: "none" for Apache Kafka and brokers that behave like it; "tansu" turns on
 the compensations for the embedded Tansu broker (kstream.broker_compat)."""
@@ -105,6 +109,12 @@ class Config:
     # does not poll, a broker that lost track of members; kstream.runtime.slow_rebalance);
     # 0 or None: off
     slow_rebalance_warning: int = 60_000
+    # "cooperative" or "eager" (kstream.runtime.rebalance): which partitions a rebalance takes
+    # from the stream thread, only those that move or all of them
+    rebalance_protocol: str = "cooperative"
+    # Kafka's group.instance.id (static membership): a restart within session.timeout.ms
+    # moves no task; worker processes get "<id>-<worker index>"; None: a dynamic member
+    group_instance_id: str | None = None
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -213,7 +223,39 @@ class Config:
         validate_librdkafka(self.kafka)
         validate_engine_owned(self.kafka)
         set_(self, "kafka", dict(self.kafka))
+        self._validate_group_keys()
 
+    def _validate_group_keys(self) -> None:
+        """`rebalance_protocol` and `group_instance_id`, and no librdkafka setting that would
+        contradict them (they apply to the stream thread's group consumer only: in `kafka`,
+        a `group.instance.id` would also reach the restore and global consumers)."""
+        protocol = self.rebalance_protocol
+        if not isinstance(protocol, str) or protocol.strip().lower() not in REBALANCE_PROTOCOLS:
+            raise ConfigError(
+                f"rebalance_protocol: expected one of {', '.join(REBALANCE_PROTOCOLS)}, got "
+                f"{protocol!r}"
+            )
+        object.__setattr__(self, "rebalance_protocol", protocol.strip().lower())
+        gid = self.group_instance_id
+        if gid is not None and (
+            not isinstance(gid, str) or not _GROUP_INSTANCE_ID.fullmatch(gid) or gid in (".", "..")
+        ):
+            raise ConfigError(
+                "group_instance_id: expected 1 to 200 letters, digits, '.', '_' or '-' (Kafka's "
+                f"rules for group.instance.id), got {gid!r}"
+            )
+        for key, instead in (
+            ("partition.assignment.strategy", "rebalance_protocol"),
+            ("group.instance.id", "group_instance_id"),
+        ):
+            if key in self.kafka:
+                raise ConfigError(
+                    f"kafka[{key!r}]: set the engine's {instead!r} instead (it applies to the "
+                    "stream thread's group consumer, and per worker process)"
+                )
+
+
+_GROUP_INSTANCE_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")
 
 # librdkafka settings kstream's own consumers depend on: (the value they need, why)
 _ENGINE_OWNED: dict[str, tuple[bool, str]] = {

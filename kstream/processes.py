@@ -1,9 +1,13 @@
-"""`run_processes`: one app over every core, from Python (`kstreamd run --processes N`).
+"""The multi-process front: one app over every core, from Python.
 
-One process runs one stream thread, which Python's interpreter lock holds to one core. This
-starts N worker processes of the same app under a supervisor (`kstream.service.supervisor`):
-they share the partitions as one consumer group, a worker that dies is restarted, and one HTTP
-address serves health, merged metrics and store queries for all of them.
+One process runs one stream thread, which Python's interpreter lock holds to one core. The
+supervisor (`kstream.service.supervisor`, built by its one entry point `new_supervisor`)
+starts N worker processes of the same app: they share the partitions as one consumer group, a
+worker that dies is restarted, and one HTTP address serves health, merged metrics and store
+queries for all of them. Python reaches it two ways, both here: `run_processes`, and
+`App(config={"processes": N})`, whose runtime (below the service) gets its supervisor from
+`app_fleet`, which the package registers (kstream.runtime.fleet). `kstreamd run --processes`
+is the third way in.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Mapping
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from kstream.config import (
     DEFAULT_GUARANTEE,
@@ -22,7 +26,12 @@ from kstream.config import (
 )
 from kstream.errors import KStreamError
 
-__all__ = ["run_processes"]
+if TYPE_CHECKING:
+    from kstream.runtime.app import App
+    from kstream.runtime.fleet import Fleet
+    from kstream.runtime.state_lock import StateDirLock
+
+__all__ = ["app_fleet", "run_processes"]
 
 
 def run_processes(
@@ -52,7 +61,7 @@ def run_processes(
     when every worker has closed cleanly; raises KStreamError if one did not.
     """
     from kstream.service.settings import Settings
-    from kstream.service.supervisor import parse_processes, supervise
+    from kstream.service.supervisor import new_supervisor, parse_processes
     from kstream.service.target import load_target
 
     n = parse_processes(processes)
@@ -70,8 +79,27 @@ def run_processes(
         instance_id=instance_id,
         config=dict(config or {}),
     )
-    code = supervise(topology_ref, settings, n, target=target, stop=stop, out=out)
+    code = new_supervisor(topology_ref, settings, n, target=target, stop=stop).run(out)
     if code != 0:
         raise KStreamError(
             f"app {app_id!r}: a worker process did not close cleanly (its exit is logged)"
         )
+
+
+def app_fleet(app: App, reference: str, processes: int, state_lock: StateDirLock | None) -> Fleet:
+    """The supervisor of `App(config={"processes": N})`'s workers: the App's own settings,
+    served on `config["http"]` or, unset, on any free loopback port (the library did not ask
+    for a fixed address). `state_lock`: the App's lock, which the supervisor holds for it."""
+    from kstream.service.settings import Settings
+    from kstream.service.supervisor import config_mapping, new_supervisor
+
+    config = config_mapping(app.config)
+    if not config.get("http"):
+        config["http"] = "127.0.0.1:0"
+    settings = Settings(
+        app_id=app.app_id,
+        bootstrap_servers=app.bootstrap_servers,
+        processing_guarantee=app.processing_guarantee,
+        config=config,
+    )
+    return new_supervisor(reference, settings, processes, state_lock=state_lock)

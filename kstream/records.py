@@ -7,8 +7,9 @@ forward, so construction cost matters more than conveniences.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
-from typing import Any, NamedTuple
+import heapq
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 Header = tuple[str, bytes | None]
 Headers = Sequence[Header]
@@ -20,6 +21,13 @@ class TimestampType(enum.IntEnum):
     NOT_AVAILABLE = 0
     CREATE_TIME = 1
     LOG_APPEND_TIME = 2
+
+
+KAFKA_TIMESTAMP_TYPES: tuple[TimestampType, ...] = tuple(TimestampType)
+"""The type of a consumed message's timestamp, indexed by the code confluent-kafka's
+`Message.timestamp()` returns with it (0 none, 1 CreateTime, 2 LogAppendTime). A
+LogAppendTime topic's messages carry the broker's append time as their timestamp, which is
+what a record keeps (as Kafka's default timestamp extractor takes it)."""
 
 
 class Record:
@@ -156,3 +164,20 @@ def derive(r: Record, key: Any, value: Any) -> Record:
     n.offset = r.offset
     n.timestamp_type = r.timestamp_type
     return n
+
+
+T = TypeVar("T")
+
+
+def merge_by_head(queues: Sequence[Sequence[T]], head_ts: Callable[[T], int]) -> list[T]:
+    """Kafka Streams' choice among a task's input partitions: one list, each next item taken
+    from the queue whose head has the smallest `head_ts` (ties: the earlier queue in `queues`).
+
+    Each queue keeps its own order, sorted by time or not: only heads are compared, so a
+    record older than its queue's head waits behind it (Kafka's PartitionGroup). The native
+    runtime and the Spark engine both merge with this, so their output is the same.
+    `heapq.merge` compares heads only (it never looks past one), which is this rule.
+    """
+    if len(queues) == 1:
+        return list(queues[0])
+    return list(heapq.merge(*queues, key=head_ts))

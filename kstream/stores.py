@@ -1,12 +1,17 @@
 """Store specs for `Topology.add_state_store` and the DSL: `kstream.stores.key_value(...)`.
 
-Where a store lives, by one rule: what the user *describes* is in `kstream.stores`, what the
-engine *types and wraps* is in `kstream.state`, what *holds the bytes* is in `store_backends`.
+Where a store piece lives, by one rule: by what it knows. A piece that knows bytes only goes in
+`store_backends` (the ordered bytes -> bytes maps; they import nothing of kstream but its
+errors). One that knows serdes, time, changelogs or restore goes in `kstream.state` (the typed
+stores and the layers the engine wraps them in). What a user calls to describe a store, and
+nothing else, is in `kstream.stores` (the factories, which check their arguments and return a
+`StoreSpec`; the spec is plain data every layer reads, so it is defined in `kstream.state.spec`
+and re-exported here).
 
 - `kstream.stores` (here): the user-facing factories and the `StoreSpec` they return. A spec
   only describes a store (name, kind, backend, serdes, retention); nothing here opens one.
 - `kstream.state`: each task opens its own partition of a spec there, as a typed store (serdes,
-  key layout, time segments, the write cache, changelog records) inside its layers (metering).
+  key layout, time segments, the write cache) inside its layers (change-logging, metering).
 - `store_backends`: the ordered bytes -> bytes maps under the typed stores (memory, lru, lmdb,
   redis, or a third party's); they know no serdes, no time and no Kafka.
 """
@@ -19,7 +24,7 @@ from kstream.duration import DurationLike, duration
 from kstream.errors import ConfigError
 from kstream.state.spec import StoreSpec
 
-__all__ = ["StoreSpec", "dedup", "key_value", "session", "window"]
+__all__ = ["StoreSpec", "dedup", "key_value", "session", "versioned_key_value", "window"]
 
 
 def key_value(
@@ -40,6 +45,63 @@ def key_value(
         value_serde=value_serde,
         changelog=changelog,
     )
+
+
+def versioned_key_value(
+    name: str,
+    history_retention: DurationLike,
+    segment_interval: DurationLike | None = None,
+    backend: Any = None,
+    key_serde: Any = None,
+    value_serde: Any = None,
+    changelog: bool = True,
+    **removed: Any,
+) -> StoreSpec:
+    """A versioned key-value store (KIP-889; Kafka's `Stores.persistentVersionedKeyValueStore`):
+    every value a key had, readable as of any time within `history_retention` of stream time.
+
+    `put(key, value, timestamp)`, `get(key)` (the latest) and `get(key, as_of_timestamp)`,
+    `delete(key, timestamp)` (kstream.state.versioned). A put older than `history_retention`
+    is dropped; `history_retention` may be 0 (only the latest version is kept, and a put older
+    than it is dropped). `segment_interval` defaults as in Kafka (a fraction of the retention).
+
+    Example:
+        >>> from kstream import stores
+        >>> stores.versioned_key_value("prices", history_retention="1h").retention
+        3600000
+    """
+    _refuse_removed(name, removed)
+    ret = duration(history_retention, name=f"store {name!r} history_retention")
+    if ret < 0:
+        raise ConfigError(f"store {name!r}: history_retention must not be negative")
+    if segment_interval is None:
+        seg = _versioned_segment_interval(ret)
+    else:
+        seg = duration(segment_interval, name=f"store {name!r} segment_interval")
+        if seg <= 0:
+            raise ConfigError(f"store {name!r}: segment_interval must be greater than zero")
+    return StoreSpec(
+        name,
+        "versioned_key_value",
+        backend=backend,
+        key_serde=key_serde,
+        value_serde=value_serde,
+        changelog=changelog,
+        retention=ret,
+        segment_interval=seg,
+    )
+
+
+def _versioned_segment_interval(history_retention: int) -> int:
+    """Kafka's default segment interval for a versioned store (`RocksDbVersionedKeyValueBytes
+    StoreSupplier`): about 3 to 24 segments over the retention, within fixed bounds."""
+    if history_retention <= 60_000:
+        return max(history_retention // 3, 2_000)
+    if history_retention <= 300_000:
+        return max(history_retention // 5, 20_000)
+    if history_retention <= 3_600_000:
+        return max(history_retention // 12, 60_000)
+    return max(history_retention // 24, 300_000)
 
 
 def window(

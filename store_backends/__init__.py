@@ -1,7 +1,13 @@
 """Pluggable state backends: ordered bytes -> bytes maps opened from a URL.
 
-Where a store lives, by one rule: what the user *describes* is in `kstream.stores`, what the
-engine *types and wraps* is in `kstream.state`, what *holds the bytes* is in `store_backends`.
+Where a store piece lives, by one rule: by what it knows. A piece that knows bytes only goes in
+`store_backends` (the ordered bytes -> bytes maps; they import nothing of kstream but its
+errors). One that knows serdes, time, changelogs or restore goes in `kstream.state` (the typed
+stores and the layers the engine wraps them in). What a user calls to describe a store, and
+nothing else, is in `kstream.stores` (the factories, which check their arguments and return a
+`StoreSpec`; the spec is plain data every layer reads, so it is defined in `kstream.state.spec`
+and re-exported by `kstream.stores`).
+
 A backend is the innermost layer of a store (the chain is described in kstream.state): it sees
 physical keys and values only, in atomic batches with a checkpoint.
 

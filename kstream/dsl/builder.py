@@ -10,6 +10,15 @@ from kstream.dsl import processors as p
 from kstream.dsl.graph import InternalBuilder, StoreLike, ValueGetter, processor_factory
 from kstream.dsl.stream import KStream
 from kstream.dsl.table import GlobalKTable, KTable
+from kstream.dsl.timestamps import TimestampExtractor, TimestampExtractorProcessor, extractor_node
+from kstream.dsl.versioned import (
+    VERSIONED,
+    VersionedTableSourceProcessor,
+    VersionedValueGetter,
+    versioned_spec,
+)
+from kstream.duration import DurationLike
+from kstream.errors import TopologyError
 from kstream.serde import Serde, SerdeLike, serde
 from kstream.topology.topology import Topology
 
@@ -35,19 +44,32 @@ class StreamBuilder:
         key_serde: SerdeLike = None,
         value_serde: SerdeLike = None,
         name: str | None = None,
+        timestamp_extractor: TimestampExtractor | None = None,
     ) -> KStream:
         """A stream of the records of `topics` (one topic or several).
 
-        Serdes default to bytes. Each record keeps its Kafka timestamp, which drives windows and
-        joins downstream. Records may have None keys or values: stateful operators drop them as
-        Kafka Streams does (see each operator).
+        Serdes default to bytes. Each record keeps its Kafka timestamp (the producer's, or the
+        broker's on a LogAppendTime topic), which drives windows and joins downstream, unless
+        `timestamp_extractor(record, partition_time) -> ms` (Kafka's `TimestampExtractor`, see
+        `kstream.dsl.timestamps`) gives another; a negative one drops the record. Records may
+        have None keys or values: stateful operators drop them as Kafka Streams does (see each
+        operator).
 
         Example:
-            b = StreamBuilder()
-            orders = b.stream("orders", key_serde="str", value_serde="json")
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> orders = b.stream(
+            ...     "orders", "str", "json", timestamp_extractor=lambda r, t: r.value["at"]
+            ... )
+            >>> orders.to("out")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("orders", "str", "json").pipe("o1", {"at": 42}, timestamp=7)
+            ...     d.output_topic("out", "str", "json").read_record().timestamp
+            42
         """
         ks, vs = serde(key_serde), serde(value_serde)
         node = self._builder.source(topics, ks, vs, name)
+        node = _extracting(self._builder, node, timestamp_extractor)
         return KStream(self._builder, node, ks, vs)
 
     def table(
@@ -58,25 +80,56 @@ class StreamBuilder:
         store: StoreLike = None,
         backend: str | Backend | None = None,
         name: str | None = None,
+        timestamp_extractor: TimestampExtractor | None = None,
+        versioned: DurationLike | None = None,
     ) -> KTable:
         """A table of `topic`: the latest value per key, materialized in `store` (queryable).
 
         A None value (tombstone) deletes the key; a record with a None key is dropped. The topic is
         read as the table's changelog, so it should be compacted. `backend` picks the store backend
-        (see `kstream.stores`) when `store` is only a name.
+        (see `kstream.stores`) when `store` is only a name; `timestamp_extractor` as in
+        `stream`.
+
+        `versioned=history_retention` (or `store=kstream.stores.versioned_key_value(...)`)
+        keeps every value each key had for that long (KIP-889, kstream.dsl.versioned): an
+        update older than the key's latest goes into history without being forwarded, and a
+        stream joined with the table reads it as of each stream record's timestamp (KIP-914).
 
         Example:
-            users = b.table("users", key_serde="str", value_serde="json", store="users")
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> prices = b.table("prices", "str", "json", versioned="1h")
+            >>> orders = b.stream("orders", "str", "json")
+            >>> orders.join(prices, lambda o, p: o["qty"] * p).to("totals", "str", "json")
+            >>> with TopologyTestDriver(b) as d:
+            ...     price = d.input_topic("prices", "str", "json")
+            ...     order = d.input_topic("orders", "str", "json")
+            ...     price.pipe("apple", 3, timestamp=10)
+            ...     price.pipe("apple", 5, timestamp=20)
+            ...     order.pipe("apple", {"qty": 2}, timestamp=15)  # joins the price as of 15
+            ...     price.pipe("apple", 4, timestamp=12)  # late: history only, forwards nothing
+            ...     order.pipe("apple", {"qty": 2}, timestamp=13)
+            ...     d.output_topic("totals", "str", "json").read_values()
+            [6, 8]
         """
         b = self._builder
         ks, vs = serde(key_serde), serde(value_serde)
         src = b.source(topic, ks, vs, None if name is None else f"{name}-source")
+        src = _extracting(b, src, timestamp_extractor)
         node = b.name("SOURCE", name, prefix="KTABLE")
-        spec = _spec(b, store, f"{topic}", backend, ks, vs)
-        b.processor(node, processor_factory(p.TableSourceProcessor, spec.name), src)
+        spec = _spec(b, store, f"{topic}", backend, ks, vs, versioned)
+        getter: ValueGetter
+        if spec.kind == VERSIONED:
+            factory = processor_factory(VersionedTableSourceProcessor, spec.name)
+            getter = VersionedValueGetter(spec.name, spec.retention or 0)
+        else:
+            factory = processor_factory(p.TableSourceProcessor, spec.name)
+            getter = ValueGetter(spec.name)
+        b.processor(node, factory, src)
         b.add_store(spec, [node])
         # Kafka materializes a source table given a store name; an unnamed one only on demand
-        return KTable(b, node, ks, vs, ValueGetter(spec.name), sends_old_values=store is not None)
+        materialized = store is not None or spec.kind == VERSIONED
+        return KTable(b, node, ks, vs, getter, sends_old_values=materialized)
 
     def global_table(
         self,
@@ -86,11 +139,13 @@ class StreamBuilder:
         store: StoreLike = None,
         backend: str | Backend | None = None,
         name: str | None = None,
+        timestamp_extractor: TimestampExtractor | None = None,
     ) -> GlobalKTable:
         """A table of `topic` held in full by every instance, for stream joins by any key.
 
         Each instance reads every partition of `topic` (no co-partitioning needed): join it
         with `stream.join(global_table, key_selector, joiner)`. A None value deletes the key.
+        `timestamp_extractor` as in `stream` (a record it extracts negative is not loaded).
 
         Example:
             countries = b.global_table("countries", key_serde="str", value_serde="json")
@@ -100,13 +155,18 @@ class StreamBuilder:
         src = b.name("SOURCE", None if name is None else f"{name}-source")
         proc = b.name("SOURCE", name, prefix="KTABLE")
         spec = _spec(b, store, topic, backend, ks, vs)
+        if spec.kind == VERSIONED:
+            raise TopologyError(
+                f"global_table {topic!r}: a global table cannot be versioned (as in Kafka "
+                "Streams); join a versioned table with a stream instead"
+            )
         spec = dataclasses.replace(spec, changelog=False)
         b.topology.add_global_store(
             spec,
             topic,
             ks,
             vs,
-            processor_factory(p.GlobalTableProcessor, spec.name),
+            processor_factory(p.GlobalTableProcessor, spec.name, _checked(timestamp_extractor)),
             source_name=src,
             processor_name=proc,
         )
@@ -122,6 +182,24 @@ class StreamBuilder:
         return self._builder.topology
 
 
+def _checked(extractor: TimestampExtractor | None) -> TimestampExtractor | None:
+    if extractor is not None and not callable(extractor):
+        raise TopologyError(
+            f"timestamp_extractor must be a function (record, partition_time) -> ms, "
+            f"got {extractor!r}"
+        )
+    return extractor
+
+
+def _extracting(b: InternalBuilder, source: str, extractor: TimestampExtractor | None) -> str:
+    """The node below `source` that stamps records with `extractor`'s timestamps (`source`
+    itself without one)."""
+    if _checked(extractor) is None:
+        return source
+    factory = processor_factory(TimestampExtractorProcessor, extractor)
+    return b.processor(extractor_node(source), factory, source)
+
+
 def _spec(
     b: InternalBuilder,
     store: StoreLike,
@@ -129,11 +207,14 @@ def _spec(
     backend: str | Backend | None,
     ks: Serde,
     vs: Serde,
+    versioned: DurationLike | None = None,
 ) -> StoreSpec:
     # Kafka's generated name for a table's store: "<topic>-STATE-STORE-0000000001".
     if store is None:
         store = b.name("STATE-STORE", None, prefix=topic)
-    spec = b.store_spec(store, "TABLE", key_serde=ks, value_serde=vs)
+    spec = versioned_spec(b, store, versioned, "TABLE", ks, vs) or b.store_spec(
+        store, "TABLE", key_serde=ks, value_serde=vs
+    )
     if backend is not None and spec.backend is None:
         spec = dataclasses.replace(spec, backend=backend)
     return spec

@@ -105,6 +105,8 @@ class InternalBuilder:
         self.topology = Topology()
         self._index = 0
         self._null_key_policies: dict[str, Any] = {}
+        # (stream node, base) -> (repartition source, its filter's null-key policy)
+        self._join_repartitions: dict[tuple[str, str], tuple[str, Any]] = {}
         self._old_value_flags: dict[str, tuple[Any, ...]] = {}
 
     # --- names ------------------------------------------------------------------------------
@@ -227,11 +229,14 @@ class InternalBuilder:
         self.topology.add_sink(n, topic, parents, key_serde, value_serde, partitioner)
         return n
 
-    def add_store(self, spec: StoreSpec, processors: Iterable[str] = ()) -> None:
+    def add_store(
+        self, spec: StoreSpec, processors: Iterable[str] = (), *, described: bool = True
+    ) -> None:
         """Add the store `spec` to the topology, owned by `processors` (changelogged unless the
-        spec says otherwise).
+        spec says otherwise). `described=False`: a store of kstream's own that Kafka's operator
+        does not have, left out of `describe()` (see `Topology.add_state_store`).
         """
-        self.topology.add_state_store(spec, list(processors))
+        self.topology.add_state_store(spec, list(processors), described=described)
 
     def connect(self, processor: str, store: str) -> None:
         """Let `processor` read `store`, owned by another processor (both join one sub-topology)."""
@@ -258,23 +263,70 @@ class InternalBuilder:
         them: Kafka 3.7+, KIP-962) or `relaxable` and such a join is added downstream later (see
         `keep_null_keys_upstream`).
         """
-        from kstream.dsl.processors import DropNullKeysProcessor, NullKeyPolicy
+        from kstream.dsl.processors import NullKeyPolicy
+
+        policy = NullKeyPolicy() if relaxable or not drop_null_keys else None
+        if policy is not None:
+            policy.keep = not drop_null_keys
+        return self._repartition(
+            parent, base, key_serde, value_serde, partitions, policy, relaxable=relaxable
+        )
+
+    def _repartition(
+        self,
+        parent: str,
+        base: str,
+        key_serde: Serde | None,
+        value_serde: Serde | None,
+        partitions: int | None,
+        policy: Any,
+        *,
+        relaxable: bool = False,
+    ) -> str:
+        """The nodes and topic of `repartition`; the filter keeps null keys as `policy` says
+        (None: it drops them), and a join added later may relax it when `relaxable`."""
+        from kstream.dsl.processors import DropNullKeysProcessor
 
         topic = f"{base}-repartition"
         self.topology.add_repartition_topic(topic, partitions)
         sink, filter_, src = self.name("SINK"), self.name("FILTER"), self.name("SOURCE")
         if not _GENERATED.fullmatch(base):
             sink, filter_, src = f"{topic}-sink", f"{topic}-filter", f"{topic}-source"
-        policy = NullKeyPolicy() if relaxable or not drop_null_keys else None
-        if policy is not None:
-            policy.keep = not drop_null_keys
-        upstream = self.processor(filter_, processor_factory(DropNullKeysProcessor, policy), parent)
+        self.processor(filter_, processor_factory(DropNullKeysProcessor, policy), parent)
         if relaxable:
-            assert policy is not None
-            self._null_key_policies[upstream] = policy
+            self._null_key_policies[filter_] = policy
         ks, vs = key_serde or AUTO, value_serde or AUTO
-        self.topology.add_sink(sink, topic, upstream, ks, vs, None)
+        self.topology.add_sink(sink, topic, filter_, ks, vs, None)
         self.topology.add_source(src, topic, ks, vs)
+        return src
+
+    def join_repartition(
+        self,
+        parent: str,
+        base: str,
+        *,
+        key_serde: Serde | None,
+        value_serde: Serde | None,
+        keep_null_keys: bool,
+    ) -> str:
+        """`repartition` for a join reading `parent`: Kafka (`KStreamImpl.repartitionForJoin`)
+        repartitions a stream once for every join that names the topic alike (unnamed joins
+        name it after the stream's node), so a second join of the stream reads the same
+        topic; it still takes the three names a repartition takes from the counter. The filter
+        keeps null-key records once one of the joins takes them (a left or outer join)."""
+        from kstream.dsl.processors import NullKeyPolicy
+
+        found = self._join_repartitions.get((parent, base))
+        if found is not None:
+            for op in ("SINK", "FILTER", "SOURCE"):
+                self.name(op)
+            src, policy = found
+            policy.keep = policy.keep or keep_null_keys
+            return src
+        policy = NullKeyPolicy()
+        policy.keep = keep_null_keys
+        src = self._repartition(parent, base, key_serde, value_serde, None, policy)
+        self._join_repartitions[(parent, base)] = (src, policy)
         return src
 
     def regroup_repartition(

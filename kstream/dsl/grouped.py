@@ -12,6 +12,7 @@ from kstream.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from kstream.serde import Serde, SerdeLike, serde
 
 if TYPE_CHECKING:
+    from kstream.dsl.cogroup import CogroupedKStream
     from kstream.dsl.table import KTable
 
 LONG = serde("long")
@@ -113,6 +114,24 @@ class KGroupedStream(Handle):
         vs = None if value_serde is None else serde(value_serde)
         step = p.aggregate_step(initializer, aggregator)
         return self._aggregate("AGGREGATE", step, store, vs, name, initializer)
+
+    def cogroup(self, aggregator: Callable[[Any, Any, Any], Any]) -> CogroupedKStream:
+        """Start a cogroup (KIP-150): this stream folded in with `aggregator(key, value, agg)`,
+        other grouped streams added with `.cogroup(grouped, aggregator)`, all aggregated into
+        one table with `.aggregate(initializer)` (or per window after `.windowed_by(...)`).
+
+        See `kstream.dsl.cogroup`.
+
+        Example:
+            >>> from kstream.dsl import StreamBuilder
+            >>> b = StreamBuilder()
+            >>> g = b.stream("in").group_by_key()
+            >>> g.cogroup(lambda k, v, n: n + 1).aggregate(int)
+            KTable(COGROUPKSTREAM-MERGE-0000000003)
+        """
+        from kstream.dsl.cogroup import CogroupedKStream
+
+        return CogroupedKStream(self, aggregator)
 
     @overload
     def windowed_by(self, windows: TimeWindows | SlidingWindows) -> TimeWindowedKStream: ...

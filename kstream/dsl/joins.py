@@ -15,7 +15,9 @@ against ports of Kafka's own join tests (`tests/conformance`):
   Stream time is the largest timestamp either side has seen.
 - Stream-table: a stream record looks up the table's current value and the result keeps the
   stream record's timestamp; table updates alone emit nothing. Inner drops records without a
-  match, left emits `joiner(v, None)`.
+  match, left emits `joiner(v, None)`. A versioned table (kstream.dsl.versioned) is read as of
+  the stream record's timestamp instead (KIP-914), and `Joined.with_grace_period` holds the
+  stream records back for a grace period first (KIP-923, kstream.dsl.grace_join).
 - Stream-global-table: as stream-table, looked up by `key_selector(k, v)` in the global store,
   with no repartition (every instance holds the whole table).
 - Table-table: an update on either side emits `Change(new result, old result)`, computed
@@ -30,9 +32,10 @@ of such joins keep None keys. A global-table join drops a record whose `key_sele
 returns None, unless it is a left join, which forwards `joiner(v, None)` (Kafka 4.x). Every
 drop is counted by reason (`ctx.record_dropped`).
 
-A stream-stream join is one processor fed by two thin "side" processors that tag each record
-with its side: a single processor owns both window stores and the outer store, so the stream
-time it uses is exactly the one both sides share in Kafka.
+A stream-stream join has Kafka's nodes: a WINDOWED node per side, a "this" and an "other" join
+processor and a MERGE. The two join processors share one `StreamStreamJoin` per task (the
+window stores, the outer store and stream time), so the stream time each side uses is the one
+both share in Kafka.
 """
 
 from __future__ import annotations
@@ -42,10 +45,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kstream.dsl.graph import AUTO, ValueGetter, processor_factory
+from kstream.dsl.joined import Joined
 from kstream.dsl.processors import BuiltinProcessor, Change
 from kstream.dsl.stream import KStream
-from kstream.dsl.stream_stream_join import OuterKeySerde, SideTagger, StreamStreamJoinProcessor
+from kstream.dsl.stream_stream_join import (
+    JoinSideProcessor,
+    OuterKeySerde,
+    SharedJoin,
+    StreamStreamJoin,
+)
 from kstream.dsl.table import GlobalKTable, KTable
+from kstream.dsl.versioned import VersionedValueGetter, as_of_getter
 from kstream.dsl.windows import JoinWindows
 from kstream.errors import TopologyError
 from kstream.records import Record
@@ -69,16 +79,17 @@ def _partitioned(stream: KStream, base: str, keep_null_keys: bool) -> str:
     """The node a join reads `stream` from, repartitioned first if its key may have changed.
 
     As in Kafka 3.7+, the repartition topic in front of a join that accepts None keys (left
-    and outer joins) keeps None-key records instead of filtering them out.
+    and outer joins) keeps None-key records instead of filtering them out. Joins of one stream
+    share its repartition topic when they name it alike (`InternalBuilder.join_repartition`).
     """
     if not stream._repartition_required:
         return stream._node
-    return stream._builder.repartition(
+    return stream._builder.join_repartition(
         stream._node,
         base,
         key_serde=stream._key_serde,
         value_serde=stream._value_serde,
-        drop_null_keys=not keep_null_keys,
+        keep_null_keys=keep_null_keys,
     )
 
 
@@ -95,21 +106,30 @@ def join_stream(
     key_selector: Callable[[Any, Any], Any] | None,
     name: str | None,
     with_key: bool = False,
+    joined: Joined | None = None,
 ) -> KStream:
     """Join a stream with a stream (windowed), a table or a global table: what
     `KStream.join/left_join/outer_join` (`kind` "inner", "left", "outer") build.
 
     Checks the combination (an outer join needs a stream, `key_selector` a global table, a
-    stream-stream join a `JoinWindows`) and raises `TopologyError` naming the operator."""
+    stream-stream join a `JoinWindows`, `joined` a table) and raises `TopologyError` naming
+    the operator."""
     what = f"KStream.{'join' if kind == 'inner' else kind + '_join'}"
     _check_common(kind, joiner, what)
     assert joiner is not None  # _check_common raised otherwise
+    if joined is not None:
+        if not isinstance(other, KTable):
+            raise TopologyError(f"{what}: Joined is for a stream-table join")
+        if name is not None and joined.name is not None and name != joined.name:
+            raise TopologyError(f"{what}: name={name!r} and Joined name {joined.name!r} differ")
+        name = name if name is not None else joined.name
     if isinstance(other, GlobalKTable):
         return _stream_global(left, other, joiner, kind, window, key_selector, name, what, with_key)
     if key_selector is not None:
         raise TopologyError(f"{what}: key_selector is only for joins with a GlobalKTable")
     if isinstance(other, KTable):
-        return _stream_table(left, other, joiner, kind, window, name, what, with_key)
+        grace = None if joined is None else joined.grace_period
+        return _stream_table(left, other, joiner, kind, window, name, what, with_key, grace)
     if isinstance(other, KStream):
         return _stream_stream(left, other, joiner, kind, window, name, what, with_key)
     raise TopologyError(
@@ -161,7 +181,8 @@ def join_tables(
         b.connect(this_node, s)
     for s in left._getter.stores:
         b.connect(other_node, s)
-    b.add_store(ts_spec, [this_node, other_node])
+    # Kafka reads the timestamps from the tables' timestamped stores: it has no such store
+    b.add_store(ts_spec, [this_node, other_node], described=False)
     b.processor(merge, _PassThrough, [this_node, other_node])
     getter = JoinedValueGetter(left._getter, other._getter, joiner, kind)
     return KTable(b, merge, left._key_serde, None, getter)
@@ -179,6 +200,7 @@ def _stream_table(
     name: str | None,
     what: str,
     with_key: bool = False,
+    grace: int | None = None,
 ) -> KStream:
     if kind == "outer":
         raise TopologyError(f"{what}: a stream-table join is inner or left, not outer")
@@ -196,13 +218,57 @@ def _stream_table(
     base = left._node if name is None else name
     parent = _partitioned(left, base, keep_null_keys=kind == "left")
     node = b.name(_OPS[kind], name)
-    factory = processor_factory(
-        StreamTableJoinProcessor, table._getter, joiner, kind == "left", None, with_key
-    )
-    b.processor(node, factory, parent)
+    if grace is None:
+        factory = processor_factory(
+            StreamTableJoinProcessor, table._getter, joiner, kind == "left", None, with_key
+        )
+        b.processor(node, factory, parent)
+    else:
+        _grace_join(left, table, joiner, kind == "left", with_key, grace, node, parent, what)
     for s in table._getter.stores:
         b.connect(node, s)
     return KStream(b, node, left._key_serde, None, False)
+
+
+def _grace_join(
+    left: KStream,
+    table: KTable,
+    joiner: Joiner,
+    is_left: bool,
+    with_key: bool,
+    grace: int,
+    node: str,
+    parent: str,
+    what: str,
+) -> None:
+    """The join node behind a buffer of `grace` ms (KIP-923, kstream.dsl.grace_join), with
+    Kafka's checks: the table is versioned and keeps at least `grace` of history."""
+    from kstream import stores
+    from kstream.dsl.grace_join import BufferedStreamTableJoinProcessor
+
+    getter = table._getter
+    if not isinstance(getter, VersionedValueGetter):
+        raise TopologyError(
+            f"{what}: KTable must be versioned to use a grace period in a stream table join."
+        )
+    if getter.history_retention < grace:
+        raise TopologyError(f"{what}: History retention must be at least grace period.")
+    b = left._builder
+    buffer = stores.key_value(f"{node}-Buffer", key_serde="bytes", value_serde="bytes")
+    ks, vs = left._key_serde or AUTO, left._value_serde or AUTO
+    factory = processor_factory(
+        BufferedStreamTableJoinProcessor,
+        getter,
+        joiner,
+        is_left,
+        with_key,
+        grace,
+        buffer.name,
+        ks,
+        vs,
+    )
+    b.processor(node, factory, parent)
+    b.add_store(buffer, [node])
 
 
 def _stream_global(
@@ -265,10 +331,12 @@ class StreamTableJoinProcessor(BuiltinProcessor):
     def init(self, ctx: ProcessorContext) -> None:
         super().init(ctx)
         self.get = self.getter.bind(ctx)
+        # a versioned table is read as of each stream record's timestamp (KIP-914)
+        self.get_as_of = as_of_getter(self.getter, ctx)
 
     def process_batch(self, records: Sequence[Record]) -> None:
         get, joiner, left, select = self.get, self.joiner, self.left, self.key_selector
-        with_key = self.with_key
+        with_key, as_of = self.with_key, self.get_as_of
         on_error, dropped = self.ctx.on_error, self.ctx.record_dropped
         out = []
         for r in records:
@@ -281,7 +349,12 @@ class StreamTableJoinProcessor(BuiltinProcessor):
                 if lookup is None and not left:
                     dropped("null_key", r)
                     continue
-                tv = None if lookup is None else get(lookup)
+                if lookup is None:
+                    tv = None
+                elif as_of is None:
+                    tv = get(lookup)
+                else:
+                    tv = as_of(lookup, r.timestamp)
                 if tv is None and not left:
                     continue
                 # the key a ValueJoinerWithKey sees is the stream record's (Kafka's too)
@@ -331,44 +404,73 @@ def _stream_stream(
     else:
         right_base = right._node if name is None else f"{name}-right"
         right_parent = _partitioned(right, right_base, keep_null_keys)
-    this_node = b.name("JOINTHIS", None if name is None else f"{name}-this-join")
-    other_node = b.name("JOINOTHER", None if name is None else f"{name}-other-join")
-    join_node = b.name(_OPS[kind], name)
+    # Kafka's nodes and the order they take names (`KStreamImplJoin.join`): a WINDOWED node
+    # per side (where Kafka puts the side's records into its window store), the two join
+    # sides (OUTER... on a side whose partner's unmatched records are emitted) and a MERGE
+    this_windowed = b.name("WINDOWED", _suffixed(name, "-this-windowed"))
+    other_windowed = b.name("WINDOWED", _suffixed(name, "-other-windowed"))
+    this_generated = b.name("OUTERTHIS" if kind == "outer" else "JOINTHIS")
+    other_generated = b.name("JOINOTHER" if kind == "inner" else "OUTEROTHER")
+    this_join = this_generated if name is None else f"{name}{_this_suffix(kind)}"
+    other_join = other_generated if name is None else f"{name}{_other_suffix(kind)}"
+    merge = b.name("MERGE", _suffixed(name, "-merge"))
 
     size = window.before_ms + window.after_ms
     retention = max(size + window.grace_ms, 1)
+    # Kafka names the stores after the generated side names; a named join keeps kstream's
+    # store names `<name>-this-join-store`, `<name>-other-join-store` (state of existing apps)
+    this_store = f"{this_generated}-store" if name is None else f"{name}-this-join-store"
+    other_store = f"{other_generated}-store" if name is None else f"{name}-other-join-store"
     this_spec = stores.window(
-        f"{this_node}-store", retention, size, retain_duplicates=True
+        this_store, retention, size, retain_duplicates=True
     ).with_default_serdes(left._key_serde, left._value_serde)
     other_spec = stores.window(
-        f"{other_node}-store", retention, size, retain_duplicates=True
+        other_store, retention, size, retain_duplicates=True
     ).with_default_serdes(right._key_serde, right._value_serde)
-    outer_name = None
-    store_specs = [this_spec, other_spec]
+    outer_spec = None
     if kind != "inner":
-        outer_base = f"{name}-outer-shared-join" if name else b.name("OUTERSHARED")
+        # Kafka: `KSTREAM-OUTERSHARED-<the number of this side's name>-store`
+        number = this_generated.rsplit("-", 1)[1]
+        outer_base = f"{name}-outer-shared-join" if name else f"KSTREAM-OUTERSHARED-{number}"
         outer_spec = stores.key_value(
             f"{outer_base}-store", key_serde=OuterKeySerde(left._key_serde or AUTO)
         ).with_default_serdes(None, AUTO)
-        outer_name = outer_spec.name
-        store_specs.append(outer_spec)
 
-    b.processor(this_node, processor_factory(SideTagger, True), left_parent)
-    b.processor(other_node, processor_factory(SideTagger, False), right_parent)
-    factory = processor_factory(
-        StreamStreamJoinProcessor,
+    shared = SharedJoin(
         this_spec.name,
         other_spec.name,
-        outer_name,
+        None if outer_spec is None else outer_spec.name,
         joiner,
         window,
         kind,
         with_key,
     )
-    b.processor(join_node, factory, [this_node, other_node])
-    for spec in store_specs:
-        b.add_store(spec, [join_node])
-    return KStream(b, join_node, left._key_serde, None, False)
+    b.processor(this_windowed, _PassThrough, left_parent)
+    b.processor(other_windowed, _PassThrough, right_parent)
+    b.processor(this_join, processor_factory(JoinSideProcessor, shared, True), this_windowed)
+    b.processor(other_join, processor_factory(JoinSideProcessor, shared, False), other_windowed)
+    b.processor(merge, _PassThrough, [this_join, other_join])
+    # the stores where Kafka connects them: each window store to its side's WINDOWED node and
+    # to the other side's join, the outer store to both joins
+    b.add_store(this_spec, [this_windowed, other_join])
+    b.add_store(other_spec, [other_windowed, this_join])
+    if outer_spec is not None:
+        b.add_store(outer_spec, [this_join, other_join])
+    return KStream(b, merge, left._key_serde, None, False)
+
+
+def _suffixed(name: str | None, suffix: str) -> str | None:
+    return None if name is None else f"{name}{suffix}"
+
+
+def _this_suffix(kind: str) -> str:
+    """Kafka's suffix of a named join's "this" side: "outer" when the right side's unmatched
+    records are emitted (an outer join)."""
+    return "-outer-this-join" if kind == "outer" else "-this-join"
+
+
+def _other_suffix(kind: str) -> str:
+    return "-other-join" if kind == "inner" else "-outer-other-join"
 
 
 # --- table-table ----------------------------------------------------------------------------
@@ -527,9 +629,11 @@ class JoinedValueGetter(ValueGetter):
 
 
 __all__ = [
+    "JoinSideProcessor",
     "JoinedValueGetter",
     "OuterKeySerde",
-    "StreamStreamJoinProcessor",
+    "SharedJoin",
+    "StreamStreamJoin",
     "StreamTableJoinProcessor",
     "TableTableJoinProcessor",
     "join_stream",

@@ -537,10 +537,14 @@ class TableSourceProcessor(BuiltinProcessor):
 
 
 class GlobalTableProcessor(BuiltinProcessor):
-    """Keeps a global store equal to its topic (upserts, None deletes)."""
+    """Keeps a global store equal to its topic (upserts, None deletes); with a timestamp
+    extractor (`kstream.dsl.timestamps`), records it extracts negative are dropped."""
 
-    def __init__(self, store: str) -> None:
+    def __init__(self, store: str, extractor: Callable[[Record, int], int] | None = None) -> None:
+        from kstream.dsl.timestamps import PartitionTimes
+
         self.store_name = store
+        self.times = None if extractor is None else PartitionTimes(extractor)
 
     def init(self, ctx: ProcessorContext) -> None:
         super().init(ctx)
@@ -548,6 +552,10 @@ class GlobalTableProcessor(BuiltinProcessor):
 
     def process_batch(self, records: Sequence[Record]) -> None:
         put, task = self.store.put, self.task
+        if self.times is not None:
+            from kstream.dsl.timestamps import stamped
+
+            records = stamped(records, self.times, self.ctx)
         for r in records:
             if r.key is None:
                 self.ctx.record_dropped("null_key", r)
@@ -580,7 +588,9 @@ class TableFilterProcessor(BuiltinProcessor):
     """Filters a table: a key that stops matching is deleted downstream.
 
     An update that is not visible before or after is forwarded as a delete only while no
-    consumer needs old values (see `SendOldValues`; None: never forwarded).
+    consumer needs old values (see `SendOldValues`; None: never forwarded). With `store` (a
+    `materialized=` filter, Kafka's `KTableFilter` with a queryable name) the result is also
+    kept there, and the old value forwarded is the one stored, not the parent's.
     """
 
     def __init__(
@@ -588,18 +598,21 @@ class TableFilterProcessor(BuiltinProcessor):
         predicate: Callable[[Any, Any], Any],
         negate: bool = False,
         old_values: SendOldValues | None = None,
+        store: str | None = None,
     ) -> None:
         self.predicate = predicate
         self.negate = negate
         self.old_values = old_values
+        self.store_name = store
 
     def init(self, ctx: ProcessorContext) -> None:
         super().init(ctx)
         self.quiet = self.old_values is None or self.old_values.enabled
+        self.store = None if self.store_name is None else ctx.get_store(self.store_name)
 
     def process_batch(self, records: Sequence[Record]) -> None:
         pred, neg, on_error = self.predicate, self.negate, self.ctx.on_error
-        quiet = self.quiet
+        quiet, store = self.quiet, self.store
         out = []
         for r in records:
             new, old = r.value
@@ -607,24 +620,65 @@ class TableFilterProcessor(BuiltinProcessor):
             try:
                 if new is not None and (bool(pred(k, new)) is neg):
                     new = None
-                if old is not None and (bool(pred(k, old)) is neg):
+                if store is not None:
+                    old = store.get(k) if quiet else None
+                elif old is not None and (bool(pred(k, old)) is neg):
                     old = None
             except Exception as e:
                 on_error(e, r)
                 continue
             if new is None and old is None and quiet:
                 continue
+            if store is not None and not _put(self, store, r, new):
+                continue
             out.append(r.with_value(Change(new, old)))
         self.ctx.forward_batch(out)
 
 
+def _put(proc: BuiltinProcessor, store: Any, r: Record, value: Any) -> bool:
+    """Write a materialized table operator's result for `r`'s key (None deletes), with `r`
+    as the write's provenance; False when the store refused (reported to the error handler)."""
+    task = proc.task
+    if task is not None:
+        task.current = r
+    try:
+        store.put(r.key, value)
+    except Exception as e:
+        proc.ctx.on_error(e, r)
+        return False
+    finally:
+        if task is not None:
+            task.current = None
+    return True
+
+
 class TableMapValuesProcessor(BuiltinProcessor):
-    def __init__(self, fn: Callable[..., Any], with_key: bool = False) -> None:
+    """`KTable.map_values`: `fn` on the new and old values (never on None).
+
+    With `store` (a `materialized=` map_values) the result is also kept there and, as Kafka's
+    `KTableMapValues` with a queryable name, the old value forwarded is the stored one, sent
+    only while a consumer needs old values (`old_values`), else None.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        with_key: bool = False,
+        store: str | None = None,
+        old_values: SendOldValues | None = None,
+    ) -> None:
         self.fn = fn
         self.with_key = with_key  # fn(key, value), Kafka's ValueMapperWithKey
+        self.store_name = store
+        self.old_values = old_values
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        self.store = None if self.store_name is None else ctx.get_store(self.store_name)
+        self.send_old = self.old_values is not None and self.old_values.enabled
 
     def process_batch(self, records: Sequence[Record]) -> None:
-        fn, on_error = self.fn, self.ctx.on_error
+        fn, on_error, store = self.fn, self.ctx.on_error, self.store
         # with a key: `fn(key, value)` through a partial per record (a cold path)
         keyed = functools.partial if self.with_key else None
         out = []
@@ -632,12 +686,20 @@ class TableMapValuesProcessor(BuiltinProcessor):
             new, old = r.value
             try:
                 f = fn if keyed is None else keyed(fn, r.key)
-                ch = Change(
-                    None if new is None else f(new),
-                    None if old is None else f(old),
-                )
+                if store is None:
+                    ch = Change(
+                        None if new is None else f(new),
+                        None if old is None else f(old),
+                    )
+                else:
+                    ch = Change(
+                        None if new is None else f(new),
+                        store.get(r.key) if self.send_old else None,
+                    )
             except Exception as e:
                 on_error(e, r)
+                continue
+            if store is not None and not _put(self, store, r, ch.new):
                 continue
             out.append(r.with_value(ch))
         self.ctx.forward_batch(out)

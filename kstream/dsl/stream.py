@@ -9,6 +9,7 @@ from kstream.dsl import graph as _graph  # its processor_factory: a parameter sh
 from kstream.dsl import processors as p
 from kstream.dsl.dedup import deduplicate as _deduplicate
 from kstream.dsl.graph import Handle, InternalBuilder, StoreLike, ValueGetter, processor_factory
+from kstream.dsl.topic_chooser import TopicChooserSinkProcessor, TopicNameExtractor
 from kstream.dsl.windows import JoinWindows
 from kstream.duration import DurationLike
 from kstream.errors import TopologyError
@@ -19,6 +20,7 @@ from kstream.topology.topology import Partitioner
 if TYPE_CHECKING:
     from kstream.dsl.branched import BranchedKStream
     from kstream.dsl.grouped import KGroupedStream
+    from kstream.dsl.joined import Joined
     from kstream.dsl.table import GlobalKTable, KTable
     from kstream.state.spec import StoreSpec
 
@@ -307,7 +309,7 @@ class KStream(Handle):
 
     def to(
         self,
-        topic: str,
+        topic: str | TopicNameExtractor,
         key_serde: SerdeLike = None,
         value_serde: SerdeLike = None,
         partitioner: Partitioner | None = None,
@@ -319,12 +321,40 @@ class KStream(Handle):
         Records keep their timestamps; a None value is written as a tombstone. `partitioner(key,
         value, num_partitions) -> int` overrides the default (murmur2 of the key bytes, as Kafka's).
 
+        `topic` may be a chooser instead, `topic(key, value, record_context) -> topic name`
+        (Kafka's `TopicNameExtractor`; the context is the record: `.topic`, `.partition`,
+        `.offset`, `.timestamp`, `.headers` of its input record), called per record. The chosen
+        topics must exist: as in Kafka, the app neither creates them nor lists them as its
+        outputs, and a record for a missing topic fails the task with an error naming the
+        topic. Not on the Spark engine (refused when the query is planned).
+
         Example:
-            counts.to_stream().to("counts", key_serde="str", value_serde="long")
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> orders = b.stream("orders", "str", "json")
+            >>> orders.to(lambda k, v, ctx: f"orders-{v['region']}", value_serde="json")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("orders", "str", "json").pipe("o1", {"region": "eu"})
+            ...     d.output_topic("orders-eu", "str", "json").read_key_values()
+            [('o1', {'region': 'eu'})]
         """
         ks = _opt_serde(key_serde) or self._key_serde
         vs = _opt_serde(value_serde) or self._value_serde
-        self._builder.sink(topic, self._node, ks, vs, partitioner, name)
+        if isinstance(topic, str):
+            self._builder.sink(topic, self._node, ks, vs, partitioner, name)
+            return
+        if not callable(topic):
+            raise TopologyError(
+                f"to: topic must be a topic name or a chooser (key, value, record_context) -> "
+                f"topic name, got {topic!r}"
+            )
+        b = self._builder
+        # Kafka's name for it is a sink's (KStreamImpl.to: SINK_NAME), from the same counter
+        node = b.name("SINK", name)
+        factory = processor_factory(
+            TopicChooserSinkProcessor, topic, serde(ks), serde(vs), partitioner, node
+        )
+        b.processor(node, factory, self._node)
 
     def process(
         self,
@@ -385,30 +415,54 @@ class KStream(Handle):
             else:
                 b.add_store(s, [node])
 
-    def to_table(self, store: StoreLike = None, name: str | None = None) -> KTable:
+    def to_table(
+        self,
+        store: StoreLike = None,
+        name: str | None = None,
+        versioned: DurationLike | None = None,
+    ) -> KTable:
         """Read the stream as upserts of a table: the latest value per key, materialized in `store`.
 
         A None value deletes the key (it reaches `KTable.to_stream()` as a tombstone); a record
         with a None key is dropped (counted as `null_key`). Repartitions first if the key changed.
+        `versioned` (a history retention), or a `kstream.stores.versioned_key_value` store, makes
+        a versioned table (see `StreamBuilder.table`).
 
         Example:
             profiles = b.stream("profiles").to_table(store="profiles")
         """
         from kstream.dsl.table import KTable
+        from kstream.dsl.versioned import (
+            VersionedTableSourceProcessor,
+            VersionedValueGetter,
+            versioned_spec,
+        )
 
         b = self._builder
         node = b.name("TOTABLE", name)
-        spec = b.store_spec(
+        vspec = versioned_spec(b, store, versioned, "TOTABLE", self._key_serde, self._value_serde)
+        spec = vspec or b.store_spec(
             store, "TOTABLE", key_serde=self._key_serde, value_serde=self._value_serde
         )
         # the repartition topic is named after the processor, as Kafka's (KStreamImpl.toTable)
         parent = self._ensure_partitioned(node)
-        b.processor(node, processor_factory(p.TableSourceProcessor, spec.name), parent)
+        getter: ValueGetter
+        if vspec is not None:
+            factory = processor_factory(VersionedTableSourceProcessor, spec.name)
+            getter = VersionedValueGetter(spec.name, spec.retention or 0)
+        else:
+            factory = processor_factory(p.TableSourceProcessor, spec.name)
+            getter = ValueGetter(spec.name)
+        b.processor(node, factory, parent)
         b.add_store(spec, [node])
-        getter = ValueGetter(spec.name)
         # as `StreamBuilder.table`: materialized in Kafka's sense only when given a store
         return KTable(
-            b, node, self._key_serde, self._value_serde, getter, sends_old_values=store is not None
+            b,
+            node,
+            self._key_serde,
+            self._value_serde,
+            getter,
+            sends_old_values=store is not None or vspec is not None,
         )
 
     # --- grouping -------------------------------------------------------------------------
@@ -422,26 +476,34 @@ class KStream(Handle):
         )
 
     def group_by_key(
-        self, key_serde: SerdeLike = None, value_serde: SerdeLike = None
+        self, key_serde: SerdeLike = None, value_serde: SerdeLike = None, name: str | None = None
     ) -> KGroupedStream:
         """Group by the current key, for `count`, `reduce`, `aggregate` or `windowed_by`.
 
         Nothing is added to the topology yet: the aggregation repartitions first only if the key
         may have changed upstream (`map`, `select_key`, `flat_map`, `process`). `key_serde`/
-        `value_serde` are used for that repartition topic and the store.
+        `value_serde` are used for that repartition topic and the store. The topic is
+        `<store>-repartition`, or `<name>-repartition` given `name` (Kafka's `Grouped.as`):
+        then it keeps its name when the topology changes upstream.
 
         Example:
-            totals = orders.group_by_key().reduce(lambda a, b: a + b)
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> clicks = b.stream("clicks", "str", "str").select_key(lambda k, page: page)
+            >>> per_page = clicks.group_by_key(name="by-page").count(store="per-page")
+            >>> with TopologyTestDriver(b, app_id="app") as d:
+            ...     sorted(d.compiled.internal_topics)
+            ['app-by-page-repartition', 'app-per-page-changelog']
         """
         from kstream.dsl.grouped import KGroupedStream
+        from kstream.dsl.named_grouping import NamedKGroupedStream
 
-        return KGroupedStream(
-            self._builder,
-            self._node,
-            _opt_serde(key_serde) or self._key_serde,
-            _opt_serde(value_serde) or self._value_serde,
-            self._repartition_required,
-        )
+        ks = _opt_serde(key_serde) or self._key_serde
+        vs = _opt_serde(value_serde) or self._value_serde
+        b, node, req = self._builder, self._node, self._repartition_required
+        if name is None:
+            return KGroupedStream(b, node, ks, vs, req)
+        return NamedKGroupedStream(b, node, ks, vs, req, name)
 
     def group_by(
         self,
@@ -453,12 +515,15 @@ class KStream(Handle):
         """Group by a new key `fn(key, value)`: `select_key(fn)` then `group_by_key()`.
 
         The aggregation reads through a repartition topic keyed by the new key; records whose new
-        key is None are dropped there (counted as `null_key`).
+        key is None are dropped there (counted as `null_key`). `name` (Kafka's `Grouped.as`)
+        names the key selector and the topic, `<name>-repartition` (see `group_by_key`).
 
         Example:
-            per_page = clicks.group_by(lambda k, v: v["page"]).count()
+            per_page = clicks.group_by(lambda k, v: v["page"], name="by-page").count()
         """
-        return self.select_key(fn, name).group_by_key(key_serde, value_serde or self._value_serde)
+        return self.select_key(fn, name).group_by_key(
+            key_serde, value_serde or self._value_serde, name
+        )
 
     # --- implemented in other modules ----------------------------------------------------
 
@@ -467,6 +532,7 @@ class KStream(Handle):
         id_fn: Callable[[Any, Any], Any] | None = None,
         within: DurationLike | None = None,
         store: StoreLike = None,
+        name: str | None = None,
     ) -> KStream:
         """Drop a record whose id was already seen within `within` (a duration, e.g. "10m").
 
@@ -479,7 +545,7 @@ class KStream(Handle):
         Example:
             payments.deduplicate(lambda k, v: v["payment_id"], within="1h").to("payments-once")
         """
-        return _deduplicate(self, id_fn, within, store)
+        return _deduplicate(self, id_fn, within, store, name)
 
     def join(
         self,
@@ -488,6 +554,7 @@ class KStream(Handle):
         window: JoinWindows | None = None,
         name: str | None = None,
         with_key: bool = False,
+        joined: Joined | None = None,
         **kwargs: Callable[..., Any] | None,
     ) -> KStream:
         """Inner join with a stream (windowed), a table or a global table: matches only.
@@ -507,12 +574,18 @@ class KStream(Handle):
         in every join here (and left and outer ones); the key is the stream record's, also
         in a global-table join (not the selected lookup key), as in Kafka.
 
+        A versioned table (`StreamBuilder.table(..., versioned=...)`) is read as of each
+        stream record's timestamp (KIP-914). `joined=Joined.with_grace_period(grace)`
+        (kstream.dsl.joined, versioned tables only, grace <= history retention) holds stream
+        records back until stream time passes their timestamp + grace, then joins them in
+        timestamp order (KIP-923), so a table update that arrives late is still seen.
+
         Example:
             enriched = orders.join(customers, lambda order, customer: {**order, "c": customer})
             keyed = orders.join(customers, lambda k, o, c: {**o, "id": k, "c": c}, with_key=True)
             pairs = clicks.join(views, lambda c, v: (c, v), window=JoinWindows.of("5s"))
         """
-        return self._join("inner", other, args, window, name, kwargs, with_key)
+        return self._join("inner", other, args, window, name, kwargs, with_key, joined)
 
     def left_join(
         self,
@@ -521,6 +594,7 @@ class KStream(Handle):
         window: JoinWindows | None = None,
         name: str | None = None,
         with_key: bool = False,
+        joined: Joined | None = None,
         **kwargs: Callable[..., Any] | None,
     ) -> KStream:
         """Left join (see `join`): every record of this stream produces a result.
@@ -534,7 +608,7 @@ class KStream(Handle):
         Example:
             orders.left_join(customers, lambda o, c: {**o, "customer": c}).to("orders-enriched")
         """
-        return self._join("left", other, args, window, name, kwargs, with_key)
+        return self._join("left", other, args, window, name, kwargs, with_key, joined)
 
     def outer_join(
         self,
@@ -563,6 +637,7 @@ class KStream(Handle):
         name: str | None,
         kwargs: dict[str, Callable[..., Any] | None],
         with_key: bool = False,
+        joined: Joined | None = None,
     ) -> KStream:
         # joins imports this module: imported here, at the call
         from kstream.dsl.joins import join_stream
@@ -593,4 +668,5 @@ class KStream(Handle):
             key_selector=key_selector,
             name=name,
             with_key=with_key,
+            joined=joined,
         )

@@ -1,8 +1,11 @@
-"""The windowed stream-stream join processor, step for step as Kafka Streams 3.9 runs it.
+"""The windowed stream-stream join, step for step as Kafka Streams 3.9 runs it.
 
-Kafka splits the join over a "this" and an "other" processor that share one time tracker;
-here one processor receives both sides (each record tagged `(is_left, value)` by a
-`SideTagger`), which keeps a single stream time exactly as Kafka's shared tracker does.
+As in Kafka, the join is a "this" and an "other" processor (`JoinSideProcessor`, one per
+side) that share, per task, one join state: Kafka shares a time tracker between its two
+`KStreamKStreamJoin` sides; here they share a `StreamStreamJoin` (stream time, pending
+minimum, the stores), so one stream time covers both sides exactly as Kafka's tracker does.
+Each side's processor only reaches the stores Kafka connects to it (the other side's window
+store and the outer store); the shared state takes the two window stores from the two sides.
 
 Per record, in Kafka's order (`KStreamKStreamJoin.process` plus `KStreamJoinWindow`):
 
@@ -32,12 +35,14 @@ Per record, in Kafka's order (`KStreamKStreamJoin.process` plus `KStreamJoinWind
 from __future__ import annotations
 
 import functools
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from kstream.dsl.processors import BuiltinProcessor
 from kstream.dsl.windows import JoinWindows
-from kstream.errors import SerdeError
+from kstream.errors import SerdeError, TopologyError
 from kstream.records import Record
 from kstream.serde import Serde
 from kstream.state.keys import ts8, unts8
@@ -48,17 +53,6 @@ Joiner = Callable[..., Any]  # (v, ov), or (key, v, ov) with a key (ValueJoinerW
 # Kafka's TimeTracker starts with no stream time and an "empty" pending minimum.
 _NO_TIME = -1
 _NO_PENDING = 2**63 - 1
-
-
-class SideTagger(BuiltinProcessor):
-    """Marks each record with its side of the join (`(is_left, value)`); drops nothing."""
-
-    def __init__(self, is_left: bool) -> None:
-        self.is_left = is_left
-
-    def process_batch(self, records: Sequence[Record]) -> None:
-        side = self.is_left
-        self.ctx.forward_batch([r.with_value((side, r.value)) for r in records])
 
 
 class OuterKeySerde(Serde):
@@ -84,8 +78,79 @@ class OuterKeySerde(Serde):
         super().__init__(ser, de, f"outer-join-key({inner.name})")
 
 
-class StreamStreamJoinProcessor(BuiltinProcessor):
-    """Both sides of a windowed stream-stream join (records arrive tagged `(is_left, value)`)."""
+class SharedJoin:
+    """One join's state per task, shared by its two side processors (Kafka's
+    `TimeTrackerSupplier`, which hands both sides of a task one tracker)."""
+
+    def __init__(
+        self,
+        this_store: str,
+        other_store: str,
+        outer_store: str | None,
+        joiner: Joiner,
+        window: JoinWindows,
+        kind: str,
+        with_key: bool = False,
+    ) -> None:
+        self.args = (this_store, other_store, outer_store, joiner, window, kind, with_key)
+        self._by_task: weakref.WeakKeyDictionary[Any, StreamStreamJoin] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()  # tasks of several threads start at once
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        # a topology is pickled to reach Spark's workers: the per-task states and the lock
+        # stay behind (each process makes its own tasks)
+        return self.args
+
+    def __setstate__(self, args: tuple[Any, ...]) -> None:
+        self.__init__(*args)  # type: ignore[misc]
+
+    def for_task(self, task: Any) -> StreamStreamJoin:
+        if task is None:
+            raise TopologyError("a stream-stream join runs inside a task (no task in context)")
+        with self._lock:
+            join = self._by_task.get(task)
+            if join is None:
+                join = self._by_task[task] = StreamStreamJoin(*self.args)
+            return join
+
+
+class JoinSideProcessor(BuiltinProcessor):
+    """One side of a stream-stream join (Kafka's JOINTHIS/JOINOTHER node): its records join
+    the other side's window store through the task's `StreamStreamJoin`."""
+
+    def __init__(self, shared: SharedJoin, is_left: bool) -> None:
+        self.shared = shared
+        self.is_left = is_left
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        self.join = self.shared.for_task(self.task)
+        self.join.attach(ctx, self.is_left)
+
+    def after_discard(self) -> None:
+        """The batch is retried: stream time as the window stores hold it (`Task.discard`)."""
+        self.join.resume()
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        out: list[Record] = []
+        task, ctx, is_left = self.task, self.ctx, self.is_left
+        step, on_error = self.join.process, ctx.on_error
+        for r in records:
+            if task is not None:
+                task.current = r
+            try:
+                step(r, is_left, out, ctx)
+            except Exception as e:
+                on_error(e, r)
+        if task is not None:
+            task.current = None
+        ctx.forward_batch(out)
+
+
+class StreamStreamJoin:
+    """Both sides' state of one windowed stream-stream join in one task."""
 
     def __init__(
         self,
@@ -111,19 +176,28 @@ class StreamStreamJoinProcessor(BuiltinProcessor):
         self.retention = window.before_ms + window.after_ms + window.grace_ms
         self.left_outer = kind in ("left", "outer")
         self.right_outer = kind == "outer"
+        self.this: Any = None
+        self.other: Any = None
+        self.outer: Any = None
 
-    def init(self, ctx: ProcessorContext) -> None:
-        super().init(ctx)
+    def attach(self, ctx: ProcessorContext, is_left: bool) -> None:
+        """Take the stores the side processor `ctx` reaches: the left ("this") side reaches
+        the other side's window store, the right side this side's (as Kafka connects them)."""
         this_name, other_name, outer_name = self.names
-        self.this = ctx.get_store(this_name)
-        self.other = ctx.get_store(other_name)
+        if is_left:
+            self.other = ctx.get_store(other_name)
+        else:
+            self.this = ctx.get_store(this_name)
         self.outer = None if outer_name is None else ctx.get_store(outer_name)
-        # Kafka keeps stream time and the pending minimum in memory only; after a restart we
-        # resume from the newest timestamps the window stores remember, with no minimum (see
-        # `_emit_closed`), so the pending store is scanned once, as Kafka does after a restart.
-        self._resume()
+        if self.this is not None and self.other is not None:
+            # both sides are initialised
+            self.resume()
 
-    def _resume(self) -> None:
+    def resume(self) -> None:
+        """Kafka keeps stream time and the pending minimum in memory only; after a restart (or
+        a discarded batch) we resume from the newest timestamps the window stores remember,
+        with no minimum (see `_emit_closed`), so the pending store is scanned once, as Kafka
+        does after a restart."""
         observed = max(self.this.observed, self.other.observed)
         self.stream_time = observed if observed > _NO_TIME else _NO_TIME
         self.min_time = _NO_PENDING
@@ -131,27 +205,10 @@ class StreamStreamJoinProcessor(BuiltinProcessor):
         # scan (a scan leaves a minimum whenever it leaves records, and a put sets one)
         self._unscanned = True
 
-    def after_discard(self) -> None:
-        """The batch is retried: stream time as the window stores hold it (`Task.discard`)."""
-        self._resume()
-
-    def process_batch(self, records: Sequence[Record]) -> None:
-        out: list[Record] = []
-        task, on_error = self.task, self.ctx.on_error
-        for r in records:
-            if task is not None:
-                task.current = r
-            try:
-                self._process(r, out)
-            except Exception as e:
-                on_error(e, r)
-        if task is not None:
-            task.current = None
-        self.ctx.forward_batch(out)
-
-    def _process(self, r: Record, out: list[Record]) -> None:
-        is_left, v = r.value
-        k, ts = r.key, r.timestamp
+    def process(self, r: Record, is_left: bool, out: list[Record], ctx: ProcessorContext) -> None:
+        """Join `r` of the left side (`is_left`) or the right one; results go to `out`,
+        drops are counted by the side processor's `ctx`."""
+        v, k, ts = r.value, r.key, r.timestamp
         if ts > self.stream_time:
             self.stream_time = ts
         emits_unmatched = self.left_outer if is_left else self.right_outer
@@ -159,7 +216,7 @@ class StreamStreamJoinProcessor(BuiltinProcessor):
             if v is not None and emits_unmatched:
                 out.append(self._unmatched(r, k, v, is_left, ts))
                 return
-            self.ctx.record_dropped("null_value" if v is None else "null_key", r)
+            ctx.record_dropped("null_value" if v is None else "null_key", r)
             if k is not None:
                 # Kafka's KStreamJoinWindow puts every keyed record, None values too: the
                 # put stores nothing but moves the store's newest timestamp, so its retention
@@ -197,7 +254,7 @@ class StreamStreamJoinProcessor(BuiltinProcessor):
         mine = self.this if is_left else self.other
         mine.put(k, v, ts)
         if ts <= mine.observed - self.retention and not handled:
-            self.ctx.record_dropped("expired_window", r)
+            ctx.record_dropped("expired_window", r)
 
     def _unmatched(self, r: Record, k: Any, v: Any, is_left: bool, ts: int) -> Record:
         joined = self.join(k, v, None) if is_left else self.join(k, None, v)
@@ -253,4 +310,4 @@ def _without_key(joiner: Joiner, _key: Any, a: Any, b: Any) -> Any:
     return joiner(a, b)
 
 
-__all__ = ["OuterKeySerde", "SideTagger", "StreamStreamJoinProcessor"]
+__all__ = ["JoinSideProcessor", "OuterKeySerde", "SharedJoin", "StreamStreamJoin"]

@@ -6,17 +6,23 @@ reaches `to_stream()` as a tombstone.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, overload
 
 from kstream.dsl import processors as p
-from kstream.dsl.graph import Handle, InternalBuilder, ValueGetter, processor_factory
+from kstream.dsl.graph import Handle, InternalBuilder, StoreLike, ValueGetter, processor_factory
+from kstream.dsl.materialized import materialize_node, table_store, value_serde_of
+from kstream.errors import TopologyError
 from kstream.serde import Serde, SerdeLike
 from kstream.topology.processor import ProcessorFactory
 
 if TYPE_CHECKING:
+    from kstream.dsl.fk_join import JoinArgs
     from kstream.dsl.grouped_table import KGroupedTable
     from kstream.dsl.stream import KStream
+    from kstream.dsl.suppress import Suppressed
+    from kstream.dsl.transform_values import TransformerFactory
+    from kstream.state.spec import StoreSpec
 
 
 class KTable(Handle):
@@ -49,7 +55,8 @@ class KTable(Handle):
 
     @property
     def store_name(self) -> str:
-        """The store holding the table this one derives from (queryable)."""
+        """The store holding this table (given `materialized=`) or the table it derives from
+        (queryable)."""
         return self._getter.store
 
     def _then(
@@ -64,7 +71,12 @@ class KTable(Handle):
         node = b.processor(b.name(op, name, prefix="KTABLE"), factory, self._node)
         return KTable(b, node, self._key_serde, value_serde, getter, self._sends_old_values)
 
-    def filter(self, predicate: Callable[[Any, Any], Any], name: str | None = None) -> KTable:
+    def filter(
+        self,
+        predicate: Callable[[Any, Any], Any],
+        name: str | None = None,
+        materialized: StoreLike = None,
+    ) -> KTable:
         """Keep the keys whose value matches `predicate(key, value)`.
 
         A key that stops matching is deleted downstream: its update reaches `to_stream()` as a
@@ -72,22 +84,42 @@ class KTable(Handle):
         as a tombstone, unless the table above is materialized (a source or `to_table` given a
         `store`, an aggregation, a table-table join) or a consumer needs old values (a
         `group_by`, a table-table join): then it is not forwarded at all. No store of its own:
-        joins read the parent's store through the filter.
+        joins read the parent's store through the filter, unless `materialized` (a store name
+        or a `kstream.stores.key_value` spec, Kafka's `Materialized.as`) keeps the result in a
+        queryable, changelogged store of its own (`store_name`).
 
         Example:
-            active = users.filter(lambda k, v: v["active"])
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> users = b.table("users", "str", "json")
+            >>> active = users.filter(lambda k, v: v["active"], materialized="active-users")
+            >>> active.store_name
+            'active-users'
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("users", "str", "json").pipe("ann", {"active": True})
+            ...     d.get_store("active-users").get("ann")
+            {'active': True}
         """
         getter = self._getter.then(lambda k, v: v if predicate(k, v) else None)
-        return self._filter(predicate, False, name, getter)
+        return self._filter(predicate, False, name, getter, materialized)
 
-    def filter_not(self, predicate: Callable[[Any, Any], Any], name: str | None = None) -> KTable:
-        """Keep the keys whose value does not match `predicate(key, value)` (see `filter`).
+    def filter_not(
+        self,
+        predicate: Callable[[Any, Any], Any],
+        name: str | None = None,
+        materialized: StoreLike = None,
+    ) -> KTable:
+        """Keep the keys whose value does not match `predicate(key, value)` (see `filter`,
+        also for `materialized`).
 
         Example:
-            inactive = users.filter_not(lambda k, v: v["active"])
+            >>> b = StreamBuilder()
+            >>> users = b.table("users", "str", "json")
+            >>> users.filter_not(lambda k, v: v["active"], materialized="inactive").store_name
+            'inactive'
         """
         getter = self._getter.then(lambda k, v: None if predicate(k, v) else v)
-        return self._filter(predicate, True, name, getter)
+        return self._filter(predicate, True, name, getter, materialized)
 
     def _filter(
         self,
@@ -95,37 +127,159 @@ class KTable(Handle):
         negate: bool,
         name: str | None,
         getter: ValueGetter,
+        materialized: StoreLike = None,
     ) -> KTable:
         """As Kafka's KTableFilter: an update that does not match reaches `to_stream` as a
         tombstone, unless the table above sends old values (Kafka decides it when the filter is
         made: `parent.enableSendingOldValues(false)`) or a consumer below needs them (a
         regroup, a table-table join), in which case an update invisible before and after is
         not forwarded."""
+        b = self._builder
         flag = p.SendOldValues()
         flag.enabled = self._sends_old_values
-        factory = processor_factory(p.TableFilterProcessor, predicate, negate, flag)
-        table = self._then("FILTER", factory, name, getter, self._value_serde)
-        self._builder.table_operator(table._node, self._node, flag)
-        return table
+        if self._sends_old_values:
+            self._want_old_values()
+        if materialized is None:
+            factory = processor_factory(p.TableFilterProcessor, predicate, negate, flag)
+            table = self._then("FILTER", factory, name, getter, self._value_serde)
+            b.table_operator(table._node, self._node, flag)
+            return table
+        node = b.name("FILTER", name, prefix="KTABLE")
+        spec = table_store(b, materialized, "FILTER", self._key_serde, self._value_serde)
+        factory = processor_factory(p.TableFilterProcessor, predicate, negate, flag, spec.name)
+        return self._materialized(node, factory, spec, flag, self._value_serde)
+
+    def _want_old_values(self) -> None:
+        """A filter made below this table asks it for old values (Kafka's
+        `parent.enableSendingOldValues(false)`): a materialized filter, map_values or
+        transform_values above, which only send them on demand, start sending them."""
+        for flag in self._builder._old_value_flags.get(self._node, ()):
+            flag.enabled = True
+
+    def _materialized(
+        self,
+        node: str,
+        factory: ProcessorFactory,
+        spec: StoreSpec,
+        flag: p.SendOldValues,
+        value_serde: Serde | None,
+    ) -> KTable:
+        """Add table operator `node` writing its result to store `spec`; the result reads as
+        a table of its own (its getter reads the store; consumers below that need old values
+        switch on `flag` only: a materialized table answers them from its store, as Kafka's)."""
+        b = self._builder
+        b.processor(node, factory, self._node)
+        b.add_store(spec, [node])
+        b.table_operator(node, node, flag)  # `node` has no entry yet: only its own flag
+        vs = value_serde_of(spec, value_serde)
+        return KTable(b, node, self._key_serde, vs, ValueGetter(spec.name), True)
 
     def map_values(
-        self, fn: Callable[..., Any], name: str | None = None, *, with_key: bool = False
+        self,
+        fn: Callable[..., Any],
+        name: str | None = None,
+        *,
+        with_key: bool = False,
+        materialized: StoreLike = None,
     ) -> KTable:
         """A table of `fn(value)` per key; deletes stay deletes (`fn` never sees None).
 
-        Keys and timestamps are kept, so no repartition; no store of its own. With
-        `with_key=True` the mapper is `fn(key, value)` (Kafka's `ValueMapperWithKey`); the key
-        is read-only: the result stays under the same key.
+        Keys and timestamps are kept, so no repartition; no store of its own unless
+        `materialized` (a store name or spec, Kafka's `Materialized.as`) keeps the result in a
+        queryable, changelogged store (`store_name`). With `with_key=True` the mapper is
+        `fn(key, value)` (Kafka's `ValueMapperWithKey`); the key is read-only: the result stays
+        under the same key.
 
         Example:
-            emails = users.map_values(lambda v: v["email"])
-            labels = users.map_values(lambda k, v: f"{k}: {v['name']}", with_key=True)
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> users = b.table("users", "str", "json")
+            >>> emails = users.map_values(lambda v: v["email"], materialized="emails")
+            >>> labels = users.map_values(lambda k, v: f"{k}: {v['name']}", with_key=True)
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("users", "str", "json").pipe("ann", {"email": "a@x", "name": "A"})
+            ...     d.get_store("emails").get("ann")
+            'a@x'
         """
-        getter = self._getter.then(fn if with_key else lambda _k, v: fn(v))
-        factory = processor_factory(p.TableMapValuesProcessor, fn, with_key)
-        table = self._then("MAPVALUES", factory, name, getter, None)
-        self._builder.table_operator(table._node, self._node)
-        return table
+        b = self._builder
+        if materialized is None:
+            getter = self._getter.then(fn if with_key else lambda _k, v: fn(v))
+            factory = processor_factory(p.TableMapValuesProcessor, fn, with_key)
+            table = self._then("MAPVALUES", factory, name, getter, None)
+            b.table_operator(table._node, self._node)
+            return table
+        node = b.name("MAPVALUES", name, prefix="KTABLE")
+        spec = table_store(b, materialized, "MAPVALUES", self._key_serde, None)
+        flag = p.SendOldValues()
+        factory = processor_factory(p.TableMapValuesProcessor, fn, with_key, spec.name, flag)
+        return self._materialized(node, factory, spec, flag, None)
+
+    def transform_values(
+        self,
+        factory: TransformerFactory,
+        stores: Iterable[str | StoreSpec] = (),
+        name: str | None = None,
+        materialized: StoreLike = None,
+    ) -> KTable:
+        """A table of `transformer.transform(key, value)` per key, with state stores (Kafka's
+        `KTable.transformValues` with a `ValueTransformerWithKey`); see
+        `kstream.dsl.transform_values` for the transformer's methods.
+
+        `factory()` makes one transformer per task; `stores` are store specs to add or names
+        of stores to connect, read in its `init(ctx)` with `ctx.get_store(name)`. Unlike
+        `map_values`, `transform` also sees None (a delete) and may return None (a delete).
+        Keys are kept: no repartition. `materialized` keeps the result in a queryable store.
+
+        Example:
+            >>> from kstream import stores
+            >>> from kstream.testing import TopologyTestDriver
+            >>> class Versioned:
+            ...     def init(self, ctx):
+            ...         self.seen = ctx.get_store("versions")
+            ...     def transform(self, key, value):
+            ...         if value is None:
+            ...             return None
+            ...         n = (self.seen.get(key) or 0) + 1
+            ...         self.seen.put(key, n)
+            ...         return {**value, "version": n}
+            >>> b = StreamBuilder()
+            >>> users = b.table("users", "str", "json")
+            >>> spec = stores.key_value("versions", key_serde="str", value_serde="long")
+            >>> numbered = users.transform_values(Versioned, stores=[spec])
+            >>> numbered.to_stream().to("out", value_serde="json")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("users", "str", "json").pipe_many([("a", {}), ("a", {})])
+            ...     d.output_topic("out", "str", "json").read_values()
+            [{'version': 1}, {'version': 2}]
+        """
+        from kstream.dsl.transform_values import (
+            TableTransformValuesProcessor,
+            TransformedValueGetter,
+        )
+
+        if not callable(factory):
+            raise TopologyError(f"transform_values: factory must be callable, got {factory!r}")
+        b = self._builder
+        node = b.name("TRANSFORMVALUES", name, prefix="KTABLE")
+        flag = p.SendOldValues()
+        spec = None
+        if materialized is not None:
+            spec = table_store(b, materialized, "TRANSFORMVALUES", self._key_serde, None)
+        proc = processor_factory(
+            TableTransformValuesProcessor, factory, flag, None if spec is None else spec.name
+        )
+        # added straight to the topology: like map_values, it is no consumer that needs old
+        # values from the filters above (it asks for them only when a consumer below does)
+        b.topology.add_processor(node, proc, self._node)
+        own = _connect_stores(b, node, stores)
+        if spec is not None:
+            b.add_store(spec, [node])
+            b.table_operator(node, node, flag)
+            vs = value_serde_of(spec, None)
+            return KTable(b, node, self._key_serde, vs, ValueGetter(spec.name), True)
+        b.table_operator(node, self._node, flag)
+        getter = TransformedValueGetter(self._getter, factory, own)
+        return KTable(b, node, self._key_serde, None, getter, self._sends_old_values)
 
     def to_stream(
         self, mapper: Callable[[Any, Any], Any] | None = None, name: str | None = None
@@ -154,38 +308,185 @@ class KTable(Handle):
     # --- implemented in other modules ----------------------------------------------------
     # (joins and grouped_table import this module: they are imported here, at the call)
 
+    def suppress(self, suppressed: Suppressed) -> KTable:
+        """Hold updates back: `Suppressed.until_window_closes(BufferConfig.unbounded())` (final
+        results of a windowed table) or `Suppressed.until_time_limit(duration, buffer_config)`;
+        see `kstream.dsl.suppress`.
+
+        Example:
+            >>> from kstream.dsl import StreamBuilder
+            >>> from kstream.dsl.suppress import BufferConfig, Suppressed
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> calm = b.table("in", "string", "long").suppress(
+            ...     Suppressed.until_time_limit(10, BufferConfig.unbounded()))
+            >>> calm.to_stream().to("out", "string", "long")
+            >>> with TopologyTestDriver(b) as d:
+            ...     src = d.input_topic("in", "string", "long")
+            ...     for v, ts in [(1, 0), (2, 5), (3, 10)]:
+            ...         src.pipe("k", v, timestamp=ts)
+            ...     d.output_topic("out", "string", "long").read_key_values()
+            [('k', 3)]
+        """
+        from kstream.dsl.suppress import suppress
+
+        return suppress(self, suppressed)
+
+    @overload
     def join(
-        self, other: KTable, joiner: Callable[[Any, Any], Any], name: str | None = None
-    ) -> KTable:
-        """Inner join with another table on the key: a table of `joiner(v, ov)`.
+        self,
+        other: KTable,
+        joiner: Callable[[Any, Any], Any],
+        name: str | None = None,
+        materialized: StoreLike = None,
+    ) -> KTable: ...
 
-        An update on either side emits the new result (and the old one, as `Change`) computed
-        against the other side's current value, stamped with the larger of the two sides'
-        timestamps; a key present on one side only has no result, and deletes propagate as deletes.
-        Both tables must be co-partitioned (same key, same partition count).
+    @overload
+    def join(
+        self,
+        other: KTable,
+        foreign_key_extractor: Callable[..., Any],
+        joiner: Callable[[Any, Any], Any],
+        *,
+        name: str | None = None,
+        materialized: StoreLike = None,
+        with_key: bool = False,
+    ) -> KTable: ...
+
+    def join(self, other: KTable, *args: Any, **kwargs: Any) -> KTable:
+        """Inner join with another table, on the key (`join(other, joiner)`) or on a foreign
+        key (`join(other, foreign_key_extractor, joiner)`).
+
+        On the key: an update on either side emits the new result (and the old one, as
+        `Change`) computed against the other side's current value, stamped with the larger of
+        the two sides' timestamps; a key present on one side only has no result, and deletes
+        propagate as deletes. Both tables must be co-partitioned (same key, same partition
+        count).
+
+        Not materialized, the result has no store: `store_name` names the left input's and
+        later joins recompute it from both inputs. `materialized` (a store name or a
+        `kstream.stores.key_value` spec, Kafka's `Materialized.as`) keeps it in a queryable,
+        changelogged store of its own, written by the join's merge node (same for
+        `left_join` and `outer_join`).
+
+        On a foreign key (Kafka's KIP-213 join, `kstream.dsl.fk_join`): each row of this table
+        joins the row of `other` whose key is `foreign_key_extractor(value)` (or
+        `foreign_key_extractor(key, value)` with `with_key=True`), giving `joiner(value,
+        other_value)` under this table's key; a row without a match (or without a foreign key)
+        has no result. The tables need not be co-partitioned: the join goes through two
+        internal topics. When a row's foreign key changes, its result follows the new one and
+        never joins the old one again, even for answers still in flight. `name` names the
+        join's nodes, topics and stores (Kafka's `TableJoined.as`); `materialized` keeps the
+        result in a queryable store.
 
         Example:
-            profile = users.join(addresses, lambda u, a: {**u, "address": a})
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> users = b.table("users", "str", "json")
+            >>> addresses = b.table("addresses", "str", "str")
+            >>> profile = users.join(
+            ...     addresses, lambda u, a: {**u, "address": a}, materialized="profiles"
+            ... )
+            >>> profile.store_name
+            'profiles'
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("users", "str", "json").pipe("ann", {"name": "Ann"})
+            ...     d.input_topic("addresses", "str", "str").pipe("ann", "Main St")
+            ...     d.get_store("profiles").get("ann")
+            {'address': 'Main St', 'name': 'Ann'}
+
+            On a foreign key, orders joined with their customer:
+
+            >>> b = StreamBuilder()
+            >>> orders = b.table("orders", "str", "json")
+            >>> customers = b.table("customers", "str", "str")
+            >>> orders.join(
+            ...     customers, lambda o: o["customer"], lambda o, c: f"{o['item']} for {c}"
+            ... ).to_stream().to("shipping", "str", "str")
+            >>> with TopologyTestDriver(b) as d:
+            ...     people = d.input_topic("customers", "str", "str")
+            ...     people.pipe("c1", "Ann")
+            ...     order = {"customer": "c1", "item": "tea"}
+            ...     d.input_topic("orders", "str", "json").pipe("o1", order)
+            ...     people.pipe("c1", "Ann B.")
+            ...     d.output_topic("shipping", "str", "str").read_key_values()
+            [('o1', 'tea for Ann'), ('o1', 'tea for Ann B.')]
         """
-        from kstream.dsl.joins import join_tables
+        from kstream.dsl.fk_join import parse_join_args
 
-        return join_tables(self, other, joiner, kind="inner", name=name)
+        a = parse_join_args("KTable.join", args, kwargs)
+        return self._join_either(other, a, left_join=False)
 
+    @overload
     def left_join(
-        self, other: KTable, joiner: Callable[[Any, Any], Any], name: str | None = None
-    ) -> KTable:
+        self,
+        other: KTable,
+        joiner: Callable[[Any, Any], Any],
+        name: str | None = None,
+        materialized: StoreLike = None,
+    ) -> KTable: ...
+
+    @overload
+    def left_join(
+        self,
+        other: KTable,
+        foreign_key_extractor: Callable[..., Any],
+        joiner: Callable[[Any, Any], Any],
+        *,
+        name: str | None = None,
+        materialized: StoreLike = None,
+        with_key: bool = False,
+    ) -> KTable: ...
+
+    def left_join(self, other: KTable, *args: Any, **kwargs: Any) -> KTable:
         """Left join with another table: every key of this table has a result, `joiner(v, None)`
-        without a match (see `join` for timestamps and deletes).
+        without a match (see `join` for timestamps and deletes). On a foreign key
+        (`left_join(other, foreign_key_extractor, joiner)`, see `join`) a row whose foreign key
+        is None or names no row of `other` also has a result, `joiner(value, None)`.
 
         Example:
-            profile = users.left_join(addresses, lambda u, a: {**u, "address": a})
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> orders = b.table("orders", "str", "json")
+            >>> customers = b.table("customers", "str", "str")
+            >>> orders.left_join(
+            ...     customers, lambda k, o: o.get("customer"), lambda o, c: c or "?", with_key=True
+            ... ).to_stream().to("out", "str", "str")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("orders", "str", "json").pipe("o1", {"customer": "c9"})
+            ...     d.input_topic("customers", "str", "str").pipe("c9", "Bo")
+            ...     d.output_topic("out", "str", "str").read_key_values()
+            [('o1', '?'), ('o1', 'Bo')]
         """
+        from kstream.dsl.fk_join import parse_join_args
+
+        a = parse_join_args("KTable.left_join", args, kwargs)
+        return self._join_either(other, a, left_join=True)
+
+    def _join_either(self, other: KTable, a: JoinArgs, *, left_join: bool) -> KTable:
+        from kstream.dsl.fk_join import join_on_foreign_key
         from kstream.dsl.joins import join_tables
 
-        return join_tables(self, other, joiner, kind="left", name=name)
+        if a.extractor is not None:
+            return join_on_foreign_key(
+                self,
+                other,
+                a.extractor,
+                a.joiner,
+                left_join=left_join,
+                name=a.name,
+                materialized=a.materialized,
+                with_key=a.with_key,
+            )
+        kind = "left" if left_join else "inner"
+        return _joined(join_tables(self, other, a.joiner, kind=kind, name=a.name), a.materialized)
 
     def outer_join(
-        self, other: KTable, joiner: Callable[[Any, Any], Any], name: str | None = None
+        self,
+        other: KTable,
+        joiner: Callable[[Any, Any], Any],
+        name: str | None = None,
+        materialized: StoreLike = None,
     ) -> KTable:
         """Outer join with another table: a key of either table has a result, with None for the
         missing side, `joiner(v, None)` or `joiner(None, ov)` (see `join`).
@@ -195,7 +496,7 @@ class KTable(Handle):
         """
         from kstream.dsl.joins import join_tables
 
-        return join_tables(self, other, joiner, kind="outer", name=name)
+        return _joined(join_tables(self, other, joiner, kind="outer", name=name), materialized)
 
     def group_by(
         self,
@@ -216,6 +517,30 @@ class KTable(Handle):
         from kstream.dsl.grouped_table import group_table
 
         return group_table(self, selector, key_serde, value_serde)
+
+
+def _joined(table: KTable, materialized: StoreLike) -> KTable:
+    """A table-table join's result, kept in a store of its own when `materialized`."""
+    return table if materialized is None else materialize_node(table, materialized, "MERGE")
+
+
+def _connect_stores(
+    b: InternalBuilder, node: str, stores: Iterable[str | StoreSpec]
+) -> tuple[str, ...]:
+    """Connect `node` to `stores` (names of stores already added, or specs to add, owned by
+    `node`); returns their names."""
+    names = []
+    for s in stores:
+        if isinstance(s, str):
+            b.connect(node, s)
+            names.append(s)
+        elif s.name in b.topology.stores:
+            b.connect(node, s.name)
+            names.append(s.name)
+        else:
+            b.add_store(s, [node])
+            names.append(s.name)
+    return tuple(names)
 
 
 class GlobalKTable:

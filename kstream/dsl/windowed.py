@@ -504,4 +504,4 @@ def _kafka_op(op: str) -> str:
 def _add_stream_time_store(b: InternalBuilder, store: str, node: str) -> None:
     """Give the processor `node` the store where it keeps its stream time (see the processors)."""
     spec = b.store_spec(stream_time_store(store), "WINDOW-STREAM-TIME", kind="key_value")
-    b.add_store(spec, [node])
+    b.add_store(spec, [node], described=False)

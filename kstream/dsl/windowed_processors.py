@@ -55,9 +55,7 @@ new_windowed: Callable[[tuple[Any, int, int]], Windowed] = _tuple_new(Windowed)
 
 Step = Callable[[Any, Any, Any], Any]
 
-# The saved stream-time state is (observed, record time, emitted close, format); format 2 means
-# the window store keeps record timestamps. A 3-tuple was written before it did.
-_STATE_FORMAT = 2
+# The saved stream-time state is (observed, record time, emitted close)
 
 
 def _update(r: Record, key: Windowed, new: Any, old: Any, ts: int) -> Record:
@@ -90,29 +88,23 @@ class _WindowedAggregate(BuiltinProcessor):
         # in a small changelogged store, committed with them, so a restarted task drops the
         # same late records and emits no final result twice.
         self.time_store = ctx.get_store(stream_time_store(self.store_name))
-        saved = self._load_time()
-        if saved is not None and len(saved) == 3:
-            self.upgrade_store()
+        self._load_time()
         if self.emit_final and self.idle_close_ms:
             ctx.schedule(self.idle_close_ms, "wall_clock", self._on_wall_clock)
 
-    def _load_time(self) -> Any:
+    def _load_time(self) -> None:
         """Stream time and the final-emission point as the time store holds them."""
         saved = self.time_store.get(0)
         if saved is not None:
-            self.observed, self.record_time, self.emitted_close = saved[:3]
+            self.observed, self.record_time, self.emitted_close = saved
         else:
             self.observed, self.record_time, self.emitted_close = -1, -1, None
         self._saved = None if saved is None else tuple(saved)
         self._anchor = None
-        return saved
 
     def after_discard(self) -> None:
         """The batch is retried: back to the committed stream time (see `Task.discard`)."""
         self._load_time()
-
-    def upgrade_store(self) -> None:
-        """Adapt a store written by a version that kept no record timestamps."""
 
     # --- per record ---------------------------------------------------------------------------
 
@@ -150,7 +142,7 @@ class _WindowedAggregate(BuiltinProcessor):
         self.ctx.forward_batch(out)
 
     def _save_time(self) -> None:
-        state = (self.observed, self.record_time, self.emitted_close, _STATE_FORMAT)
+        state = (self.observed, self.record_time, self.emitted_close)
         if state != self._saved:
             self.time_store.put(0, state)
             self._saved = state
@@ -221,11 +213,6 @@ class TimeWindowAggregateProcessor(_WindowedAggregate):
         self.windows = windows
         self.tumbling = windows.advance_ms == windows.size_ms
 
-    def upgrade_store(self) -> None:
-        # the latest a record of the window can have been
-        size, now = self.windows.size_ms, self.record_time
-        self.store.upgrade_to_timestamped(lambda _k, start: min(start + size - 1, now))
-
     def apply(self, r: Record, close: int, out: list[Record]) -> None:
         store, step, size = self.store, self.step, self.windows.size_ms
         k, v, t = r.key, r.value, r.timestamp
@@ -292,10 +279,6 @@ class SlidingWindowAggregateProcessor(_WindowedAggregate):
         super().__init__(store, windows.grace_ms, emit_final, idle_close_ms)
         self.step = step
         self.d = windows.max_difference_ms
-
-    def upgrade_store(self) -> None:
-        d, now = self.d, self.record_time
-        self.store.upgrade_to_timestamped(lambda _k, start: min(start + d, now))
 
     def apply(self, r: Record, close: int, out: list[Record]) -> None:
         t, d = r.timestamp, self.d

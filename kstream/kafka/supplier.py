@@ -1,10 +1,15 @@
 """`ClientSupplier`: where the runtime gets its Kafka clients (Kafka Streams' KafkaClientSupplier).
 
-The stream thread, the tasks' producers, the global-table consumer, changelog restore and the
-app's topic set-up ask a supplier for their clients instead of building them. The default,
-`KafkaClientSupplier`, builds the confluent-kafka based `Producer`, `Consumer` and `Admin`;
-`kstream.testing.MockClientSupplier` hands out clients over an in-memory cluster, so the commit
-protocols, fencing and rollback can be tested without a broker.
+Every Kafka client kstream makes comes from a supplier: the stream thread's consumer, the
+tasks' producers, the app's admin client, changelog restore, the global-table consumer, the
+topic reader, the HTTP instance registry, `kstreamd reset` and the Spark source and sink. The
+roles are Kafka Streams' (KafkaClientSupplier): `producer`, `consumer` (the stream thread's and
+every other plain consumer), `admin`, `restore_consumer` (reads changelogs to their end) and
+`global_consumer` (reads and follows the global tables' topics), so a supplier can give each
+its own settings. The default, `KafkaClientSupplier`, builds the confluent-kafka based
+`Producer`, `Consumer` and `Admin`; `kstream.testing.MockClientSupplier` hands out clients over
+an in-memory cluster, so the commit protocols, fencing and rollback can be tested without a
+broker.
 """
 
 from __future__ import annotations
@@ -45,11 +50,15 @@ class ClientConfig:
 
 
 class ClientSupplier(Protocol):
-    """Makes the clients of an app: `producer`, `consumer` and `admin`, each from a config."""
+    """Makes the clients of an app, each from a config: one method per role (module doc)."""
 
     def producer(self, config: ClientConfig) -> Producer: ...
 
     def consumer(self, config: ClientConfig) -> Consumer: ...
+
+    def restore_consumer(self, config: ClientConfig) -> Consumer: ...
+
+    def global_consumer(self, config: ClientConfig) -> Consumer: ...
 
     def admin(self, config: ClientConfig) -> Admin: ...
 
@@ -80,6 +89,14 @@ class KafkaClientSupplier:
             connect_timeout=config.connect_timeout,
             client_id=config.client_id,
         )
+
+    def restore_consumer(self, config: ClientConfig) -> Consumer:
+        """A consumer like any other: `config` holds the restore's settings."""
+        return self.consumer(config)
+
+    def global_consumer(self, config: ClientConfig) -> Consumer:
+        """A consumer like any other: `config` holds the global tables' settings."""
+        return self.consumer(config)
 
     def admin(self, config: ClientConfig) -> Admin:
         from kstream.kafka.admin import Admin

@@ -1,6 +1,30 @@
-"""The micro-batch runtime: `App`, the stream thread, commit protocols, restore, global tables."""
+"""The micro-batch runtime: `App`, the stream thread, commit protocols, restore, global tables.
 
-from kstream.runtime.app import App, AppState, LocalStore
-from kstream.runtime.reader import TopicReader, caught_up, read_unique
+The names are imported on first use (kstream._lazy): the package registers its multi-process
+front with `kstream.runtime.fleet` at import, which must not pull the whole runtime in.
+"""
+
+from typing import TYPE_CHECKING
+
+from kstream._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from kstream.runtime.app import App, AppState, LocalStore
+    from kstream.runtime.reader import TopicReader, caught_up, read_unique
 
 __all__ = ["App", "AppState", "LocalStore", "TopicReader", "caught_up", "read_unique"]
+
+_EXPORTS = {
+    "App": "kstream.runtime.app",
+    "AppState": "kstream.runtime.app",
+    "LocalStore": "kstream.runtime.app",
+    "TopicReader": "kstream.runtime.reader",
+    "caught_up": "kstream.runtime.reader",
+    "read_unique": "kstream.runtime.reader",
+}
+
+__getattr__ = lazy_exports(globals(), _EXPORTS)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -281,9 +281,7 @@ class App:
             partition_counts=partition_counts,
             changelog_topics=changelogs,
             global_views={},
-            shared_producer=lambda: stream.shared_producer(),
             shared_transactions=self.processing_guarantee == "exactly_once_v2",
-            renew_shared_producer=lambda: stream.renew_shared_producer(),
             client_supplier=self.client_supplier,
             store_metrics=self.metrics,
         )

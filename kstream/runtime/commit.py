@@ -1,5 +1,12 @@
 """The three commit protocols, one class each, behind the interface the stream thread calls.
 
+Each protocol holds a task's whole transaction lifecycle, in the order it happens:
+`task_producer` (the producer a new task writes through) -> `begin` (before the task processes
+or punctuates: the transaction, under exactly-once, and the task's commit period) -> the task
+produces through its collector -> `commit` (changelogs, input offsets, commit, then the write
+caches) or, on a failure, `rollback` (abort, discard) -> `recreate_producer` when the producer
+is unusable -> `release_producer` when the task closes.
+
 * `AtLeastOnce`: the tasks share one idempotent producer; a commit delivers every open task's
   outputs and changelog records (flush), applies the write caches, then commits the input
   offsets through the consumer. A crash in between replays the batch: at least once.
@@ -10,9 +17,9 @@
 * `ExactlyOnceV2` (`exactly_once_v2`): the tasks of a stream thread share the thread's
   transactional producer and commit in one transaction, as in Kafka Streams.
 
-The stream thread keeps polling, rebalancing and the tasks' lifecycle; it asks the protocol for
-the producer its tasks share (`shared_producer`), to `commit` the open tasks and to `rollback`
-a failed one (with the tasks that share its transaction). What the protocols need back from the
+The stream thread keeps polling and the task manager the tasks; they ask the protocol for a
+task's producer, to `begin` a task's period, to `commit` the open tasks and to `rollback` a
+failed one (with the tasks that share its transaction). What the protocols need back from the
 thread (run a task step under the thread's failure handling, apply a commit, retry) is the
 small `CommitHost` interface, so the protocols can be driven without a stream thread.
 """
@@ -42,7 +49,14 @@ __all__ = [
     "ExactlyOncePerTask",
     "ExactlyOnceV2",
     "commit_protocol",
+    "task_transactional_id",
 ]
+
+
+def task_transactional_id(app_id: str, subtopology: int, partition: int) -> str:
+    """exactly_once: the transactional id of task (`subtopology`, `partition`)'s producer,
+    the same on every instance, so that a new owner of the task fences the old one."""
+    return f"{app_id}-{subtopology}_{partition}"
 
 
 class CommitHost(Protocol):
@@ -117,7 +131,22 @@ class CommitProtocol:
             self._producer.close(5.0, drop_undelivered=True)
             self._producer = None
 
-    # --- commit and rollback --------------------------------------------------------------
+    # --- a task's lifecycle, in order -------------------------------------------------------
+
+    def task_producer(self, subtopology: int, partition: int) -> Producer:
+        """The producer a new task writes through: the thread's shared one, unless the
+        protocol gives each task its own."""
+        return self.shared_producer()
+
+    def begin(self, rt: RuntimeTask) -> None:
+        """Open `rt`'s commit period before it processes or punctuates (at most once per
+        commit): under exactly-once its transaction first, unless the producer it shares
+        is in one already."""
+        if rt.open:
+            return
+        if self.transactional and not rt.producer.in_transaction:
+            rt.producer.begin()
+        rt.start_period()
 
     def commit(self, tasks: Sequence[RuntimeTask], consumer: CommitConsumer) -> int | None:
         """Commit the open `tasks`; the Kafka transactions committed, or None if no commit
@@ -131,13 +160,37 @@ class CommitProtocol:
     def rollback(
         self, rt: RuntimeTask, tasks: Sequence[RuntimeTask], fenced: bool = False
     ) -> list[RuntimeTask]:
-        """Roll back `rt` (and the tasks sharing its transaction); the tasks rolled back."""
+        """Roll back `rt` (and the tasks sharing its transaction); the tasks rolled back.
+
+        Each task of the scope: its open transaction is aborted (the first task of a shared
+        one ends it for all), then its uncommitted work is discarded. An abort that fails
+        leaves the producer unusable, so it is recreated, unless it was fenced: a new
+        producer with the same transactional id would fence the task's new owner.
+        """
         if self.transactional and rt.producer.in_transaction:
             self.metrics.transaction_aborted()
         scope = self.scope(rt, tasks)
         for one in scope:
-            one.rollback(fenced=fenced)
+            producer = one.producer
+            if self.transactional and producer.in_transaction:
+                try:
+                    producer.abort()
+                except Exception as e:
+                    if not fenced and not producer.fenced():
+                        log.warning(
+                            "task %s: abort failed (%s); recreating its producer", one.id, e
+                        )
+                        self.recreate_producer(one, tasks)
+            one.discard()
         return scope
+
+    def recreate_producer(self, rt: RuntimeTask, tasks: Sequence[RuntimeTask]) -> None:
+        """Replace `rt`'s unusable producer (after its tasks were rolled back); `tasks`: the
+        thread's tasks, which a shared producer is replaced for."""
+
+    def release_producer(self, producer: Producer) -> None:
+        """A task closed (or could not be created): close `producer` if it was the task's
+        own (a shared one closes with the protocol, `close`)."""
 
 
 class AtLeastOnce(CommitProtocol):
@@ -171,7 +224,7 @@ class AtLeastOnce(CommitProtocol):
 class ExactlyOncePerTask(CommitProtocol):
     """One transaction per task, committed one task after another.
 
-    Each task has its own transactional producer (fencing per task, see tasks.py), so a commit
+    Each task has its own transactional producer (`task_transactional_id`), so a commit
     costs one broker round trip per task. Ending them side by side on a pool would cost about
     one, but on the test broker it made some committed transactions read as aborted: a
     read_committed reader then skipped every later record of those producers (about one
@@ -181,21 +234,42 @@ class ExactlyOncePerTask(CommitProtocol):
 
     transactional = True
 
+    def task_producer(self, subtopology: int, partition: int) -> Producer:
+        return self.ctx.new_producer(task_transactional_id(self.ctx.app_id, subtopology, partition))
+
     def commit(self, tasks: Sequence[RuntimeTask], consumer: CommitConsumer) -> int | None:
         host = self.host
         meta = consumer.consumer_group_metadata()
+
+        def end(rt: RuntimeTask) -> None:
+            """Send the task's input offsets into its transaction and commit it."""
+            offsets = rt.offsets()
+            if offsets:
+                rt.producer.send_offsets(offsets, meta)
+            rt.producer.commit()
+
         committed = 0
         for rt in list(tasks):
             if not rt.open or not host.guard(rt, rt.verify_stores):
                 continue
             if not host.guard(rt, rt.produce_changelogs):
                 continue
-            if host.guard(rt, rt.end_txn, meta):
+            if host.guard(rt, end, rt):
                 host.apply(rt, rt.producer.take_offsets())
                 committed += 1
                 if rt.next_offsets:
                     host.progressed()
         return committed or None
+
+    def recreate_producer(self, rt: RuntimeTask, tasks: Sequence[RuntimeTask]) -> None:
+        try:
+            rt.producer.close(1.0, drop_undelivered=True)
+        except Exception:
+            pass
+        rt.producer = self.task_producer(rt.subtopology, rt.partition)
+
+    def release_producer(self, producer: Producer) -> None:
+        producer.close(1.0, drop_undelivered=True)
 
 
 class ExactlyOnceV2(CommitProtocol):
@@ -221,6 +295,9 @@ class ExactlyOnceV2(CommitProtocol):
 
     def scope(self, rt: RuntimeTask, tasks: Sequence[RuntimeTask]) -> list[RuntimeTask]:
         return [rt, *(o for o in tasks if o.open and o is not rt)]
+
+    def recreate_producer(self, rt: RuntimeTask, tasks: Sequence[RuntimeTask]) -> None:
+        self.renew_shared_producer(tasks)
 
     def commit(self, tasks: Sequence[RuntimeTask], consumer: CommitConsumer) -> int | None:
         host = self.host

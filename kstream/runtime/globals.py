@@ -18,7 +18,7 @@ from kstream.config import Config
 from kstream.errors import StoreError
 from kstream.kafka.read_to_end import ReadToEndTimeout, read_to_end
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
-from kstream.records import Headers, Record
+from kstream.records import KAFKA_TIMESTAMP_TYPES, Headers, Record
 from kstream.topology.compiled import CompiledTopology
 from kstream.topology.task import Task
 
@@ -66,7 +66,7 @@ class GlobalStores:
         )
         self.views: dict[str, Any] = {n: s.read_only() for n, s in self.task.stores.items()}
         supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
-        self.consumer = supplier.consumer(
+        self.consumer = supplier.global_consumer(
             ClientConfig(
                 bootstrap_servers,
                 dict(config.kafka if kafka is None else kafka),
@@ -110,9 +110,7 @@ class GlobalStores:
         by_topic: dict[str, list[Record]] = {}
         for m in msgs:
             topic, part, off = m.topic() or "", m.partition() or 0, m.offset() or 0
-            by_topic.setdefault(topic, []).append(
-                Record(m.key(), m.value(), m.timestamp()[1], _headers(m), topic, part, off)
-            )
+            by_topic.setdefault(topic, []).append(_record(m, topic, part, off))
         for recs in by_topic.values():
             self.task.process(recs)
         self.task.flush_stores()
@@ -127,3 +125,12 @@ class GlobalStores:
 
 def _headers(m: Any) -> Any:
     return m.headers() or ()
+
+
+def _record(m: Any, topic: str, part: int, off: int) -> Record:
+    """A global topic's message as a record, its timestamp type kept (LogAppendTime: the
+    broker's time)."""
+    ts_type, ts = m.timestamp()
+    return Record(
+        m.key(), m.value(), ts, _headers(m), topic, part, off, KAFKA_TIMESTAMP_TYPES[ts_type]
+    )

@@ -16,10 +16,11 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING
 
 from kstream.errors import KStreamError
-from kstream.kafka.consumer import Consumer, to_end_settings
+from kstream.kafka.consumer import to_end_settings
 from kstream.kafka.read_to_end import ReadToEndTimeout, read_to_end
+from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.records import Record
-from kstream.serde import SerdeContext, SerdeLike, serde
+from kstream.serde import SerdeLike, deserialize_records, serde
 from kstream.state.provenance import from_headers
 
 __all__ = ["TopicReader", "read_unique"]
@@ -40,14 +41,17 @@ class TopicReader:
         value_serde: SerdeLike = None,
         *,
         kafka: Mapping[str, Any] | None = None,
+        client_supplier: ClientSupplier | None = None,
     ) -> None:
+        """`client_supplier`: where its consumer comes from (Kafka's by default)."""
         self.topic = topic
         self.key_serde = serde(key_serde)
         self.value_serde = serde(value_serde)
         self.duplicates = 0
         self._seen: set[tuple[str, int, int, int]] = set()
         self._next: dict[int, int] = {}
-        self.consumer = Consumer(bootstrap_servers, kafka=to_end_settings(kafka))
+        supplier = client_supplier or KafkaClientSupplier()
+        self.consumer = supplier.consumer(ClientConfig(bootstrap_servers, to_end_settings(kafka)))
         parts = self.consumer.partitions_for(topic)
         if not parts:
             raise KStreamError(f"topic {topic!r} does not exist")
@@ -60,7 +64,7 @@ class TopicReader:
 
     def _records(self, msgs: list[Any]) -> list[Record]:
         out: list[Record] = []
-        ks, vs, topic = self.key_serde, self.value_serde, self.topic
+        topic = self.topic
         for m in msgs:
             part, off = m.partition() or 0, m.offset() or 0
             self._next[part] = off + 1
@@ -72,9 +76,10 @@ class TopicReader:
                     self.duplicates += 1
                     continue
                 self._seen.add(pid)
-            k = ks.deserialize(m.key(), SerdeContext(topic, headers, True))
-            v = vs.deserialize(m.value(), SerdeContext(topic, headers, False))
-            out.append(Record(k, v, m.timestamp()[1], headers, topic, part, off))
+            out.append(Record(m.key(), m.value(), m.timestamp()[1], headers, topic, part, off))
+        bad = deserialize_records(out, self.key_serde, self.value_serde, topic=topic)
+        if bad:
+            raise bad[0].error
         return out
 
     def at_end(self) -> bool:
@@ -119,7 +124,13 @@ def read_unique(
         return r.read_to_end()
 
 
-def caught_up(bootstrap_servers: str, group: str, topic: str, timeout_s: float = 30.0) -> bool:
+def caught_up(
+    bootstrap_servers: str,
+    group: str,
+    topic: str,
+    timeout_s: float = 30.0,
+    client_supplier: ClientSupplier | None = None,
+) -> bool:
     """True when no record of `topic` lies at or after `group`'s committed offsets.
 
     The end is where fetching stops (partition EOF), never ListOffsets, so it holds on brokers
@@ -128,11 +139,12 @@ def caught_up(bootstrap_servers: str, group: str, topic: str, timeout_s: float =
     """
     from confluent_kafka import TopicPartition
 
-    with Consumer(bootstrap_servers, group_id=group) as meta:
+    supplier = client_supplier or KafkaClientSupplier()
+    with supplier.consumer(ClientConfig(bootstrap_servers, {}, group_id=group)) as meta:
         parts = meta.partitions_for(topic)
         committed = meta.committed([TopicPartition(topic, p) for p in parts])
     starts = {(topic, tp.partition): max(tp.offset, 0) for tp in committed}
-    with Consumer(bootstrap_servers, kafka=to_end_settings(None)) as c:
+    with supplier.consumer(ClientConfig(bootstrap_servers, to_end_settings(None))) as c:
         try:
             for batch in read_to_end(
                 c, starts, max_records=1, poll_s=0.05, idle_timeout=None, timeout=timeout_s

@@ -6,6 +6,11 @@ the tasks: the rebalance callbacks (assign, revoke, lost), reading the committed
 tasks, restoring their stores and creating them, rebuilding a task whose stores were lost, and
 rolling tasks back to their committed offsets. What it needs back from the thread (its state,
 its commit, its retry budget, giving up) is the small `TaskHost` interface.
+
+Under the cooperative protocol (kstream.runtime.rebalance) the callbacks get only the
+partitions that move: a revoke commits every open task and closes the moved ones, an assign
+creates the new ones, and the tasks that stay are not touched. Under the eager protocol a
+revoke takes every partition, so every task closes.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from kstream.errors import KafkaClientError, StoreError
 from kstream.kafka.consumer import Consumer
 from kstream.metrics import Metrics
-from kstream.runtime.commit import CommitProtocol
+from kstream.runtime.commit import CommitProtocol, task_transactional_id
+from kstream.runtime.rebalance import generation
 from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask, restore_tasks
 from kstream.state.restore import RestoreResult
 
@@ -41,8 +47,9 @@ class TaskHost(Protocol):
         """The error the thread stopped on, if any (a revoke then commits nothing)."""
         ...
 
-    def commit_all_or_rollback(self) -> None:
-        """Commit the open tasks before they are revoked (roll them back if that fails)."""
+    def commit_all_or_rollback(self) -> list[RuntimeTask]:
+        """Commit the open tasks before some are revoked (roll them all back if that
+        fails); the tasks rolled back."""
         ...
 
     def failed_once(self, error: BaseException) -> None:
@@ -65,8 +72,18 @@ class TaskManager:
         metrics: Metrics,
         stop: threading.Event,
         on_state: Callable[[str], None],
+        cooperative: bool = False,
     ) -> None:
+        """`cooperative`: the consumer's group rebalances incrementally (revokes and assigns
+        only the partitions that move; kstream.runtime.rebalance)."""
         self.ctx = ctx
+        self.cooperative = cooperative
+        # tasks created and closed since the start, rebuilt ones included (a task kept across
+        # a cooperative rebalance is neither)
+        self.tasks_created = 0
+        self.tasks_closed = 0
+        # the group generation of the last assignment (None: unknown)
+        self._generation: int | None = None
         self.host = host
         self.commits = commits
         self.metrics = metrics
@@ -90,44 +107,135 @@ class TaskManager:
     # --- rebalancing -----------------------------------------------------------------------
 
     def on_revoke(self, parts: list[TopicPartition]) -> None:
+        """Give up `parts`: the tasks they feed close, the others go on (all of them under
+        the eager protocol, whose revoke takes every partition).
+
+        Before that the thread commits every open task, as Kafka Streams does: the moving
+        tasks' output and offsets must be committed before another instance takes them over,
+        and under exactly_once_v2 they share one transaction with the tasks that stay.
+        """
         self.on_state("REBALANCING")
-        if self.host.error is None:
-            self.host.commit_all_or_rollback()
-        self.close_all()
-        self.metrics.set_assigned([])
+        moving = self._tasks_of(parts)
+        if moving:
+            rolled: list[RuntimeTask] = []
+            if self.host.error is None:
+                rolled = self.host.commit_all_or_rollback()
+            self._close_tasks(moving)
+            self.seek_back([rt for rt in _unique(rolled) if rt in self.tasks.values()])
+        self._release(parts)
+        self._after_change("revoked", moving)
 
     def on_lost(self, parts: list[TopicPartition]) -> None:
+        """`parts` belong to another member already (this one's session ended): their tasks
+        are discarded without a commit. Rolling one back rolls back the transaction it
+        shares, so the tasks that stay are sought back to their committed offsets."""
         self.on_state("REBALANCING")
-        for rt in self.tasks.values():
-            self.rollback(rt)
-        self.close_all()
-        self.metrics.set_assigned([])
+        lost = self._tasks_of(parts)
+        rolled: list[RuntimeTask] = []
+        for rt in lost:
+            rolled += self.rollback(rt)
+        self._close_tasks(lost)
+        self.seek_back([rt for rt in _unique(rolled) if rt in self.tasks.values()])
+        self._release(parts)
+        self._after_change("lost", lost)
 
     def on_assign(self, parts: list[TopicPartition]) -> None:
+        """Take `parts` (under the cooperative protocol only the partitions added): restore
+        and create their tasks; the tasks already running are left as they are."""
         self.on_state("REBALANCING")
         assert self.consumer is not None
         compiled = self.ctx.compiled
         wanted: dict[TaskId, None] = {}
         for p in parts:
             sub = compiled.subtopology_for_topic(p.topic)
-            wanted[(sub.id, p.partition)] = None
-        tps = [(t, n) for sid, n in wanted for t in compiled.subtopologies[sid].source_topics]
-        keys = list(wanted)
-        committed = self._read_committed(keys, tps)
-        try:
-            # every store of every new task, restored by one consumer
-            restored = restore_tasks(self.ctx, keys, committed)
-        except BaseException as e:
-            self.host.fail(e)
-            raise
-        self._create(keys, committed, restored)
-        log.info("assigned tasks %s", sorted(rt.id for rt in self.tasks.values()))
-        m = self.metrics
-        m.rebalance()
-        m.set_assigned(list(self.task_of))
-        if self.ctx.exactly_once:
-            self._restore_again_if_committed_moved(tps)
+            key = (sub.id, p.partition)
+            if key not in self.tasks:
+                wanted[key] = None
+        if wanted:
+            tps = [(t, n) for sid, n in wanted for t in compiled.subtopologies[sid].source_topics]
+            keys = list(wanted)
+            committed = self._read_committed(keys, tps)
+            try:
+                # every store of every new task, restored by one consumer
+                restored = restore_tasks(self.ctx, keys, committed)
+            except BaseException as e:
+                self.host.fail(e)
+                raise
+            self._create(keys, committed, restored)
+            if self.ctx.exactly_once:
+                self._restore_again_if_committed_moved(keys, tps)
+        self._take(parts)
+        self._generation = generation(self.consumer)
+        self.metrics.rebalance()
+        self._after_change("assigned", [self.tasks[k] for k in wanted])
         self.on_state("RUNNING")
+
+    @property
+    def rebalancing(self) -> bool:
+        """The group has moved to a new generation whose assignment this consumer has not
+        received yet (a cooperative revoke is followed by such a rejoin).
+
+        The thread then commits nothing, as Kafka Streams skips commits while a rebalance is
+        in progress: the coordinator would refuse the old generation's offsets. The tasks go
+        on processing meanwhile and commit once the assignment arrives.
+        """
+        if self.consumer is None or self._generation is None:
+            return False
+        now = generation(self.consumer)
+        return now is not None and now != self._generation
+
+    def _tasks_of(self, parts: list[TopicPartition]) -> list[RuntimeTask]:
+        """The tasks that read any of `parts`."""
+        found = [self.task_of.get((p.topic, p.partition)) for p in parts]
+        return _unique([rt for rt in found if rt is not None])
+
+    def _close_tasks(self, tasks: list[RuntimeTask]) -> None:
+        """Close `tasks` and forget them."""
+        for rt in tasks:
+            self.tasks.pop((rt.subtopology, rt.partition), None)
+            for tp in rt.tps:
+                if self.task_of.get(tp) is rt:
+                    del self.task_of[tp]
+            self.tasks_closed += 1
+            try:
+                self._close(rt)
+            except Exception as e:
+                log.warning("closing task %s: %s", rt.id, e)
+
+    def _take(self, parts: list[TopicPartition]) -> None:
+        """Apply the assignment of `parts` from the callback (confluent-kafka would apply it
+        after the callback returns otherwise): incrementally under the cooperative protocol."""
+        raw = getattr(self.consumer, "raw", None)
+        if raw is None:  # an in-memory consumer applies it itself
+            return
+        if self.cooperative:
+            raw.incremental_assign(parts)
+        else:
+            raw.assign(parts)
+
+    def _release(self, parts: list[TopicPartition]) -> None:
+        """Apply the revocation (or loss) of `parts` from the callback."""
+        raw = getattr(self.consumer, "raw", None)
+        if raw is None:
+            return
+        try:
+            if self.cooperative:
+                raw.incremental_unassign(parts)
+            else:
+                raw.unassign()
+        except Exception as e:  # the consumer is closing: it releases them itself
+            log.debug("releasing %d partition(s): %s", len(parts), e)
+
+    def _after_change(self, what: str, changed: list[RuntimeTask]) -> None:
+        """Log a change of the task set and publish the partitions now held."""
+        if changed or what == "assigned":
+            log.info(
+                "%s tasks %s; running %s",
+                what,
+                sorted(rt.id for rt in changed),
+                sorted(rt.id for rt in self.tasks.values()),
+            )
+        self.metrics.set_assigned(list(self.task_of))
 
     def _create(
         self, keys: list[TaskId], committed: dict[TP, int], restored: list[list[RestoreResult]]
@@ -137,7 +245,7 @@ class TaskManager:
         # round trip to the broker): the pause is the slowest one's, not the sum.
         with ThreadPoolExecutor(max_workers=min(16, max(1, len(keys)))) as pool:
             futures = {
-                key: pool.submit(RuntimeTask, self.ctx, key[0], key[1], committed, stores)
+                key: pool.submit(self._new_task, key, committed, stores)
                 for key, stores in zip(keys, restored, strict=True)
             }
         try:
@@ -146,13 +254,38 @@ class TaskManager:
         except BaseException as e:
             for fut in futures.values():
                 if fut.exception() is None:
-                    fut.result().close()
-            self.tasks.clear()
-            self.task_of.clear()
+                    self._close(fut.result())
+            for key in keys:  # the tasks running already stay, to be closed by the thread
+                rt = self.tasks.pop(key, None)
+                for tp in rt.tps if rt is not None else ():
+                    self.task_of.pop(tp, None)
             self.host.fail(e)
             raise
 
+    def _new_task(
+        self,
+        key: TaskId,
+        committed: dict[TP, int],
+        restored: list[RestoreResult] | None = None,
+    ) -> RuntimeTask:
+        """Task `key` with the producer the commit protocol gives it (released again if the
+        task cannot be created)."""
+        producer = self.commits.task_producer(*key)
+        try:
+            return RuntimeTask(self.ctx, key[0], key[1], committed, producer, restored)
+        except BaseException:
+            self.commits.release_producer(producer)
+            raise
+
+    def _close(self, rt: RuntimeTask) -> None:
+        """Close `rt`'s stores, then release its producer to the commit protocol."""
+        try:
+            rt.close()
+        finally:
+            self.commits.release_producer(rt.producer)
+
     def _add(self, key: TaskId, rt: RuntimeTask) -> None:
+        self.tasks_created += 1
         self.tasks[key] = rt
         for tp in rt.tps:
             self.task_of[tp] = rt
@@ -204,12 +337,12 @@ class TaskManager:
         return committed
 
     def _fence_previous_owners(self, keys: list[TaskId]) -> None:
-        """exactly_once: start a producer with each task's transactional id (RuntimeTask's,
-        `<app_id>-<sub-topology>_<partition>`) and close it, aborting the previous owner's open
+        """exactly_once: start a producer with each task's transactional id
+        (`task_transactional_id`) and close it, aborting the previous owner's open
         transaction; side by side, one round trip for all."""
 
         def fence(key: TaskId) -> None:
-            producer = self.ctx.new_producer(f"{self.ctx.app_id}-{key[0]}_{key[1]}")
+            producer = self.ctx.new_producer(task_transactional_id(self.ctx.app_id, *key))
             producer.close(1.0, drop_undelivered=True)
 
         with ThreadPoolExecutor(max_workers=min(16, max(1, len(keys)))) as pool:
@@ -218,7 +351,7 @@ class TaskManager:
             if fut.exception() is not None:
                 log.warning("fencing a previous owner: %s", fut.exception())
 
-    def _restore_again_if_committed_moved(self, tps: list[TP]) -> None:
+    def _restore_again_if_committed_moved(self, keys: list[TaskId], tps: list[TP]) -> None:
         """Restore again the tasks whose committed offsets moved while they were created.
 
         The offsets were read before the tasks' producers fenced the previous owner, which may
@@ -234,7 +367,7 @@ class TaskManager:
         for c in self.consumer.committed(tps):
             if c.offset is not None and c.offset >= 0:
                 final[(c.topic, c.partition)] = c.offset
-        for rt in list(self.tasks.values()):
+        for rt in [self.tasks[k] for k in keys if k in self.tasks]:
             now = {tp: final[tp] for tp in rt.tps if tp in final}
             if now != rt.committed:
                 log.info("task %s: offsets committed meanwhile %s; restoring again", rt.id, now)
@@ -242,12 +375,8 @@ class TaskManager:
                 self.rebuild(rt)
 
     def close_all(self) -> None:
-        """Close every task (a revoke, a loss, a rejoin, the thread's end)."""
-        for rt in self.tasks.values():
-            try:
-                rt.close()
-            except Exception as e:
-                log.warning("closing task %s: %s", rt.id, e)
+        """Close every task (a rejoin, the thread's end)."""
+        self._close_tasks(list(self.tasks.values()))
         self.tasks.clear()
         self.task_of.clear()
 
@@ -278,11 +407,12 @@ class TaskManager:
         """
         key = (rt.subtopology, rt.partition)
         self.tasks.pop(key, None)
+        self.tasks_closed += 1
         try:
-            rt.close()
+            self._close(rt)
         except Exception as e:
             log.warning("closing task %s: %s", rt.id, e)
-        fresh = RuntimeTask(self.ctx, rt.subtopology, rt.partition, dict(rt.committed))
+        fresh = self._new_task(key, dict(rt.committed))
         self._add(key, fresh)
         log.info("task %s: stores rebuilt from their changelogs", rt.id)
 
@@ -298,3 +428,8 @@ class TaskManager:
                 except KafkaClientError as e:
                     # Not fetching yet (just assigned): it starts from the committed offset.
                     log.debug("seek %s[%d] to %d: %s", t, p, off, e)
+
+
+def _unique(tasks: list[RuntimeTask]) -> list[RuntimeTask]:
+    """`tasks` without repeats, in order."""
+    return list(dict.fromkeys(tasks))

@@ -1,14 +1,12 @@
 """One task as the runtime runs it: the topology `Task` plus its producer, offsets and dedup.
 
-Under `exactly_once` every task has its own transactional producer (transactional id
-`<app_id>-<task id>`), so a new owner of the task fences the old one on any broker, whatever the
-broker does with consumer-group generations. A batch of a task is one transaction: outputs,
-changelog records and the task's input offsets commit together, and only then are the write
-caches applied to the stores (docs/architecture.md, "Exactly-once"). Under
-`exactly_once_v2` the tasks of a stream thread share the thread's transactional producer and
-commit in one transaction, as in Kafka Streams: one commit instead of one per task, but a zombie
-is fenced only by a broker that checks consumer-group generations in transactional offset
-commits (KIP-447).
+A task keeps its own state: the records it processes, its punctuations, its stores and their
+write caches, the input offsets of its open commit period, and how to discard that period. The
+producer it writes through, and when a transaction begins, commits or aborts, are the commit
+protocol's (commit.py): the task opens a period (`start_period`), queues its changelog records
+(`produce_changelogs`), names its offsets (`offsets`), applies its caches after a commit
+(`apply`) and forgets its work after a rollback (`discard`). The write caches reach the stores
+only after the commit (docs/architecture.md, "Exactly-once").
 
 On Apache Kafka that is the whole story. With the broker-compatibility component on
 (`broker_compat="tansu"`, kstream.broker_compat) outputs carry a provenance id and a task drops
@@ -19,11 +17,10 @@ of aborted transactions that such a broker still shows are processed once, acros
 
 from __future__ import annotations
 
-import heapq
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,15 +36,15 @@ from kstream.broker_compat import (
     marks_value,
 )
 from kstream.config import Config
-from kstream.errors import ProduceError
-from kstream.kafka.producer import UNASSIGNED, Producer
+from kstream.kafka.producer import Producer
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.metrics import STORE_TIMING_SAMPLE_EVERY
-from kstream.records import Headers, Record, TimestampType, derive
+from kstream.records import KAFKA_TIMESTAMP_TYPES, Record, merge_by_head
+from kstream.runtime.collector import Collector
 from kstream.runtime.policies import ErrorCounts, make_handler
 from kstream.state.changelog import CHANGELOG_OFFSET, changelog_records
 from kstream.state.metrics import StoreMetrics, instrument
-from kstream.state.provenance import HEADER, encoder, header_value
+from kstream.state.provenance import header_value
 from kstream.state.restore import RestoreResult, open_and_restore_all
 from kstream.state.spec import StoreSpec
 from kstream.topology.compiled import CompiledTopology
@@ -71,11 +68,9 @@ class RuntimeContext:
     partition_counts: dict[str, int]
     changelog_topics: set[str]
     global_views: Mapping[str, Any]
-    shared_producer: Callable[[], Producer]
     counts: ErrorCounts = field(default_factory=ErrorCounts)
     # exactly_once_v2: the tasks share the stream thread's transactional producer
     shared_transactions: bool = False
-    renew_shared_producer: Callable[[], None] = lambda: None
     restoring: int = 0
     duplicates_dropped: int = 0
     # where the app's Kafka clients come from (a mock cluster's in broker-free tests)
@@ -112,189 +107,6 @@ class RuntimeContext:
                 track_offsets=frozenset(self.changelog_topics),
             )
         )
-
-
-class Collector:
-    """Sends a task's sink records through its producer, with the records' own headers (as
-    Kafka Streams' record collector), or stamped with their provenance id when the
-    broker-compatibility component asks for it.
-
-    This runs once per output record. Stamping, per source partition it keeps the header's
-    encoder (`provenance.encoder`: the topic encoded once, one pack per record) and the count
-    of outputs per source offset (the id's output index), so a record costs a lookup by
-    (topic, partition), a counter and one pack.
-    """
-
-    __slots__ = ("_client_produce", "_producer", "counters", "produced", "rt", "stamp")
-
-    def __init__(self, rt: RuntimeTask) -> None:
-        self.rt = rt
-        self.stamp = rt.ctx.compat.provenance
-        # the task's producer and its client's produce (None: the producer has none, e.g. a
-        # mock); looked up again when the task gets a new producer
-        self._producer: Any = None
-        self._client_produce: Any = None
-        # (source topic, source partition) -> (header encoder, topic bytes, source offset ->
-        # outputs so far); cleared with each commit period (apply, rollback)
-        self.counters: dict[tuple[str, int], tuple[Any, bytes, dict[int, int]]] = {}
-        # records sent per topic since the stream thread last read them (for metrics)
-        self.produced: dict[str, int] = {}
-
-    def _source(self, topic: str, partition: int) -> tuple[Any, bytes, dict[int, int]]:
-        entry = self.counters[(topic, partition)] = (
-            encoder(topic, partition),
-            topic.encode("utf-8"),
-            {},
-        )
-        return entry
-
-    def send(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        timestamp: int,
-        headers: Headers,
-        partition: int | None,
-    ) -> None:
-        """One record caused by the task's current record (its provenance, and the record a
-        failure is reported on); see `send_many`."""
-        cur = self.rt.task.current
-        if cur is None:
-            origin = Record(None, None, timestamp, headers)
-        else:
-            origin = derive(cur, cur.key, cur.value)
-            origin.timestamp = timestamp
-            origin.headers = headers
-        self.send_many(topic, [origin], [key], [value], None if partition is None else [partition])
-
-    def send_many(
-        self,
-        topic: str,
-        records: Sequence[Record],
-        keys: Sequence[bytes | None],
-        values: Sequence[bytes | None],
-        partitions: Sequence[int | None] | None,
-    ) -> None:
-        """A sink's records, serialized (`keys`, `values`, and `partitions` or None for the
-        partitioner's choice, one per record): each keeps the record's timestamp and headers
-        and, with the compensations on, is stamped with the provenance of its record (topic,
-        partition, offset).
-
-        This is the engine's innermost loop, one pass per output record: the producer is
-        looked up once per call, the header encoder once per run of records from one source
-        partition.
-        """
-        rt = self.rt
-        producer = rt.producer
-        if producer is not self._producer:
-            self._producer = producer
-            self._client_produce = getattr(producer, "client_produce", None)
-        fast = self._client_produce
-        stamp = self.stamp
-        counters = self.counters
-        last_topic: str | None = None
-        last_part: int | None = None
-        enc: Any = None
-        tb = b""
-        seen: dict[int, int] = {}
-        sent = 0
-        i = -1
-        for r in records:
-            i += 1
-            headers = r.headers
-            # a record keeps its own headers, less a `kstream.src` stamp: without the
-            # compensations, an upstream's stamp names that app's input, and a reader that
-            # drops repeated stamps would drop this app's second output of one input record
-            hdrs: list[tuple[str, bytes | None]] = (
-                [h for h in headers if h[0] != HEADER] if headers else []
-            )
-            offset = r.offset
-            if stamp and offset is not None:
-                src_topic = r.topic
-                src_part = r.partition
-                if src_part != last_part or src_topic != last_topic:
-                    if src_topic is None or src_part is None:
-                        offset = None
-                    else:
-                        last_topic, last_part = src_topic, src_part
-                        entry = counters.get((src_topic, src_part))
-                        if entry is None:
-                            entry = self._source(src_topic, src_part)
-                        enc, tb, seen = entry
-                if offset is not None:
-                    idx = seen.get(offset, 0)
-                    seen[offset] = idx + 1
-                    hdrs.append((HEADER, enc(offset, idx, tb)))
-            partition = None if partitions is None else partitions[i]
-            if fast is not None:
-                # Producer.produce's common case, inlined; anything it raises (a full queue, a
-                # client error) goes to the full call, which retries or names the error
-                try:
-                    # positionally (see kstream.kafka.producer.UNASSIGNED)
-                    fast(
-                        topic,
-                        values[i],
-                        keys[i],
-                        UNASSIGNED if partition is None else partition,
-                        None,
-                        None,
-                        r.timestamp or 0,
-                        hdrs or None,
-                    )
-                    sent += 1
-                    continue
-                except Exception:
-                    pass
-            sent += self._produce(topic, r, keys[i], values[i], partition, hdrs, sent)
-        self._count(topic, sent)
-
-    def _produce(
-        self,
-        topic: str,
-        r: Record,
-        key: bytes | None,
-        value: bytes | None,
-        partition: int | None,
-        hdrs: list[tuple[str, bytes | None]],
-        sent: int,
-    ) -> int:
-        """The full produce call (retries a full queue, names errors): 1 if the record was
-        sent, 0 if the processing-error policy dropped it. `sent`: the slice's records sent
-        so far, counted before an error is raised."""
-        rt = self.rt
-        producer = rt.producer
-        try:
-            producer.produce(topic, value, key, partition, r.timestamp, hdrs)
-            return 1
-        except ProduceError as e:
-            # A record the broker will never take (too large, ...) is the input record's
-            # problem: the processing-error policy decides (fail, skip or dead-letter).
-            if e.retriable or producer.is_fatal():
-                self._count(topic, sent)
-                raise
-            # the failed record is the current one: a dead-letter copy takes its provenance
-            rt.task.current = r
-            rt.task.report(e, r, f"producing to topic {topic!r}")
-            return 0
-
-    def _count(self, topic: str, sent: int) -> None:
-        if sent:
-            produced = self.produced
-            produced[topic] = produced.get(topic, 0) + sent
-
-    def send_raw(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        timestamp: int,
-        headers: Sequence[tuple[str, bytes | None]],
-    ) -> None:
-        self.send(topic, key, value, timestamp, headers, None)
-
-    def partitions_for(self, topic: str) -> int:
-        return self.rt.ctx.partition_counts[topic]
 
 
 def task_store_parts(
@@ -363,12 +175,14 @@ class RuntimeTask:
         subtopology: int,
         partition: int,
         committed: Mapping[TP, int],
+        producer: Producer,
         restored: Sequence[RestoreResult] | None = None,
     ) -> None:
-        """`restored`: the task's stores (`task_store_parts`), already restored from their
-        changelogs with `committed` (the stream thread restores every task of a rebalance
-        with one consumer); the task takes them over, and closes them if it fails. Without
-        them the task restores its own."""
+        """`producer`: the one the commit protocol gives the task (`task_producer`), which
+        stays the protocol's to close. `restored`: the task's stores (`task_store_parts`),
+        already restored from their changelogs with `committed` (the stream thread restores
+        every task of a rebalance with one consumer); the task takes them over, and closes
+        them if it fails. Without them the task restores its own."""
         self.ctx = ctx
         self.subtopology = subtopology
         self.partition = partition
@@ -380,16 +194,12 @@ class RuntimeTask:
         self.open = False
         self.batch: dict[TP, list[Message]] = {}
         self._snapshot: tuple[int, list[tuple[Schedule, int]]] | None = None
-        self.own_producer = ctx.exactly_once and not ctx.shared_transactions
+        # the commit protocol's to replace (`recreate_producer`); the collector follows it
+        self.producer = producer
         cfg = ctx.config
         self.marks: HighMarks | None = None
         self.marks_store: Any = None
         try:
-            self.producer: Producer = (
-                ctx.new_producer(f"{ctx.app_id}-{self.id}")
-                if self.own_producer
-                else ctx.shared_producer()
-            )
             self.collector = Collector(self)
             if restored is None:
                 restored = restore_tasks(ctx, [(subtopology, partition)], committed)[0]
@@ -416,8 +226,6 @@ class RuntimeTask:
         except BaseException:
             for res in restored or ():
                 res.store.close()  # closing twice is harmless
-            if self.own_producer and hasattr(self, "producer"):
-                self.producer.close(drop_undelivered=True)
             raise
 
     def _restored(self, res: RestoreResult) -> Any:
@@ -457,22 +265,20 @@ class RuntimeTask:
 
     # --- processing ------------------------------------------------------------------------
 
-    def begin(self) -> None:
-        """Open the task's commit period (a transaction under exactly-once)."""
-        if self.open:
-            return
+    def start_period(self) -> None:
+        """Open the task's commit period: remember the stream time and punctuation schedule a
+        rollback returns to. The commit protocol calls this (`CommitProtocol.begin`) before
+        the task processes or punctuates, after beginning its transaction if it has one."""
         t = self.task
         self._snapshot = (t.stream_time, [(s, s.due) for s in t.schedules])
-        if self.ctx.exactly_once and not self.producer.in_transaction:
-            self.producer.begin()
         self.open = True
 
     def process(self, parts: dict[TP, list[Message]]) -> None:
-        """Process this batch's messages of the task's partitions, in stream-time order."""
-        self.begin()
+        """Process this batch's messages of the task's partitions, in stream-time order
+        (within the period the commit protocol opened)."""
         self.batch = parts
         lists: list[list[Record]] = []
-        new, create_time = object.__new__, TimestampType.CREATE_TIME
+        new, ts_types = object.__new__, KAFKA_TIMESTAMP_TYPES
         marks = self.marks
         dropped = marks.dropped if marks is not None else 0
         for (topic, partition), msgs in parts.items():
@@ -486,11 +292,11 @@ class RuntimeTask:
                 r = new(Record)
                 r.key = m.key()
                 r.value = m.value()
-                r.timestamp = m.timestamp()[1]
+                ts_type, r.timestamp = m.timestamp()
                 r.topic = topic
                 r.partition = partition
                 r.offset = m.offset()
-                r.timestamp_type = create_time
+                r.timestamp_type = ts_types[ts_type]
                 hdrs = m.headers()
                 if hdrs:
                     r.headers = hdrs  # type: ignore[assignment]
@@ -505,7 +311,7 @@ class RuntimeTask:
             lists.append(recs)
         if marks is not None and marks.dropped != dropped:
             self.ctx.duplicates_dropped += marks.dropped - dropped
-        records = lists[0] if len(lists) == 1 else list(heapq.merge(*lists, key=_timestamp))
+        records = lists[0] if len(lists) == 1 else merge_by_head(lists, _timestamp)
         try:
             if records:
                 self.task.process(records)
@@ -529,11 +335,14 @@ class RuntimeTask:
         task.current = None
         marks.changed.clear()
 
+    @property
+    def punctuates_wall_clock(self) -> bool:
+        """The task has wall-clock punctuations (`punctuate` then runs in a commit period)."""
+        return any(s.type.value == "wall_clock" for s in self.task.schedules)
+
     def punctuate(self, now_ms: int) -> None:
-        task = self.task
-        if any(s.type.value == "wall_clock" for s in task.schedules):
-            self.begin()
-            task.punctuate_wall_clock(now_ms)
+        """Run the wall-clock punctuations due at `now_ms` (within an open period)."""
+        self.task.punctuate_wall_clock(now_ms)
 
     # --- commit ----------------------------------------------------------------------------
 
@@ -575,27 +384,13 @@ class RuntimeTask:
     def offsets(self) -> list[TopicPartition]:
         return [TopicPartition(t, p, o) for (t, p), o in self.next_offsets.items()]
 
-    def end_txn(self, group_metadata: Any) -> None:
-        """Send the input offsets into the transaction and commit it (the stream thread
-        queues the changelogs first and applies the write caches after)."""
-        offs = self.offsets()
-        if offs:
-            self.producer.send_offsets(offs, group_metadata)
-        self.producer.commit()
+    def discard(self) -> None:
+        """Drop the uncommitted work of the open period: empty the write caches, rewind
+        stream time and the punctuation schedule, forget the period's offsets.
 
-    def rollback(self, fenced: bool = False) -> None:
-        """Drop the uncommitted work: abort, empty the write caches, rewind stream time.
-
-        The caller seeks the task's partitions back to `committed`. A fenced producer is not
-        replaced: a new one with the task's transactional id would fence the task's new owner.
+        The commit protocol aborts the transaction first (`CommitProtocol.rollback`); the
+        caller seeks the task's partitions back to `committed`.
         """
-        if self.ctx.exactly_once and self.producer.in_transaction:
-            try:
-                self.producer.abort()
-            except Exception as e:
-                if not fenced and not self.producer.fenced():
-                    log.warning("task %s: abort failed (%s); recreating its producer", self.id, e)
-                    self.recreate_producer()
         self.task.discard()
         if self.marks_store is not None:
             self.marks = load_marks(self.marks_store)  # the marks as last committed
@@ -610,23 +405,9 @@ class RuntimeTask:
         self.open = False
         self._snapshot = None
 
-    def recreate_producer(self) -> None:
-        if not self.own_producer:
-            if self.ctx.exactly_once:
-                self.ctx.renew_shared_producer()
-            return
-        try:
-            self.producer.close(1.0, drop_undelivered=True)
-        except Exception:
-            pass
-        self.producer = self.ctx.new_producer(f"{self.ctx.app_id}-{self.id}")
-
     def close(self) -> None:
-        try:
-            self.task.close()
-        finally:
-            if self.own_producer:
-                self.producer.close(1.0, drop_undelivered=True)
+        """Close the task's stores (its producer is the commit protocol's to release)."""
+        self.task.close()
 
 
 def _timestamp(r: Record) -> int:

@@ -33,6 +33,7 @@ from kstream.runtime.failures import MAX_RETRIES, Recovery, route
 from kstream.runtime.future_timestamps import FutureTimestamps
 from kstream.runtime.globals import GlobalStores
 from kstream.runtime.purge import RepartitionPurge
+from kstream.runtime.rebalance import COOPERATIVE, effective_protocol, group_settings
 from kstream.runtime.task_manager import TaskManager
 from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask
 from kstream.runtime.thread_metrics import ThreadMetrics
@@ -79,8 +80,18 @@ class StreamThread:
         self.commits: CommitProtocol = commit_protocol(
             ctx, self, self.metrics, self.transactional_id
         )
+        # "cooperative" or "eager" (kstream.runtime.rebalance)
+        self.rebalance_protocol = effective_protocol(ctx.compiled, ctx.config)
         # the tasks: rebalances, creation, restore, rebuild and rollback
-        self.task_manager = TaskManager(ctx, self, self.commits, self.metrics, stop, on_state)
+        self.task_manager = TaskManager(
+            ctx,
+            self,
+            self.commits,
+            self.metrics,
+            stop,
+            on_state,
+            cooperative=self.rebalance_protocol == COOPERATIVE,
+        )
         # deletes consumed repartition records after commits, as Kafka Streams does
         self.purge = RepartitionPurge(ctx)
         self._last_commit = time.monotonic()
@@ -110,6 +121,12 @@ class StreamThread:
         return self.task_manager.task_of
 
     @property
+    def rejoin_pending(self) -> bool:
+        """The thread leaves the group and rejoins at its next turn (its producer was
+        fenced: its tasks were rolled back and commit nothing until then)."""
+        return self._resubscribe
+
+    @property
     def processed(self) -> int:
         """Input records processed (including records of batches that were retried)."""
         return self.stats.processed
@@ -118,10 +135,6 @@ class StreamThread:
         """The producer the thread's tasks share: every task's under at_least_once, and the
         one transactional producer of all tasks under exactly_once_v2."""
         return self.commits.shared_producer()
-
-    def renew_shared_producer(self) -> None:
-        """Replace a fatal shared transactional producer (its tasks were rolled back)."""
-        self.commits.renew_shared_producer(list(self.tasks.values()))
 
     def run(self) -> None:
         try:
@@ -161,7 +174,7 @@ class StreamThread:
         self.consumer = self.ctx.client_supplier.consumer(
             ClientConfig(
                 self.ctx.bootstrap_servers,
-                consumer_settings(cfg),
+                {**consumer_settings(cfg), **group_settings(cfg, self.rebalance_protocol)},
                 cfg.connect_timeout,
                 group_id=self.ctx.app_id,
             )
@@ -207,12 +220,15 @@ class StreamThread:
         self.stats.gauges(self.tasks.values(), self.task_of.keys(), self.consumer)
         now_ms = int(time.time() * 1000)
         for rt in list(self.tasks.values()):
-            self.guard(rt, rt.punctuate, now_ms)
+            if rt.punctuates_wall_clock:
+                self.guard(rt, self._punctuate, rt, now_ms)
         self.stats.progress(self.tasks.values())
-        if time.monotonic() - self._last_commit >= self._interval_s or any(
+        due = time.monotonic() - self._last_commit >= self._interval_s or any(
             rt.task.commit_requested for rt in self.tasks.values()
-        ):
-            self._commit()
+        )
+        # no commit while the group moves to a new generation (TaskManager.rebalancing)
+        if due and not self.task_manager.rebalancing:
+            self.commit()
 
     def _process(self, msgs: list[Any]) -> None:
         """Run a batch through its tasks with the cyclic garbage collector paused.
@@ -262,9 +278,19 @@ class StreamThread:
         for rt, parts in per_task.items():
             task = rt.task
             task.future_limit, task.on_future = limit, future
-            if self.guard(rt, rt.process, parts):
+            if self.guard(rt, self._process_task, rt, parts):
                 processed += sum(len(v) for v in parts.values())
         self.stats.batch(msgs, groups, processed, time.perf_counter() - t0)
+
+    def _process_task(self, rt: RuntimeTask, parts: dict[TP, list[Any]]) -> None:
+        """`rt`'s share of the batch, in the commit period its protocol opens."""
+        self.commits.begin(rt)
+        rt.process(parts)
+
+    def _punctuate(self, rt: RuntimeTask, now_ms: int) -> None:
+        """`rt`'s wall-clock punctuations, in the commit period its protocol opens."""
+        self.commits.begin(rt)
+        rt.punctuate(now_ms)
 
     def guard(self, rt: RuntimeTask, fn: Callable[..., Any], *args: Any) -> bool:
         """Run `fn`; on a failure the table of failures.py routes, recover (the loop retries)
@@ -293,7 +319,7 @@ class StreamThread:
         else:
             tm.seek_back(tm.rollback(rt))
             if recovery is Recovery.RECREATE_PRODUCER:
-                rt.recreate_producer()
+                self.commits.recreate_producer(rt, list(self.tasks.values()))
         self.failed_once(e)
 
     def apply(self, rt: RuntimeTask, delivered: dict[TP, int]) -> None:
@@ -328,7 +354,9 @@ class StreamThread:
 
     # --- commit ----------------------------------------------------------------------------
 
-    def _commit(self) -> None:
+    def commit(self) -> None:
+        """Commit the open tasks now (the loop does when `commit_interval` has passed or a
+        task asked for it)."""
         assert self.consumer is not None
         self._last_commit = time.monotonic()
         t0 = time.perf_counter()
@@ -337,13 +365,18 @@ class StreamThread:
             self.metrics.commit(time.perf_counter() - t0, transactions)
             self.purge.after_commit(self.tasks.values())
 
-    def commit_all_or_rollback(self) -> None:
+    def commit_all_or_rollback(self) -> list[RuntimeTask]:
+        """Commit the open tasks (at a revoke or the end); if that raises, roll every task
+        back. The tasks rolled back (their partitions must be sought back if they go on)."""
         try:
-            self._commit()
+            self.commit()
         except Exception as e:
             log.warning("final commit failed: %s", e)
+            rolled: list[RuntimeTask] = []
             for rt in self.tasks.values():
-                self.task_manager.rollback(rt)
+                rolled += self.task_manager.rollback(rt)
+            return rolled
+        return []
 
     def _shutdown(self) -> None:
         if self.error is not None:

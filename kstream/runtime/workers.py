@@ -2,11 +2,12 @@
 
 One process runs one stream thread, which Python's interpreter lock holds to one core. With
 `processes` above 1 the App does not run a stream thread itself: `start()` runs the supervisor
-of `kstreamd run --processes N` (`kstream.service.supervisor`) on a background thread, which
-starts N worker processes of the app, restarts those that die and serves one HTTP address
-(`config["http"]`, any free loopback port when unset). The App's state follows the fleet:
-RUNNING once every worker is ready, REBALANCING while one is not, NOT_RUNNING after a clean
-close, ERROR if a worker did not close cleanly.
+of `kstreamd run --processes N` on a background thread, which starts N worker processes of the
+app, restarts those that die and serves one HTTP address (`config["http"]`, any free loopback
+port when unset). The supervisor is above the runtime: the App gets it from the registered
+multi-process front (kstream.runtime.fleet), and this module keeps the App's side only.
+The App's state follows the fleet: RUNNING once every worker is ready, REBALANCING while one
+is not, NOT_RUNNING after a clean close, ERROR if a worker did not close cleanly.
 
 Workers import the topology themselves (a topology holds user functions that need not
 pickle), so the App needs a `MODULE:ATTR` reference to it: given as the topology argument
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from kstream.config import Config
 from kstream.errors import ConfigError, KStreamError
+from kstream.runtime.fleet import Fleet, new_fleet
 
 if TYPE_CHECKING:
     from kstream.runtime.app import App
@@ -113,28 +115,17 @@ def topology_reference(given: Any, processes: int) -> str:
 
 
 class WorkerProcesses:
-    """The supervisor of an App's worker processes, run on a background thread."""
+    """The supervisor of an App's worker processes (a `Fleet`), run on a background thread,
+    with the App's state following it."""
 
     def __init__(
         self, app: App, reference: str, processes: int, state_lock: StateDirLock | None = None
     ) -> None:
         """`state_lock`: the App's lock on `<state_dir>/<app_id>`, which the supervisor then
         holds for the App instead of taking its own (one process cannot take it twice)."""
-        from kstream.service.settings import Settings
-        from kstream.service.supervisor import Supervisor, config_mapping
-
         self.app = app
         self.reference = reference
-        config = config_mapping(app.config)
-        if not config.get("http"):
-            config["http"] = "127.0.0.1:0"  # the library did not ask for a fixed address
-        settings = Settings(
-            app_id=app.app_id,
-            bootstrap_servers=app.bootstrap_servers,
-            processing_guarantee=app.processing_guarantee,
-            config=config,
-        )
-        self.supervisor = Supervisor(reference, settings, processes, state_lock=state_lock)
+        self.supervisor: Fleet = new_fleet(app, reference, processes, state_lock)
         self.error: BaseException | None = None
         self.exit_code: int | None = None
         self._thread: threading.Thread | None = None

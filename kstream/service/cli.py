@@ -267,16 +267,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     spark_cli.check_flags(args, settings.engine)
     target = load_target(args.target)
     if args.processes > 1:
-        from kstream.service.supervisor import supervise
+        from kstream.service.supervisor import new_supervisor
 
-        return supervise(
+        return new_supervisor(
             args.target,
             settings,
             args.processes,
             target=target,
             log_level=args.log_level,
             log_format=args.log_format,
-        )
+        ).run()
     if settings.engine == "spark":
         return spark_cli.run(target, settings, args)
     return run_service(target, settings)

@@ -21,9 +21,9 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING
 
-from kstream.kafka.admin import Admin
 from kstream.kafka.consumer import Consumer
 from kstream.kafka.producer import Producer
+from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 
 log = logging.getLogger("kstream.service")
 
@@ -85,8 +85,11 @@ class InstanceRegistry:
         endpoint: str,
         kafka: Mapping[str, Any] | None = None,
         connect_timeout: int = 10_000,
+        client_supplier: ClientSupplier | None = None,
     ) -> None:
+        """`client_supplier`: the app's (its clients come from it too); None: Kafka's."""
         self.topic = instances_topic(app_id)
+        self._supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
         self.instance_id = instance_id
         self.endpoint = endpoint
         self._bootstrap = bootstrap_servers
@@ -102,16 +105,19 @@ class InstanceRegistry:
 
     def start(self) -> None:
         """Create the topic if needed and start following it."""
-        admin = Admin(self._bootstrap, kafka=self._kafka, connect_timeout=self._timeout)
+        config = ClientConfig(self._bootstrap, self._kafka, self._timeout)
+        admin = self._supplier.admin(config)
         admin.create_topic(self.topic, 1, {"cleanup.policy": "compact", "retention.ms": "-1"})
-        self._producer = Producer(self._bootstrap, kafka=self._kafka, connect_timeout=self._timeout)
+        self._producer = self._supplier.producer(config)
         # a short fetch wait: another instance's new assignment is seen within 0.1 s (at the
         # default 500 ms a key query could answer owner_unknown for most of a second after a
         # rebalance); the topic holds a record per instance, so the fetches cost little
-        self._consumer = Consumer(
-            self._bootstrap,
-            kafka={**self._kafka, "fetch.wait.max.ms": FOLLOW_FETCH_WAIT_MS},
-            connect_timeout=self._timeout,
+        self._consumer = self._supplier.consumer(
+            ClientConfig(
+                self._bootstrap,
+                {**self._kafka, "fetch.wait.max.ms": FOLLOW_FETCH_WAIT_MS},
+                self._timeout,
+            )
         )
         self._consumer.assign([(self.topic, 0, OFFSET_BEGINNING)])
         self._thread = threading.Thread(

@@ -169,9 +169,10 @@ class AppService:
         if topic in counts:
             return int(counts[topic])
         if topic not in self._counts:
-            from kstream.kafka.admin import Admin
+            from kstream.kafka.supplier import ClientConfig, KafkaClientSupplier
 
-            admin = Admin(self.app.bootstrap_servers, kafka=self.app.config.kafka)
+            supplier = getattr(self.app, "client_supplier", None) or KafkaClientSupplier()
+            admin = supplier.admin(ClientConfig(self.app.bootstrap_servers, self.app.config.kafka))
             found = admin.partition_counts([topic])
             if topic not in found:
                 raise Problem(503, "not_ready", f"topic {topic!r} does not exist yet")

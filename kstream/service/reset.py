@@ -26,7 +26,7 @@ import glob
 import os
 import shutil
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from confluent_kafka import (
@@ -40,6 +40,7 @@ from kstream.config import app_state_dir, validate_app_id
 from kstream.errors import ConfigError, KafkaClientError, KStreamError
 from kstream.kafka.admin import Admin
 from kstream.kafka.consumer import Consumer
+from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.runtime.state_lock import LOCK_FILE, StateDirLock, StateDirLockedError
 
 __all__ = [
@@ -168,18 +169,20 @@ def reset_app(
     delete_candidates: bool = False,
     dry_run: bool = False,
     force: bool = False,
+    client_supplier: ClientSupplier | None = None,
 ) -> list[str]:
     """Reset `app_id`; returns one line per action taken (or planned, with `dry_run`).
 
     `internal`: the exact internal topic names (from the topology). Without them, candidate
-    topics are deleted only with `delete_candidates`.
+    topics are deleted only with `delete_candidates`. `client_supplier`: where the admin
+    client and the group's consumer come from (None: Kafka's).
     """
     validate_app_id(app_id, "--app-id")
-    admin = Admin(bootstrap_servers, kafka=kafka, connect_timeout=connect_timeout)
+    supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
+    config = ClientConfig(bootstrap_servers, dict(kafka or {}), connect_timeout)
+    admin = supplier.admin(config)
     plan = plan_reset(app_id, admin, internal=internal, state_dir=state_dir)
-    consumer = Consumer(
-        bootstrap_servers, group_id=app_id, kafka=kafka, connect_timeout=connect_timeout
-    )
+    consumer = supplier.consumer(replace(config, group_id=app_id))
     try:
         if not force:
             check_not_running(admin, consumer, plan)

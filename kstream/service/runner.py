@@ -88,6 +88,7 @@ def run_service(target: Any, settings: Settings, out: TextIO = sys.stdout) -> in
                 endpoint=endpoint,
                 kafka=cfg.kafka,
                 connect_timeout=cfg.connect_timeout,
+                client_supplier=getattr(app, "client_supplier", None),
             )
             registry.start()
             server.served = AppService(app, probe, registry, instance_id)

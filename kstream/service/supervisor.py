@@ -66,7 +66,7 @@ from kstream.service.worker import BOOTSTRAP, WorkerSpec
 
 log = logging.getLogger("kstream.service")
 
-__all__ = ["CRASH_LOOP", "Supervisor", "config_mapping", "parse_processes", "supervise"]
+__all__ = ["CRASH_LOOP", "Supervisor", "config_mapping", "new_supervisor", "parse_processes"]
 
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 30.0
@@ -302,6 +302,10 @@ class Supervisor:
         config["state_dir"] = slot.state_dir
         host = f"[{self.host}]" if ":" in self.host else self.host
         config["http"] = f"{host}:{port}"
+        if config.get("group_instance_id"):
+            # static membership: each worker a stable member id of its own, kept across its
+            # restarts (its state directory is kept too), so a restart moves no task
+            config["group_instance_id"] = f"{config['group_instance_id']}-{slot.index}"
         advertised = None
         if self.settings.advertised_url:
             parts = urllib.parse.urlsplit(self.settings.advertised_url)
@@ -359,7 +363,7 @@ class Supervisor:
         return failed
 
 
-def supervise(
+def new_supervisor(
     target_ref: str,
     settings: Settings,
     processes: int,
@@ -368,12 +372,15 @@ def supervise(
     log_level: str | None = None,
     log_format: str | None = None,
     stop: threading.Event | None = None,
-    out: TextIO = sys.stdout,
-) -> int:
-    """Run `processes` workers of `target_ref` with `settings`; the exit status.
+    state_lock: StateDirLock | None = None,
+) -> Supervisor:
+    """The supervisor of `processes` workers of `target_ref` with `settings`, not started
+    (`run` it): the one way in for `kstreamd run --processes`, `kstream.run_processes` and
+    `App(config={"processes": N})` (kstream.processes).
 
     `target` is the already loaded target: when it is an App, its app id, servers, guarantee
-    and config are the workers' settings (as `kstreamd run` uses an App as it is).
+    and config are the workers' settings (as `kstreamd run` uses an App as it is). `stop`, when
+    set, stops the supervisor as its own `stop` does; `state_lock`: see `Supervisor`.
     """
     if target is not None and hasattr(target, "app_id") and hasattr(target, "start"):
         settings = replace(
@@ -383,7 +390,14 @@ def supervise(
             processing_guarantee=target.processing_guarantee,
             config=config_mapping(target.config),
         )
-    sup = Supervisor(target_ref, settings, processes, log_level=log_level, log_format=log_format)
+    sup = Supervisor(
+        target_ref,
+        settings,
+        processes,
+        log_level=log_level,
+        log_format=log_format,
+        state_lock=state_lock,
+    )
     if stop is not None:
 
         def relay() -> None:
@@ -391,7 +405,7 @@ def supervise(
             sup.stop.set()
 
         threading.Thread(target=relay, name="kstream-stop", daemon=True).start()
-    return sup.run(out)
+    return sup
 
 
 def config_mapping(config: Config) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from kstream.config import Config, validate_app_id
 from kstream.duration import duration
 from kstream.errors import ConfigError, TopologyError
+from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.spark.checkpoint import clear_unfinished_start
 from kstream.spark.failure import raise_failure
 from kstream.spark.policy import ensure_dlq_topic, policy_config
@@ -155,6 +156,7 @@ def start(
     *,
     max_records_per_batch: int | None = DEFAULT_MAX_RECORDS_PER_BATCH,
     guarantee: str = "exactly_once",
+    client_supplier: ClientSupplier | None = None,
 ) -> TaskQueries:
     """Start the queries, one per sub-topology, and return them (see `run`)."""
     validate_app_id(app_id)
@@ -172,6 +174,7 @@ def start(
         cfg,
         max_records_per_batch,
         guarantee,
+        client_supplier,
     )
 
 
@@ -186,6 +189,7 @@ def run(
     *,
     max_records_per_batch: int | None = DEFAULT_MAX_RECORDS_PER_BATCH,
     guarantee: str = "exactly_once",
+    client_supplier: ClientSupplier | None = None,
 ) -> None:
     """Run `topology` on Spark until done (`availableNow`) or stopped (SIGTERM/SIGINT).
 
@@ -196,6 +200,8 @@ def run(
     give `checkpoint_dir` on storage every node shares, e.g. `hdfs://` or `s3a://`).
     `max_records_per_batch` caps a micro-batch (None: everything available, one batch);
     `guarantee` is `exactly_once` (transactional writes, replays skipped) or `at_least_once`.
+    `client_supplier`: where every Kafka client of the run comes from, on the driver and the
+    executors (None: Kafka's; it must pickle, see `kstream.spark.clients`).
     """
     stopping = threading.Event()
     restarts = 0
@@ -210,6 +216,7 @@ def run(
             config,
             max_records_per_batch=max_records_per_batch,
             guarantee=guarantee,
+            client_supplier=client_supplier,
         )
         try:
             _wait(q, stopping)
@@ -278,18 +285,20 @@ def _start_tasks(
     cfg: Config,
     max_records_per_batch: int | None,
     guarantee: str,
+    client_supplier: ClientSupplier | None = None,
 ) -> TaskQueries:
     """Create the internal topics; start one query per sub-topology (`kstream.spark.tasks`)."""
     from pyspark.sql import functions as F
 
     from kstream.internal_topics import repartition_config
-    from kstream.kafka.admin import Admin
     from kstream.spark import packing, source, tasks
     from kstream.spark.labels import spread_labels
     from kstream.spark.sink import TransactionalSink, ensure_marker_topic
 
     app_id = plan.app_id
-    with Admin(bootstrap_servers, kafka=cfg.kafka) as admin:
+    supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
+    admin = supplier.admin(ClientConfig(bootstrap_servers, cfg.kafka))
+    try:
         counts = admin.partition_counts(plan.external_topics)
         missing = [t for t in plan.external_topics if t not in counts]
         if missing:
@@ -304,8 +313,11 @@ def _start_tasks(
         slots = {
             sid: ensure_marker_topic(admin, _query_app(app_id, sid), widest) for sid in plan.order
         }
+    finally:
+        admin.close()
     plan.bootstrap_servers = bootstrap_servers
     plan.kafka = dict(cfg.kafka)
+    plan.client_supplier = client_supplier
     plan.policies = policy_config(cfg)
     blob = plan.blob()
     if spark is None:
@@ -331,6 +343,7 @@ def _start_tasks(
                         plan.sources[sid],
                         kafka=cfg.kafka,
                         max_records_per_batch=max_records_per_batch,
+                        client_supplier=client_supplier,
                         transform=(packing.pack_input, packing.INPUT_SCHEMA)
                         if sid in plan.stateful
                         else (
@@ -367,6 +380,7 @@ def _start_tasks(
                 slots=slots[sid],
                 partitions=plan.partitions,
                 guarantee=guarantee,
+                client_supplier=client_supplier,
             )
             location = os.path.join(checkpoint_dir, f"subtopology-{sid}")
             clear_unfinished_start(spark, location)

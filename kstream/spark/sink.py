@@ -37,7 +37,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kstream.kafka.partitioner import default_partition
-from kstream.spark.order import merge_by_head, tp_order
+from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
+from kstream.records import merge_by_head
+from kstream.spark.order import tp_order
 from kstream.spark.wire import decode_headers, unpack_output
 from kstream.state import provenance
 
@@ -153,8 +155,10 @@ class SlotWriter:
         kafka: Mapping[str, Any],
         slot: int,
         guarantee: str = "exactly_once",
+        client_supplier: ClientSupplier | None = None,
     ) -> None:
         self.app_id = app_id
+        self.supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
         self.bootstrap_servers = bootstrap_servers
         self.kafka = dict(kafka)
         self.slot = slot
@@ -163,20 +167,19 @@ class SlotWriter:
         self._consumer: Any = None
 
     def _clients(self) -> tuple[Any, Any]:
-        from kstream.kafka.consumer import Consumer
-        from kstream.kafka.producer import Producer
-
         if self._producer is None:
-            self._producer = Producer(
-                self.bootstrap_servers,
-                kafka=self.kafka,
-                transactional_id=(
-                    f"{self.app_id}-spark-sink-{self.slot}" if self.transactional else None
-                ),
+            self._producer = self.supplier.producer(
+                ClientConfig(
+                    self.bootstrap_servers,
+                    self.kafka,
+                    transactional_id=(
+                        f"{self.app_id}-spark-sink-{self.slot}" if self.transactional else None
+                    ),
+                )
             )
         if self._consumer is None and self.transactional:
-            self._consumer = Consumer(
-                self.bootstrap_servers, group_id=sink_group(self.app_id), kafka=self.kafka
+            self._consumer = self.supplier.consumer(
+                ClientConfig(self.bootstrap_servers, self.kafka, group_id=sink_group(self.app_id))
             )
         return self._producer, self._consumer
 
@@ -279,9 +282,10 @@ def write_function(
     kafka: Mapping[str, Any],
     guarantee: str,
     batch_id: int,
+    client_supplier: ClientSupplier | None = None,
 ) -> Any:
     """The `applyInArrow` function that writes one slot's rows on an executor (packed:
-    `kstream.spark.packing.OUTPUT_SCHEMA`)."""
+    `kstream.spark.packing.OUTPUT_SCHEMA`); `client_supplier` travels with it, pickled."""
     kafka = dict(kafka)
 
     def write(key: tuple[Any, ...], table: Any) -> Any:
@@ -291,7 +295,7 @@ def write_function(
         table = unpack_output(table.column("rows").to_pylist())
         # clients per write: a cached producer would be fenced by whichever worker wrote the
         # slot last, and a fenced producer's retries cost more than a new one
-        writer = SlotWriter(app_id, bootstrap_servers, kafka, slot, guarantee)
+        writer = SlotWriter(app_id, bootstrap_servers, kafka, slot, guarantee, client_supplier)
         try:
             n = writer.write(table.select(list(COLUMNS)).to_pydict(), batch_id)
         finally:
@@ -328,7 +332,10 @@ class TransactionalSink:
         slots: int = 1,
         partitions: Mapping[str, int] | None = None,
         guarantee: str = "exactly_once",
+        client_supplier: ClientSupplier | None = None,
     ) -> None:
+        """`client_supplier`: where the writers' clients come from (None: Kafka's; it must
+        pickle, as it goes to the executors)."""
         if guarantee not in GUARANTEES:
             raise ValueError(f"guarantee must be one of {GUARANTEES}, got {guarantee!r}")
         self.app_id = app_id
@@ -337,6 +344,7 @@ class TransactionalSink:
         self.slots = max(int(slots), 1)
         self.partitions = dict(partitions or {})
         self.guarantee = guarantee
+        self.client_supplier = client_supplier
         self._local: dict[int, SlotWriter] = {}
         self.batches_written = 0
         self.batches_skipped = 0
@@ -345,7 +353,12 @@ class TransactionalSink:
 
     def __call__(self, df: Any, batch_id: int) -> None:
         fn = write_function(
-            self.app_id, self.bootstrap_servers, self.kafka, self.guarantee, batch_id
+            self.app_id,
+            self.bootstrap_servers,
+            self.kafka,
+            self.guarantee,
+            batch_id,
+            self.client_supplier,
         )
         results = df.groupBy("slot").applyInArrow(fn, RESULT_SCHEMA).collect()
         self._count([(int(r["written"]), bool(r["skipped"])) for r in results])
@@ -379,7 +392,12 @@ class TransactionalSink:
             w = self._local.get(slot)
             if w is None:
                 w = self._local[slot] = SlotWriter(
-                    self.app_id, self.bootstrap_servers, self.kafka, slot, self.guarantee
+                    self.app_id,
+                    self.bootstrap_servers,
+                    self.kafka,
+                    slot,
+                    self.guarantee,
+                    self.client_supplier,
                 )
             got = w.write(part, batch_id)
             results.append((max(got, 0), got < 0))
@@ -388,7 +406,9 @@ class TransactionalSink:
 
     def committed_batches(self) -> int:
         """How many batches (0..N-1) are known to be written: the furthest slot's marker."""
-        return committed_batches(self.bootstrap_servers, self.app_id, self.kafka)
+        return committed_batches(
+            self.bootstrap_servers, self.app_id, self.kafka, self.client_supplier
+        )
 
     def close(self) -> None:
         for w in self._local.values():
@@ -397,14 +417,21 @@ class TransactionalSink:
 
 
 def committed_batches(
-    bootstrap_servers: str, app_id: str, kafka: Mapping[str, Any] | None = None
+    bootstrap_servers: str,
+    app_id: str,
+    kafka: Mapping[str, Any] | None = None,
+    client_supplier: ClientSupplier | None = None,
 ) -> int:
     """The highest batch count any slot of `app_id`'s sink has committed."""
     from confluent_kafka import TopicPartition
 
-    from kstream.kafka.consumer import Consumer
-
-    with Consumer(bootstrap_servers, group_id=sink_group(app_id), kafka=kafka) as c:
+    supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
+    c = supplier.consumer(
+        ClientConfig(bootstrap_servers, dict(kafka or {}), group_id=sink_group(app_id))
+    )
+    try:
         parts = c.partitions_for(marker_topic(app_id))
         tps = c.committed([TopicPartition(marker_topic(app_id), p) for p in parts])
+    finally:
+        c.close()
     return max((max(int(tp.offset), 0) for tp in tps), default=0)

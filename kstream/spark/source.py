@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -28,6 +27,8 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from kstream.errors import KafkaClientError, TopologyError
+from kstream.kafka.supplier import ClientConfig, ClientSupplier
+from kstream.spark.clients import pack_supplier, unpack_supplier
 from kstream.spark.wire import SOURCE_ARROW_SCHEMA as ARROW_SCHEMA
 from kstream.spark.wire import SOURCE_SCHEMA as SCHEMA
 from kstream.spark.wire import decode_headers, dumps, encode_headers, loads
@@ -54,8 +55,12 @@ def options(
     kafka: Mapping[str, Any] | None = None,
     max_records_per_batch: int | None = None,
     transform: tuple[Transform, str] | None = None,
+    client_supplier: ClientSupplier | None = None,
 ) -> dict[str, str]:
     """The `.options(...)` of a `readStream.format("kstream_kafka")` reading `topics`.
+
+    `client_supplier`: where the planner and the readers get their consumers (None: Kafka's;
+    it must pickle, see `kstream.spark.clients`).
 
     `transform` = `(function, schema)`: the read task passes its Arrow batches (of `SCHEMA`)
     through `function`, whose output (of `schema`, a DDL string) is what the source returns:
@@ -67,6 +72,8 @@ def options(
         "topics": json.dumps(list(topics)),
         "kafka": json.dumps(dict(kafka or {})),
     }
+    if client_supplier is not None:
+        out["client_supplier"] = pack_supplier(client_supplier)
     if max_records_per_batch is not None:
         out["max_records_per_batch"] = str(int(max_records_per_batch))
     if transform is not None:
@@ -113,6 +120,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.max_records is not None and self.max_records <= 0:
             raise TopologyError(f"max_records_per_batch must be positive, got {limit}")
         self.transform = opts.get("transform") or None
+        self.supplier = opts.get("client_supplier", "")
         self._target: Offsets | None = None
         self._planner: Any = None
         self._available: Offsets | None = None
@@ -126,9 +134,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _consumer(self) -> Any:
         if self._planner is None:
-            from kstream.kafka.consumer import Consumer, to_end_settings
+            from kstream.kafka.consumer import to_end_settings
 
-            self._planner = Consumer(self.bootstrap_servers, kafka=to_end_settings(self.kafka))
+            self._planner = unpack_supplier(self.supplier).consumer(
+                ClientConfig(self.bootstrap_servers, to_end_settings(self.kafka))
+            )
         return self._planner
 
     def _ends(self) -> tuple[Offsets, Offsets]:
@@ -181,7 +191,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRange)
-        batches = read_range(self.bootstrap_servers, self.kafka, partition)
+        batches = read_range(self.bootstrap_servers, self.kafka, partition, self.supplier)
         if self.transform is None:
             yield from batches
         else:
@@ -191,14 +201,19 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 def partition_bounds(consumer: Any, topics: Sequence[str]) -> tuple[Offsets, Offsets]:
     """(earliest, end) offsets of every partition of `topics`, the end as seen by fetching.
 
-    `consumer` is a kstream `Consumer` made with `to_end_settings` (left unassigned).
+    `consumer` is a kstream `Consumer` made with `to_end_settings` (left unassigned). Each
+    partition is read to its end from just before the reported one; a partition whose end
+    event does not come within `_EOF_WAIT_S` keeps the larger of the reported end and the high
+    watermark of the last fetch.
     """
     from confluent_kafka import TopicPartition
+
+    from kstream.kafka.read_to_end import ReadToEndTimeout, read_to_end
 
     c = consumer
     lows: Offsets = {}
     ends: Offsets = {}
-    tps = []
+    starts: dict[tuple[str, int], int] = {}
     for topic in topics:
         parts = c.partitions_for(topic)
         if not parts:
@@ -208,19 +223,16 @@ def partition_bounds(consumer: Any, topics: Sequence[str]) -> tuple[Offsets, Off
             low, reported = c.get_watermark_offsets(TopicPartition(topic, p), cached=False)
             lows[topic][str(p)] = max(int(low), 0)
             ends[topic][str(p)] = max(int(reported), int(low), 0)
-            tps.append(TopicPartition(topic, p, max(int(reported) - 1, int(low), 0)))
-    c.assign(tps)
-    for tp in tps:
-        c.seek(tp.topic, tp.partition, tp.offset)
-    pending = {(tp.topic, tp.partition) for tp in tps}
-    deadline = time.monotonic() + _EOF_WAIT_S
-    while pending and time.monotonic() < deadline:
-        c.consume_batch(_FETCH, _POLL_S)
-        for t, p in list(pending):
-            eof = c.eof_offset(t, p)
-            if eof is not None:
-                ends[t][str(p)] = max(ends[t][str(p)], eof)
-                pending.discard((t, p))
+            starts[(topic, p)] = max(int(reported) - 1, int(low), 0)
+    pending: set[tuple[str, int]] = set()
+    try:
+        for batch in read_to_end(
+            c, starts, max_records=_FETCH, poll_s=_POLL_S, idle_timeout=None, timeout=_EOF_WAIT_S
+        ):
+            for (t, p), end in batch.ended.items():
+                ends[t][str(p)] = max(ends[t][str(p)], end)
+    except ReadToEndTimeout as e:
+        pending = set(e.positions)
     for t, p in pending:
         high = c.high_watermark(t, p)
         if high is not None:
@@ -230,42 +242,44 @@ def partition_bounds(consumer: Any, topics: Sequence[str]) -> tuple[Offsets, Off
 
 
 def read_range(
-    bootstrap_servers: str, kafka: Mapping[str, Any], r: OffsetRange
+    bootstrap_servers: str, kafka: Mapping[str, Any], r: OffsetRange, supplier: str = ""
 ) -> Iterator[pa.RecordBatch]:
     """The records of `r` as Arrow batches (offsets skipped by transactions simply absent).
 
-    The consumer is kept for the next range this Python worker reads (Spark reuses workers),
-    so a batch pays for no connection set-up.
+    The consumer (from the `supplier` of `kstream.spark.clients.pack_supplier`) is kept for
+    the next range this Python worker reads (Spark reuses workers), so a batch pays for no
+    connection set-up.
     """
-    c = _reader(bootstrap_servers, kafka)
+    from kstream.kafka.read_to_end import ReadToEndTimeout, read_to_end
+
+    key = _reader_key(bootstrap_servers, kafka, supplier)
+    c = _reader(key)
+    tp = (r.topic, r.partition)
     ok = False
     try:
-        c.assign([(r.topic, r.partition, r.start)])
         chunks: list[list[Any]] = []
         rows = 0
-        last = r.start - 1
-        stall = time.monotonic() + _STALL_S
-        while last < r.end - 1:
-            msgs = c.consume_batch(min(_FETCH, r.end - 1 - last), _POLL_S)
-            if not msgs and time.monotonic() > stall:
-                raise KafkaClientError(
-                    f"reading {r.topic!r} partition {r.partition} offsets [{r.start}, {r.end}): "
-                    f"nothing after offset {last} for {_STALL_S:.0f}s"
-                )
-            if msgs:
-                stall = time.monotonic() + _STALL_S
-                if msgs[-1].offset() >= r.end:
-                    msgs = [m for m in msgs if m.offset() < r.end]
-                    last = r.end - 1
-                if msgs:
-                    last = max(last, msgs[-1].offset())
-                    chunks.append(msgs)
-                    rows += len(msgs)
-            if (c.eof_offset(r.topic, r.partition) or -1) >= r.end:
-                break  # the rest of the range holds no records (e.g. transaction markers)
-            if rows >= _ARROW_BATCH:
-                yield _to_arrow(r.topic, r.partition, chunks)
-                chunks, rows = [], 0
+        batches = read_to_end(
+            c,
+            {tp: r.start},
+            stops={tp: r.end},
+            max_records=_FETCH,
+            poll_s=_POLL_S,
+            idle_timeout=_STALL_S,
+        )
+        try:
+            for batch in batches:
+                if batch.messages:
+                    chunks.append(batch.messages)
+                    rows += len(batch.messages)
+                if rows >= _ARROW_BATCH:
+                    yield _to_arrow(r.topic, r.partition, chunks)
+                    chunks, rows = [], 0
+        except ReadToEndTimeout as e:
+            raise KafkaClientError(
+                f"reading {r.topic!r} partition {r.partition} offsets [{r.start}, {r.end}): "
+                f"nothing after offset {e.positions.get(tp, r.start) - 1} for {_STALL_S:.0f}s"
+            ) from e
         if rows:
             yield _to_arrow(r.topic, r.partition, chunks)
         ok = True
@@ -273,7 +287,7 @@ def read_range(
         if ok:
             c.unassign()
         else:
-            _drop_reader(bootstrap_servers, kafka)
+            _drop_reader(key)
 
 
 def _to_arrow(topic: str, partition: int, chunks: list[list[Any]]) -> pa.RecordBatch:
@@ -296,7 +310,7 @@ def _to_arrow(topic: str, partition: int, chunks: list[list[Any]]) -> pa.RecordB
     )
 
 
-_READERS: dict[tuple[str, str], Any] = {}
+_READERS: dict[tuple[str, str, str], Any] = {}
 _TRANSFORMS: dict[str, Transform] = {}
 
 
@@ -310,19 +324,26 @@ def _transform(blob: str) -> Transform:
     return fn
 
 
-def _reader(bootstrap_servers: str, kafka: Mapping[str, Any]) -> Any:
-    """This worker's consumer for ranges of `bootstrap_servers` (no group, assign only)."""
-    from kstream.kafka.consumer import Consumer, to_end_settings
+def _reader_key(
+    bootstrap_servers: str, kafka: Mapping[str, Any], supplier: str
+) -> tuple[str, str, str]:
+    return (bootstrap_servers, json.dumps(dict(kafka), sort_keys=True, default=str), supplier)
 
-    key = (bootstrap_servers, json.dumps(dict(kafka), sort_keys=True, default=str))
+
+def _reader(key: tuple[str, str, str]) -> Any:
+    """This worker's consumer for ranges of one cluster (no group, assign only)."""
+    from kstream.kafka.consumer import to_end_settings
+
     c = _READERS.get(key)
     if c is None:
-        c = _READERS[key] = Consumer(bootstrap_servers, kafka=to_end_settings(kafka))
+        bootstrap_servers, kafka, supplier = key
+        c = _READERS[key] = unpack_supplier(supplier).consumer(
+            ClientConfig(bootstrap_servers, to_end_settings(json.loads(kafka)))
+        )
     return c
 
 
-def _drop_reader(bootstrap_servers: str, kafka: Mapping[str, Any]) -> None:
-    key = (bootstrap_servers, json.dumps(dict(kafka), sort_keys=True, default=str))
+def _drop_reader(key: tuple[str, str, str]) -> None:
     c = _READERS.pop(key, None)
     if c is not None:
         c.close()

@@ -61,9 +61,9 @@ from kstream.broker_compat import HighMarks
 from kstream.config import Config
 from kstream.dsl import processors as p
 from kstream.errors import TopologyError
-from kstream.records import Headers, Record
+from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
+from kstream.records import Headers, Record, merge_by_head
 from kstream.spark.failure import in_worker
-from kstream.spark.order import merge_by_head
 from kstream.spark.packing import output_batch, pack_by_slot
 from kstream.spark.policy import Origin, RecordPolicy
 from kstream.spark.sink import destination
@@ -131,6 +131,8 @@ class TaskPlan:
     kafka: dict[str, Any] = field(default_factory=dict)
     # the error policies the tasks apply (`kstream.spark.policy.policy_config`)
     policies: Config = field(default_factory=Config)
+    # where the global-table reads get their consumer (None: Kafka's; pickled with the plan)
+    client_supplier: ClientSupplier | None = None
 
     @property
     def repartition_topics(self) -> list[str]:
@@ -170,6 +172,12 @@ def build_task_plan(topology: Topology, app_id: str) -> TaskPlan:
     """Compile `topology` for `app_id` into per-sub-topology queries, or raise `TopologyError`."""
     compiled = compile_topology(topology, app_id)
     topo = compiled.topology
+    for node in topo.nodes.values():
+        # an operator the Spark engine cannot run says why (e.g. a sink choosing its topic)
+        if isinstance(node, ProcessorDef):
+            refusal = getattr(_processor_class(node), "spark_refusal", None)
+            if refusal:
+                raise TopologyError(f"node {node.name!r}: {refusal}")
     subs = compiled.subtopologies
     writers: dict[str, list[int]] = {}
     for s in subs:
@@ -364,11 +372,12 @@ def _read_globals(
     """New records of the global topics since `offsets` (updated), per topic and partition."""
     from confluent_kafka import OFFSET_BEGINNING
 
-    from kstream.kafka.consumer import Consumer, to_end_settings
+    from kstream.kafka.consumer import to_end_settings
     from kstream.kafka.read_to_end import ReadToEndTimeout, read_to_end
 
     out: dict[str, list[list[Record]]] = {}
-    c = Consumer(plan.bootstrap_servers, kafka=to_end_settings(plan.kafka))
+    supplier = plan.client_supplier or KafkaClientSupplier()
+    c = supplier.global_consumer(ClientConfig(plan.bootstrap_servers, to_end_settings(plan.kafka)))
     try:
         starts: dict[tuple[str, int], int] = {}
         for topic in plan.global_topics:

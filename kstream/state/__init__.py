@@ -1,24 +1,31 @@
 """Typed state stores over pluggable backends, and the layers around them.
 
-Where a store lives, by one rule: what the user *describes* is in `kstream.stores`, what the
-engine *types and wraps* is in `kstream.state`, what *holds the bytes* is in `store_backends`.
-Here a `StoreSpec` (kstream.stores) becomes a live store for one task partition, over a backend
-(store_backends). `open_store(spec, app_id=..., partition=..., state_dir=...)` opens it.
+Where a store piece lives, by one rule: by what it knows. A piece that knows bytes only goes in
+`store_backends` (the ordered bytes -> bytes maps; they import nothing of kstream but its
+errors). One that knows serdes, time, changelogs or restore goes in `kstream.state` (the typed
+stores and the layers the engine wraps them in). What a user calls to describe a store, and
+nothing else, is in `kstream.stores` (the factories, which check their arguments and return a
+`StoreSpec`; the spec is plain data every layer reads, so it is defined in `kstream.state.spec`
+and re-exported by `kstream.stores`).
 
-A store is a chain, outermost first, like Kafka Streams' `MeteredKeyValueStore(
-ChangeLoggingKeyValueStore(RocksDBStore))`:
+Here a spec becomes a live store for one task partition, over a backend:
+`open_store(spec, app_id=..., partition=..., state_dir=...)` opens it.
+
+A store is a chain of layers, outermost first, as Kafka Streams' `MeteredKeyValueStore(
+CachingKeyValueStore(ChangeLoggingKeyValueBytesStore(RocksDBStore)))`:
 
 1. `MeteredStore` (kstream.state.metrics): operation counts and latency. Added by the runtime
    at the debug recording level only; at info there is no layer at all.
-2. The typed store (`KeyValueStore`, `WindowStore`, `SessionStore`, `DedupStore`, on
+2. (Kafka's record cache, which coalesces a key's updates before forwarding and logging them,
+   is not here yet: every update is forwarded and logged.)
+3. `ChangeLoggingStore` (kstream.state.changelog): the store's writes as changelog records.
+   `open_store` adds it when the spec has `changelog=True`.
+4. The typed store (`KeyValueStore`, `WindowStore`, `SessionStore`, `DedupStore`, on
    `StateStore`): serdes and key layout, and the task's write cache (kstream.state.cache),
-   which holds the writes of the open transaction; at commit its entries become the changelog
-   records (kstream.state.changelog) and then one atomic backend batch. Logging happens at
-   commit and not per write, so local state never holds uncommitted data (exactly-once).
-3. The backend (`store_backends.Backend`): bytes only.
-
-There is no record cache (Kafka's `CachingKeyValueStore`, which coalesces a key's updates
-before forwarding and logging them): every update is forwarded and logged.
+   which holds the writes of the open transaction. The change-logging layer logs them at
+   commit; after the commit they become one atomic backend batch, so local state never holds
+   uncommitted data (exactly-once).
+5. The backend (`store_backends.Backend`): bytes only.
 """
 
 from __future__ import annotations
@@ -27,16 +34,22 @@ from typing import Any
 
 from kstream.errors import ConfigError, StoreError
 from kstream.serde import BUILTIN, Serde, serde
-from kstream.state.base import ChangelogEntry, ReadOnlyView, Source, StateStore
+from kstream.state.base import ReadOnlyView, Source, StateStore
+from kstream.state.changelog import ChangelogEntry, ChangeLoggingStore
 from kstream.state.keyvalue import KeyValueStore
 from kstream.state.spec import StoreSpec
 
+Store = StateStore | ChangeLoggingStore
+"""What `open_store` returns: a typed store, or the change-logging layer around one."""
+
 __all__ = [
+    "ChangeLoggingStore",
     "ChangelogEntry",
     "KeyValueStore",
     "ReadOnlyView",
     "Source",
     "StateStore",
+    "Store",
     "StoreSpec",
     "open_backend",
     "open_store",
@@ -74,8 +87,9 @@ def open_store(
     state_dir: str,
     default_backend: str = "memory",
     backend: Any = None,
-) -> StateStore:
-    """Open the store `spec` describes for one task partition.
+) -> Store:
+    """Open the store `spec` describes for one task partition, inside its change-logging
+    layer when the spec keeps a changelog.
 
     `backend` overrides the spec's backend (used by restore to open a fresh one).
     """
@@ -87,23 +101,29 @@ def open_store(
             state_dir=state_dir,
             default_backend=default_backend,
         )
-    ks, vs = _serde(spec.key_serde), _serde(spec.value_serde)
     try:
-        if spec.kind == "key_value":
-            return KeyValueStore(spec, backend, partition, ks, vs)
-        if spec.kind == "window":
-            from kstream.state.window import WindowStore
-
-            return WindowStore(spec, backend, partition, ks, vs)
-        if spec.kind == "session":
-            from kstream.state.session import SessionStore
-
-            return SessionStore(spec, backend, partition, ks, vs)
-        if spec.kind == "dedup":
-            from kstream.state.dedup import DedupStore
-
-            return DedupStore(spec, backend, partition, ks, vs)
+        store = _typed(spec, backend, partition)
     except BaseException:
         backend.close()
         raise
+    return ChangeLoggingStore(store) if spec.changelog else store
+
+
+def _typed(spec: StoreSpec, backend: Any, partition: int) -> StateStore:
+    """The typed store of `spec`'s kind over `backend`."""
+    ks, vs = _serde(spec.key_serde), _serde(spec.value_serde)
+    if spec.kind == "key_value":
+        return KeyValueStore(spec, backend, partition, ks, vs)
+    if spec.kind == "window":
+        from kstream.state.window import WindowStore
+
+        return WindowStore(spec, backend, partition, ks, vs)
+    if spec.kind == "session":
+        from kstream.state.session import SessionStore
+
+        return SessionStore(spec, backend, partition, ks, vs)
+    if spec.kind == "dedup":
+        from kstream.state.dedup import DedupStore
+
+        return DedupStore(spec, backend, partition, ks, vs)
     raise StoreError(f"store {spec.name!r}: unknown kind {spec.kind!r}")

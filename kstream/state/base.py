@@ -2,13 +2,15 @@
 
 Typed stores map user keys to *physical* backend keys (possibly with a time segment prefix)
 and to *logical* changelog keys (no segment: the changelog must not depend on how a store lays
-out its data). `_to_changelog` and `_from_changelog` translate between the two.
+out its data). `_to_changelog` and `_from_changelog` translate between the two; the layer
+that turns pending writes into changelog records is `kstream.state.changelog`, around the
+typed store (kstream.state's docstring has the whole chain).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 from kstream.errors import StoreError
 from kstream.serde import Serde
@@ -21,14 +23,6 @@ Writes = Iterable[tuple[bytes, bytes | None]]
 
 Source = tuple[str, int, int]
 """Provenance of a write: the (topic, partition, offset) of the input record that caused it."""
-
-
-class ChangelogEntry(NamedTuple):
-    """One record for the changelog: logical key bytes, value bytes (None = tombstone)."""
-
-    key: bytes
-    value: bytes | None
-    source: Source | None = None
 
 
 class StateStore:
@@ -106,28 +100,17 @@ class StateStore:
     def has_pending(self) -> bool:
         return bool(self._cache)
 
-    def pending(self) -> list[ChangelogEntry]:
-        """The changelog records of the pending writes, without applying them.
-
-        The runtime produces these inside the transaction, then calls `flush` after commit.
-        """
-        out: list[ChangelogEntry] = []
+    def pending_writes(self) -> Iterator[tuple[bytes, bytes | None, Source | None]]:
+        """The pending physical writes in write order (one per key, the last write wins), each
+        with the input record that caused it: what the change-logging layer logs."""
         sources = self._sources
         for pk, v in self._cache.data.items():
-            logged = self._to_changelog(pk, v)
-            if logged is not None:
-                out.append(ChangelogEntry(logged[0], logged[1], sources.get(pk)))
-        return out
+            yield pk, v, sources.get(pk)
 
-    def flush(self, checkpoint: dict[str, Any] | None = None) -> list[ChangelogEntry]:
-        """Apply pending writes and `checkpoint` in one atomic backend write.
-
-        Returns the changelog records of the applied writes in write order (one per key, the
-        last write wins).
-        """
+    def flush(self, checkpoint: dict[str, Any] | None = None) -> None:
+        """Apply pending writes and `checkpoint` in one atomic backend write."""
         if self._closed:
             raise StoreError(f"store {self.name!r} partition {self.partition} is closed")
-        entries = self.pending()
         puts: dict[bytes, bytes] = {}
         deletes: list[bytes] = []
         for k, v in self._cache.data.items():
@@ -146,7 +129,6 @@ class StateStore:
         self._cache.clear()
         self._sources = {}
         self._after_flush()
-        return entries
 
     def _after_flush(self) -> None:
         """Hook: state to remember once pending writes are durable."""
@@ -216,8 +198,9 @@ class StateStore:
 class ReadOnlyView:
     """A store seen by queries: only its read methods are reachable.
 
-    `store` is a typed store or a layer around one (kstream.state.metrics.MeteredStore): the
-    read methods are those of the typed store, looked up through the layers."""
+    `store` is a typed store or a layer around one (kstream.state.metrics.MeteredStore,
+    kstream.state.changelog.ChangeLoggingStore): the read methods are those of the typed
+    store, looked up through the layers."""
 
     __slots__ = ("_store",)
 

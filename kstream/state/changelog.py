@@ -1,22 +1,43 @@
-"""The changelog layer: turn a store's pending writes into records for its changelog topic.
+"""The change-logging layer: a store's pending writes as records for its changelog topic.
+
+`ChangeLoggingStore` is Kafka Streams' `ChangeLogging*Store`: a layer of the store chain
+(kstream.state's docstring), between the metering layer and the typed store, present only
+when the spec says `changelog=True`. Kafka's layer logs each write as it passes; here the typed
+store holds the writes of the open transaction in its write cache, and the layer logs them
+when the transaction commits: `changelog_records` (inside the transaction, produced with its
+outputs), then `flush` once it committed. Local state therefore never holds uncommitted data,
+and an aborted batch (`discard`) leaves no record behind.
 
 Topic `<app_id>-<store>-changelog`, partition = the task's partition, key/value = the store's
-logical changelog bytes. With the broker-compatibility component on (kstream.broker_compat),
-header `kstream.src` = the provenance of the write; its index counts the changelog records
-caused by one input record, so ids stay unique and deterministic across retries. A write no
-input record caused (a punctuation, an expiry) carries `NO_SOURCE` instead: every changelog
-record kstream writes there has the header, and restore refuses one without it.
+logical changelog bytes (the typed store's `_to_changelog`: no segment prefix). With the
+broker-compatibility component on (kstream.broker_compat), header `kstream.src` = the
+provenance of the write; its index counts the changelog records caused by one input record, so
+ids stay unique and deterministic across retries. A write no input record caused (a
+punctuation, an expiry) carries `NO_SOURCE` instead: every changelog record kstream writes
+there has the header, and restore refuses one without it.
+
+Restore goes around the layer, as in Kafka: it writes changelog records straight into the typed
+store (`StateStore.apply_changelog`), which must not log them again.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
-from kstream.state.base import ChangelogEntry, StateStore
+from kstream.state.base import ReadOnlyView, Source, StateStore
 from kstream.state.provenance import HEADER, NO_SOURCE, encode
 
 #: The checkpoint key holding the next changelog offset to read on restore.
 CHANGELOG_OFFSET = "changelog_offset"
+
+
+class ChangelogEntry(NamedTuple):
+    """One record for the changelog: logical key bytes, value bytes (None = tombstone)."""
+
+    key: bytes
+    value: bytes | None
+    source: Source | None = None
 
 
 class ChangelogRecord(NamedTuple):
@@ -27,28 +48,114 @@ class ChangelogRecord(NamedTuple):
     headers: list[tuple[str, bytes | None]]
 
 
+class ChangeLoggingStore:
+    """The change-logging layer around one typed store.
+
+    Its own methods are the changelog's (`pending`, `changelog_records`, `flush` returning what
+    it logged); every other attribute is the typed store's. The store's public methods are
+    bound onto the layer when it is built, so a `put` or `get` through it is the typed store's
+    own call with no forwarding step; data attributes (`observed`, `value_serde`) are read
+    through `__getattr__`, and attributes set on the layer (the task's `source`) are set on
+    the typed store, whose writes read them (an operation set on the layer replaces the bound
+    one too, so a call through the layer reaches the replacement).
+    """
+
+    inner: StateStore
+
+    def __init__(self, inner: StateStore) -> None:
+        own = object.__setattr__
+        own(self, "inner", inner)
+        for name in _operations(type(inner)):
+            own(self, name, getattr(inner, name))
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.inner, attr)
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        setattr(self.inner, attr, value)
+        if attr in self.__dict__:  # an operation bound onto the layer: bind the new one
+            object.__setattr__(self, attr, getattr(self.inner, attr))
+
+    def pending(self) -> list[ChangelogEntry]:
+        """The changelog entries of the pending writes, without applying them: one per key, in
+        write order, the logical key from the typed store's `_to_changelog` (a write it maps
+        to None is not logged)."""
+        to_changelog = self.inner._to_changelog
+        out: list[ChangelogEntry] = []
+        for pk, v, source in self.inner.pending_writes():
+            logged = to_changelog(pk, v)
+            if logged is not None:
+                out.append(ChangelogEntry(logged[0], logged[1], source))
+        return out
+
+    def changelog_records(
+        self,
+        app_id: str,
+        entries: list[ChangelogEntry] | None = None,
+        *,
+        provenance: bool = True,
+    ) -> list[ChangelogRecord]:
+        """Records for the pending writes (or for `entries`), ready to produce;
+        `provenance`: stamp each with the input record that caused it."""
+        if entries is None:
+            entries = self.pending()
+        inner = self.inner
+        topic = inner.spec.changelog_topic(app_id)
+        part = inner.partition
+        counters: dict[Source, int] = {}
+        out: list[ChangelogRecord] = []
+        for e in entries:
+            headers: list[tuple[str, bytes | None]] = []
+            if provenance and e.source is not None:
+                idx = counters.get(e.source, 0)
+                counters[e.source] = idx + 1
+                headers.append((HEADER, encode(e.source[0], e.source[1], e.source[2], idx)))
+            elif provenance:
+                headers.append((HEADER, NO_SOURCE))
+            out.append(ChangelogRecord(topic, part, e.key, e.value, headers))
+        return out
+
+    def flush(self, checkpoint: dict[str, Any] | None = None) -> list[ChangelogEntry]:
+        """Apply the pending writes with `checkpoint` (the transaction committed); returns the
+        changelog entries of the applied writes."""
+        entries = self.pending()
+        self.inner.flush(checkpoint)
+        return entries
+
+    def read_only(self) -> ReadOnlyView:
+        return ReadOnlyView(self)
+
+    def __repr__(self) -> str:
+        return f"ChangeLogging({self.inner!r})"
+
+
 def changelog_records(
-    store: StateStore,
+    store: Any,
     app_id: str,
     entries: list[ChangelogEntry] | None = None,
     *,
     provenance: bool = True,
 ) -> list[ChangelogRecord]:
-    """Records for the store's pending writes (or for `entries`), ready to produce;
-    `provenance`: stamp each with the input record that caused it."""
-    if entries is None:
-        entries = store.pending()
-    topic = store.spec.changelog_topic(app_id)
-    part = store.partition
-    counters: dict[tuple[str, int, int], int] = {}
-    out: list[ChangelogRecord] = []
-    for e in entries:
-        headers: list[tuple[str, bytes | None]] = []
-        if provenance and e.source is not None:
-            idx = counters.get(e.source, 0)
-            counters[e.source] = idx + 1
-            headers.append((HEADER, encode(e.source[0], e.source[1], e.source[2], idx)))
-        elif provenance:
-            headers.append((HEADER, NO_SOURCE))
-        out.append(ChangelogRecord(topic, part, e.key, e.value, headers))
-    return out
+    """The changelog records of `store` (any layer of a chain): none when the store has no
+    change-logging layer (`changelog=False`)."""
+    records: Callable[..., list[ChangelogRecord]] | None = getattr(store, "changelog_records", None)
+    return [] if records is None else records(app_id, entries, provenance=provenance)
+
+
+_OPERATIONS: dict[type, tuple[str, ...]] = {}
+
+
+def _operations(cls: type) -> tuple[str, ...]:
+    """The public methods of a typed store class that the layer does not define itself."""
+    found = _OPERATIONS.get(cls)
+    if found is None:
+        own = vars(ChangeLoggingStore)
+        found = _OPERATIONS[cls] = tuple(
+            name
+            for name in dir(cls)
+            if not name.startswith("_")
+            and name not in own
+            and callable(attr := getattr(cls, name, None))
+            and not isinstance(attr, type)
+        )
+    return found

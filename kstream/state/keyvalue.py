@@ -3,34 +3,29 @@
 Aggregations keep the timestamp of their result next to its value, as Kafka Streams'
 timestamped stores do: a result carries the largest timestamp of the records that went into
 it, and that must survive restarts and restores, so it lives in the stored bytes (and hence in
-the changelog). A store whose value serde is a `TimestampedSerde` stores
-`MAGIC + 8-byte timestamp + value`; `get`/`range` still return plain values (queries are
-unchanged) and `get_with_timestamp`/`put_with_timestamp` reach the timestamp.
-
-Values written before timestamps were kept have no prefix and read with `NO_TIMESTAMP` (-1),
-which makes the next aggregation result take its record's timestamp (Kafka reads migrated
-values the same way). A legacy value is told apart by its first two bytes, 0xFF 0x54 and a
-length of at least 10: the string, json and auto serdes never write a leading 0xFF and the
-8-byte long/double values are too short, so only a legacy value of a raw-bytes or custom
-serde that happens to start with those bytes could be misread.
+the changelog). A store whose value serde is a `TimestampedSerde` stores Kafka's
+`ValueAndTimestamp` layout: the 8-byte big-endian (signed) timestamp, then the value bytes, as
+the window store does (kstream.state.window). `get`/`range` still return plain values (queries
+are unchanged) and `get_with_timestamp`/`put_with_timestamp` reach the timestamp.
 """
 
 from __future__ import annotations
 
 import functools
+import struct
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
+from kstream.errors import SerdeError
 from kstream.serde import Serde
 from kstream.state.base import StateStore
-from kstream.state.keys import _OFF, _Q, ts8, unts8
 from store_backends.base import Cursor, prefix_upper_bound
 
 NO_TIMESTAMP = -1
 """The timestamp of a value stored without one (Kafka's -1 for migrated values)."""
 
-MAGIC = b"\xffT"
-_HEAD = len(MAGIC) + 8
+_TS = struct.Struct(">q")
+"""The timestamp that starts a timestamped value (Kafka's `ValueAndTimestampSerializer`)."""
 
 
 class ValueAndTimestamp(NamedTuple):
@@ -55,12 +50,14 @@ class TimestampedSerde(Serde):
 
     def join(self, value: Any, timestamp: int) -> bytes | None:
         vb = self._ser(value)
-        return None if vb is None else MAGIC + ts8(timestamp) + vb
+        return None if vb is None else _TS.pack(timestamp) + vb
 
     def split(self, data: bytes) -> ValueAndTimestamp:
-        if data[:2] == MAGIC and len(data) >= _HEAD:
-            return _new_vt((self._de(data[_HEAD:]), unts8(data, 2)))
-        return _new_vt((self._de(data), NO_TIMESTAMP))
+        if len(data) < 8:
+            raise SerdeError(
+                f"timestamped value of {len(data)} bytes: expected an 8-byte timestamp first"
+            )
+        return _new_vt((self._de(data[8:]), _TS.unpack_from(data)[0]))
 
     def _plain_to_bytes(self, value: Any) -> bytes:
         out = self.join(value, NO_TIMESTAMP)
@@ -155,7 +152,7 @@ class KeyValueStore(StateStore):
         keep = isinstance(vs, TimestampedSerde)
         de = vs._de if isinstance(vs, TimestampedSerde) else vs.from_bytes
         ser = vs._ser if isinstance(vs, TimestampedSerde) else vs.to_bytes
-        unpack, pack, magic, head, off = _Q.unpack_from, _Q.pack, MAGIC, _HEAD, _OFF
+        unpack, pack = _TS.unpack_from, _TS.pack
         name = self.name
 
         def get(key: Any) -> tuple[bytes, Any, int]:
@@ -166,15 +163,15 @@ class KeyValueStore(StateStore):
             vb = data[kb] if kb in data else bget(kb)
             if vb is None:
                 return kb, None, NO_TIMESTAMP
-            if keep and vb[:2] == magic and len(vb) >= head:
-                return kb, de(vb[head:]), unpack(vb, 2)[0] - off
+            if keep:
+                return kb, de(vb[8:]), unpack(vb)[0]
             return kb, de(vb), NO_TIMESTAMP
 
         def put(kb: bytes, value: Any, timestamp: int) -> None:
             if value is None:
                 write(kb, None)
             elif keep:
-                write(kb, magic + pack(timestamp + off) + ser(value))  # type: ignore[operator]
+                write(kb, pack(timestamp) + ser(value))  # type: ignore[operator]
             else:
                 write(kb, ser(value))
 

@@ -17,7 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from kstream.state.base import ReadOnlyView, StateStore
+from kstream.state import Store
+from kstream.state.base import ReadOnlyView
 
 TIMED_OPERATIONS = frozenset(
     {
@@ -55,7 +56,7 @@ class StoreMetrics(Protocol):
         """Restore progress: `restored` records applied so far, end offset if known."""
 
 
-def instrument(store: StateStore, metrics: StoreMetrics, *, sample_every: int = 1) -> Any:
+def instrument(store: Store, metrics: StoreMetrics, *, sample_every: int = 1) -> Any:
     """`store` seen through a `MeteredStore` recording into `metrics` (the store itself is
     left as it was: the layer is a new object, use the one returned).
 
@@ -79,9 +80,9 @@ class MeteredStore:
     task's `source`) are set on the inner store, where the writes read them.
     """
 
-    inner: StateStore
+    inner: Store
 
-    def __init__(self, inner: StateStore, metrics: StoreMetrics, *, sample_every: int = 1) -> None:
+    def __init__(self, inner: Store, metrics: StoreMetrics, *, sample_every: int = 1) -> None:
         own = object.__setattr__
         own(self, "inner", inner)
         name, part = inner.name, inner.partition

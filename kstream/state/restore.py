@@ -34,8 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from kstream.broker_compat import is_committed
 from kstream.errors import StoreCorruptedError, StoreError, StoreLostError
-from kstream.state import open_backend, open_store
-from kstream.state.base import StateStore
+from kstream.state import Store, open_backend, open_store
 from kstream.state.changelog import CHANGELOG_OFFSET
 from kstream.state.restore_check import refusal, refuse
 from kstream.state.spec import StoreSpec
@@ -53,7 +52,7 @@ Progress = Callable[[str, int, int, int | None], None]
 
 @dataclass
 class RestoreResult:
-    store: StateStore
+    store: Store
     start_offset: int
     end_offset: int
     applied: int
@@ -70,10 +69,10 @@ def open_for_restore(
     partition: int,
     state_dir: str,
     default_backend: str = "memory",
-) -> tuple[StateStore, bool]:
+) -> tuple[Store, bool]:
     """Open the store, wiping local state that cannot be trusted. Returns (store, wiped)."""
 
-    def fresh() -> StateStore:
+    def fresh() -> Store:
         return open_store(
             spec,
             app_id=app_id,
@@ -82,7 +81,7 @@ def open_for_restore(
             default_backend=default_backend,
         )
 
-    store: StateStore | None = None
+    store: Store | None = None
     try:
         store = fresh()
         cp = store.checkpoint()
@@ -144,7 +143,7 @@ class _Restoring:
     __slots__ = ("applied", "next", "refused", "skipped", "sources", "start", "store", "wiped")
 
     def __init__(
-        self, store: StateStore, wiped: bool, sources: Collection[tuple[str, int]] | None
+        self, store: Store, wiped: bool, sources: Collection[tuple[str, int]] | None
     ) -> None:
         self.store = store
         self.wiped = wiped
@@ -161,13 +160,13 @@ class _Restoring:
 class StoreLostWhileRestoring(StoreLostError):
     """A remote store lost its data while it was being restored (`store`: which one)."""
 
-    def __init__(self, store: StateStore, cause: StoreLostError) -> None:
+    def __init__(self, store: Store, cause: StoreLostError) -> None:
         super().__init__(str(cause))
         self.store = store
 
 
 def restore_all(
-    stores: Sequence[StateStore],
+    stores: Sequence[Store],
     *,
     bootstrap_servers: str,
     app_id: str,
@@ -198,13 +197,17 @@ def restore_all(
     supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
     flags = list(wiped) if wiped is not None else [False] * len(stores)
     reads = list(sources) if sources is not None else [None] * len(stores)
+    every = [_Restoring(store, w, r) for store, w, r in zip(stores, flags, reads, strict=True)]
+    # a store without a changelog (`changelog=False`, Kafka's logging disabled) has nothing to
+    # read: it keeps what its backend holds
     states = {
-        (store.spec.changelog_topic(app_id), store.partition): _Restoring(store, w, r)
-        for store, w, r in zip(stores, flags, reads, strict=True)
+        (st.store.spec.changelog_topic(app_id), st.store.partition): st
+        for st in every
+        if st.store.spec.changelog
     }
     if not states:
-        return []
-    consumer = supplier.consumer(ClientConfig(bootstrap_servers, to_end_settings(kafka)))
+        return [st.result() for st in every]
+    consumer = supplier.restore_consumer(ClientConfig(bootstrap_servers, to_end_settings(kafka)))
     starts = {tp: st.start for tp, st in states.items()}
     try:
         for got in read_to_end(consumer, starts, max_records=batch, idle_timeout=idle_timeout):
@@ -230,7 +233,7 @@ def restore_all(
         ) from None
     finally:
         consumer.close()
-    return [st.result() for st in states.values()]
+    return [st.result() for st in every]
 
 
 def _checked(
@@ -266,7 +269,7 @@ def _checked(
 
 
 def restore(
-    store: StateStore,
+    store: Store,
     *,
     bootstrap_servers: str,
     app_id: str,
@@ -320,7 +323,7 @@ def open_and_restore_all(
     they got to. On any failure every store opened here is closed.
     """
 
-    def open_one(spec: StoreSpec, partition: int) -> tuple[StateStore, bool]:
+    def open_one(spec: StoreSpec, partition: int) -> tuple[Store, bool]:
         return open_for_restore(
             spec,
             app_id=app_id,
@@ -329,7 +332,7 @@ def open_and_restore_all(
             default_backend=default_backend,
         )
 
-    opened: list[tuple[StateStore, bool]] = []
+    opened: list[tuple[Store, bool]] = []
     try:
         for spec, partition in parts:
             opened.append(open_one(spec, partition))

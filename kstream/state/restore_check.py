@@ -33,7 +33,7 @@ from typing import Any
 
 from kstream.broker_compat import provenance_problem
 from kstream.errors import ChangelogRecordError
-from kstream.state.base import StateStore
+from kstream.state import Store
 
 log = logging.getLogger("kstream.state.restore")
 
@@ -41,7 +41,7 @@ TP = tuple[str, int]
 
 
 def refusal(
-    store: StateStore,
+    store: Store,
     key: bytes | None,
     value: bytes | None,
     headers: Any,
@@ -60,9 +60,7 @@ def refusal(
     return None
 
 
-def refuse(
-    store: StateStore, topic: str, partition: int, offset: int, why: str, policy: str
-) -> None:
+def refuse(store: Store, topic: str, partition: int, offset: int, why: str, policy: str) -> None:
     """Apply `policy` to a refused record: raise ChangelogRecordError ("fail"), or log it
     ("skip", the caller leaves it out)."""
     where = f"changelog topic={topic!r} partition={partition} offset={offset}"

@@ -272,26 +272,6 @@ class WindowStore(SegmentedStore):
     def all(self) -> Cursor:
         return self.fetch_range(None, None, TS_MIN, TS_MAX)
 
-    def upgrade_to_timestamped(self, timestamp_of: Callable[[Any, int], int]) -> int:
-        """Give values written before the store kept timestamps one: `timestamp_of(key, start)`.
-
-        Those values are bare value bytes, indistinguishable from timestamped ones, so the
-        caller decides (from its own saved state) that the store predates timestamps. The
-        rewritten values go to the changelog too. Returns how many were rewritten.
-        """
-        kde = self.key_serde.from_bytes
-        rewrites: list[tuple[bytes, bytes]] = []
-        for sp in self._segments(TS_MIN, TS_MAX):
-            for pk, v in self._scan(sp, prefix_upper_bound(sp)):
-                if not pk.startswith(sp):
-                    continue
-                kb, at = unesc(pk, 8)
-                ts = timestamp_of(kde(kb), unts8(pk, at))
-                rewrites.append((pk, _TS.pack(ts) + bytes(v)))
-        for pk, data in rewrites:
-            self._write(pk, data)
-        return len(rewrites)
-
     # --- changelog ------------------------------------------------------------------------------
 
     def _to_changelog(self, pkey: bytes, value: bytes | None) -> tuple[bytes, bytes | None] | None:
@@ -299,8 +279,7 @@ class WindowStore(SegmentedStore):
 
     def check_changelog(self, key: bytes, value: bytes | None) -> None:
         """Key: escaped key + 8-byte start (+ 4-byte sequence with retain_duplicates); value:
-        [8-byte timestamp +] the value serde's bytes, the timestamp missing from a value written
-        before timestamps were kept (see `StateStore.check_changelog`)."""
+        [8-byte timestamp +] the value serde's bytes (see `StateStore.check_changelog`)."""
         kb, at = unesc(key)
         sizes = (at + 8, at + 12) if self.spec.retain_duplicates else (at + 8,)
         if len(key) not in sizes:
@@ -310,12 +289,10 @@ class WindowStore(SegmentedStore):
         self.key_serde.from_bytes(kb)
         if value is None:
             return
-        if self.timestamped and len(value) >= 8:
-            try:
-                self.value_serde.from_bytes(bytes(value[8:]))
-                return
-            except Exception:
-                pass  # perhaps a value written before timestamps were kept (upgraded later)
+        if self.timestamped:
+            if len(value) < 8:
+                raise ValueError(f"timestamped window value of {len(value)} bytes, expected 8+")
+            value = bytes(value[8:])
         self.value_serde.from_bytes(value)
 
     def _from_changelog(self, key: bytes, value: bytes | None) -> Writes:

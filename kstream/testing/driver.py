@@ -18,7 +18,7 @@ from typing import Any
 from kstream.duration import DurationLike, duration
 from kstream.errors import TopologyError
 from kstream.records import Headers, Record
-from kstream.serde import Serde, SerdeContext, SerdeLike, serde
+from kstream.serde import Serde, SerdeLike, deserialize_records, serde, serialize_records
 from kstream.topology.compiled import CompiledTopology
 from kstream.topology.task import ErrorHandler, Task, fail_on_error
 from kstream.topology.topology import Topology
@@ -280,12 +280,11 @@ class TestInputTopic:
         headers: Headers | None = None,
     ) -> None:
         hdrs = tuple(headers or ())
-        ks, vs = self.key_serde, self.value_serde
-        if ks.needs_context or vs.needs_context:
-            kb = ks.serialize(key, SerdeContext(self.topic, hdrs, True))
-            vb = vs.serialize(value, SerdeContext(self.topic, hdrs, False))
-        else:
-            kb, vb = ks.to_bytes(key), vs.to_bytes(value)
+        (kb,), (vb,), bad = serialize_records(
+            [Record(key, value, 0, hdrs)], self.topic, self.key_serde, self.value_serde
+        )
+        if bad:
+            raise bad[0].error
         ts = self._timestamp() if timestamp is None else timestamp
         self.driver.pipe_raw(self.topic, kb, vb, ts, hdrs)
 
@@ -320,24 +319,29 @@ class TestOutputTopic:
         self.key_serde: Serde = serde(key_serde)
         self.value_serde: Serde = serde(value_serde)
 
-    def _decode(self, r: Record) -> Record:
-        ks, vs = self.key_serde, self.value_serde
-        k = ks.deserialize(r.key, SerdeContext(self.topic, r.headers, True))
-        v = vs.deserialize(r.value, SerdeContext(self.topic, r.headers, False))
-        return Record(k, v, r.timestamp, r.headers, r.topic, r.partition, r.offset)
+    def _decode(self, records: Iterable[Record]) -> list[Record]:
+        """Copies of `records` deserialized; a bad one raises its serde's error (the first)."""
+        out = [
+            Record(r.key, r.value, r.timestamp, r.headers, r.topic, r.partition, r.offset)
+            for r in records
+        ]
+        bad = deserialize_records(out, self.key_serde, self.value_serde, topic=self.topic)
+        if bad:
+            raise bad[0].error
+        return out
 
     def _pop(self) -> Record:
         q = self.driver._take(self.topic)
         if not q:
             raise LookupError(f"output topic {self.topic!r} is empty")
-        return self._decode(q.popleft())
+        return self._decode([q.popleft()])[0]
 
     def read_record(self) -> Record:
         return self._pop()
 
     def read_records(self) -> list[Record]:
         q = self.driver._take(self.topic)
-        out = [self._decode(r) for r in q]
+        out = self._decode(q)
         q.clear()
         return out
 

@@ -96,5 +96,11 @@ class MockClientSupplier:
         self.consumers.append(c)
         return cast("Consumer", c)  # duck-typed: the calls of kstream.kafka.Consumer
 
+    def restore_consumer(self, config: ClientConfig) -> Consumer:
+        return self.consumer(config)
+
+    def global_consumer(self, config: ClientConfig) -> Consumer:
+        return self.consumer(config)
+
     def admin(self, config: ClientConfig) -> Admin:
         return cast("Admin", MockAdmin(self.cluster))  # duck-typed: the runtime's calls

@@ -4,6 +4,11 @@ Sub-topologies are the connected parts of the graph: nodes joined by parent/chil
 a shared store. A topic written by one part and read by another (a repartition topic) is what
 separates them. A task is (sub-topology, partition).
 
+Sub-topologies are numbered as Kafka Streams numbers them (`InternalTopologyBuilder.
+makeNodeGroups`): in the order of their first node, with a global store's part taking a number
+too, in the order its nodes were added, so the ids (and the task ids `<id>_<partition>`) skip
+the global stores' numbers. `CompiledTopology.subtopologies[i]` is the sub-topology with id i.
+
 Each source node of a sub-topology also gets an execution mode. Records normally move through
 the nodes a batch at a time; that gives the same results as Kafka Streams' one-record-at-a-time
 depth-first order only when the nodes reachable from the source form a tree that shares no
@@ -15,9 +20,10 @@ time, in Kafka's order.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, SupportsIndex, overload
 
 from kstream.errors import CoPartitioningError, TopologyError
 from kstream.internal_topics import (
@@ -73,16 +79,40 @@ class SubTopology:
     depth_first_sources: set[str]
 
 
+class SubTopologies(list[SubTopology]):
+    """The sub-topologies in id order; `[i]` is the one with id i, not the i-th.
+
+    Ids skip the numbers of global stores' parts (see the module docstring), and the runtime
+    finds a task's sub-topology by the id in the task id; iterating and `len` are a list's."""
+
+    @overload
+    def __getitem__(self, i: SupportsIndex) -> SubTopology: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[SubTopology]: ...
+
+    def __getitem__(self, i: SupportsIndex | slice) -> SubTopology | list[SubTopology]:
+        if isinstance(i, slice):
+            return list(super().__getitem__(i))
+        sid = operator.index(i)
+        for s in self:
+            if s.id == sid:
+                return s
+        raise IndexError(f"no sub-topology {sid}")
+
+
 @dataclass
 class CompiledTopology:
     topology: Topology
     app_id: str
-    subtopologies: list[SubTopology]
+    subtopologies: SubTopologies
     topic_of_node: dict[str, list[str]]
     repartition_topics: dict[str, InternalTopic]
     changelog_topics: dict[str, InternalTopic]
     global_stores: dict[str, GlobalStoreDef]
     _by_topic: dict[str, int] = field(default_factory=dict)
+    # the id of each global store's part, in Kafka's numbering (`TopologyDescription`)
+    global_store_ids: dict[str, int] = field(default_factory=dict)
 
     @property
     def source_topics(self) -> list[str]:
@@ -234,12 +264,13 @@ def compile_topology(topo: Topology, app_id: str) -> CompiledTopology:
     for name in topo.nodes:
         groups.setdefault(uf.find(name), []).append(name)
 
+    sub_ids, global_ids = _kafka_ids(topo, list(groups.values()))
     topic_of_node: dict[str, list[str]] = {}
-    subs: list[SubTopology] = []
+    subs = SubTopologies()
     by_topic: dict[str, int] = {}
     repartition: dict[str, InternalTopic] = {}
     changelogs: dict[str, InternalTopic] = {}
-    for sid, members in enumerate(groups.values()):
+    for sid, members in zip(sub_ids, groups.values(), strict=True):
         sources: list[str] = []
         sinks: list[str] = []
         stores: list[str] = []
@@ -291,7 +322,23 @@ def compile_topology(topo: Topology, app_id: str) -> CompiledTopology:
         changelogs,
         dict(topo.global_stores),
         by_topic,
+        global_ids,
     )
+
+
+def _kafka_ids(topo: Topology, groups: list[list[str]]) -> tuple[list[int], dict[str, int]]:
+    """The ids of the sub-topologies `groups` (each in node order, the groups in the order of
+    their first node) and of the global stores' parts, numbered together in the order their
+    first node was added to the topology."""
+    index = {name: i for i, name in enumerate(topo.nodes)}
+    # a global store added when the topology had `position` nodes comes before the group
+    # whose first node is that node or a later one
+    parts: list[tuple[float, str | None]] = [(index[members[0]], None) for members in groups]
+    parts += [(g.position - 0.5, name) for name, g in topo.global_stores.items()]
+    parts.sort(key=lambda part: part[0])
+    sub_ids = [i for i, (_, name) in enumerate(parts) if name is None]
+    global_ids = {name: i for i, (_, name) in enumerate(parts) if name is not None}
+    return sub_ids, global_ids
 
 
 def _changelog_name(spec: Any, app_id: str) -> str:

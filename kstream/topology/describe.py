@@ -392,12 +392,13 @@ def describe(compiled: CompiledTopology) -> TopologyDescription:
                 nodes.append(NodeDescription(name, "sink", (node.topic,), (), node.parents, ()))
             else:
                 assert isinstance(node, ProcessorDef)
-                nodes.append(
-                    NodeDescription(name, "processor", (), tuple(node.stores), node.parents, kids)
-                )
+                stores = tuple(s for s in node.stores if s not in topo.undescribed_stores)
+                nodes.append(NodeDescription(name, "processor", (), stores, node.parents, kids))
         subs.append(SubTopologyDescription(s.id, tuple(nodes)))
     globs = [
-        GlobalStoreDescription(len(subs) + i, name, g.topic, g.source.name, g.processor.name)
-        for i, (name, g) in enumerate(compiled.global_stores.items())
+        GlobalStoreDescription(
+            compiled.global_store_ids[name], name, g.topic, g.source.name, g.processor.name
+        )
+        for name, g in compiled.global_stores.items()
     ]
     return TopologyDescription(subs, globs)

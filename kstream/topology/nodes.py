@@ -17,7 +17,7 @@ from kstream.errors import (
     TopologyError,
 )
 from kstream.records import Headers, Record
-from kstream.serde import Serde, SerdeContext
+from kstream.serde import BadRecord, Serde, deserialize_records, serialize_records
 from kstream.topology.processor import (
     Processor,
     PunctuationType,
@@ -66,67 +66,18 @@ class SourceNode(Node):
         self.value_serde = value_serde
 
     def process_batch(self, records: list[Record]) -> None:
-        ks, vs = self.key_serde, self.value_serde
-        if ks.needs_context or vs.needs_context:
-            records = self._with_context(records)
-        else:
-            # the serdes' C functions where they have them; on any exception (a None, bad
-            # bytes) the full function decides: a value, or the serde's own error
-            kfull, vfull = ks.from_bytes, vs.from_bytes
-            kd, vd = ks.c_from_bytes or kfull, vs.c_from_bytes or vfull
-            bad: set[int] | None = None
-            for r in records:
-                try:
-                    k = kd(r.key)
-                except Exception:
-                    try:
-                        k = kfull(r.key)
-                    except Exception as e:
-                        bad = self._bad(bad, e, r, "key")
-                        continue
-                try:
-                    v = vd(r.value)
-                except Exception:
-                    try:
-                        v = vfull(r.value)
-                    except Exception as e:
-                        bad = self._bad(bad, e, r, "value")
-                        continue
-                r.key = k
-                r.value = v
-            if bad is not None:
-                records = [r for r in records if id(r) not in bad]
+        bad = deserialize_records(records, self.key_serde, self.value_serde)
+        if bad:  # dropped: the error policy has them with their bytes as they came
+            for b in bad:
+                self.task.fail_record(
+                    DeserializationError,
+                    f"source {self.name!r}: cannot deserialize the record's {b.part}: {b.error}",
+                    records[b.index],
+                    b.error,
+                )
+            skip = {b.index for b in bad}
+            records = [r for i, r in enumerate(records) if i not in skip]
         self.emit(records)
-
-    def _with_context(self, records: list[Record]) -> list[Record]:
-        ks, vs = self.key_serde, self.value_serde
-        out = []
-        for r in records:
-            try:
-                k = ks.deserialize(r.key, SerdeContext(r.topic, r.headers, True))
-            except Exception as e:
-                self._bad(None, e, r, "key")
-                continue
-            try:
-                v = vs.deserialize(r.value, SerdeContext(r.topic, r.headers, False))
-            except Exception as e:
-                self._bad(None, e, r, "value")
-                continue
-            r.key = k
-            r.value = v
-            out.append(r)
-        return out
-
-    def _bad(self, bad: set[int] | None, e: Exception, r: Record, what: str) -> set[int]:
-        self.task.fail_record(
-            DeserializationError,
-            f"source {self.name!r}: cannot deserialize the record's {what}: {e}",
-            r,
-            e,
-        )
-        out = bad if bad is not None else set()
-        out.add(id(r))
-        return out
 
 
 class ProcessorNode(Node):
@@ -179,54 +130,56 @@ class SinkNode(Node):
         collector = task.collector
         send_many = getattr(collector, "send_many", None)
         ks, vs = self.key_serde, self.value_serde
-        ctx_needed = ks.needs_context or vs.needs_context
-        # the serdes' C functions where they have them, the full ones when those raise (see
-        # SourceNode)
-        kfull, vfull = ks.to_bytes, vs.to_bytes
-        kser, vser = ks.c_to_bytes or kfull, vs.c_to_bytes or vfull
         part = self.partitioner
         n = collector.partitions_for(topic) if part is not None else 0
         # Serialized a slice at a time, each slice handed to the collector in one call: one
         # call per record fewer, while the slice's bytes are still in the CPU's caches.
         for lo in range(0, len(records), SINK_SLICE):
-            sent: list[Record] = []
-            keys: list[bytes | None] = []
-            values: list[bytes | None] = []
-            parts: list[int | None] | None = [] if part is not None else None
-            for r in records[lo : lo + SINK_SLICE]:
-                try:
-                    if ctx_needed:
-                        k = ks.serialize(r.key, SerdeContext(topic, r.headers, True))
-                        v = vs.serialize(r.value, SerdeContext(topic, r.headers, False))
-                    else:
-                        # None (a tombstone, a null key) is the full function's to pass through
-                        k = r.key
-                        if k is not None:
-                            try:
-                                k = kser(k)
-                            except Exception:
-                                k = kfull(k)
-                        v = r.value
-                        if v is not None:
-                            try:
-                                v = vser(v)
-                            except Exception:
-                                v = vfull(v)
-                    if parts is not None:
-                        parts.append(part(r.key, r.value, n))  # type: ignore[misc]
-                except Exception as e:
-                    task.current = r  # a dead-letter copy takes the failed record's provenance
-                    task.report(e, r, f"sink {self.name!r} (topic {topic!r})")
-                    continue
-                sent.append(r)
-                keys.append(k)
-                values.append(v)
+            chunk = records[lo : lo + SINK_SLICE]
+            keys, values, bad = serialize_records(chunk, topic, ks, vs)
+            sent = chunk
+            parts: list[int | None] | None = None
+            if bad or part is not None:
+                sent, keys, values, parts = self._partitioned(chunk, keys, values, bad, n)
             if not sent:
                 continue
             if send_many is not None:
                 send_many(topic, sent, keys, values, parts)
             else:
                 send_each(task, topic, sent, keys, values, parts)
+
+    def _partitioned(
+        self,
+        chunk: list[Record],
+        keys: list[bytes | None],
+        values: list[bytes | None],
+        bad: list[BadRecord],
+        n: int,
+    ) -> tuple[list[Record], list[bytes | None], list[bytes | None], list[int | None] | None]:
+        """The records of `chunk` to send, their keys, values and (with a partitioner) their
+        partitions; the ones whose serdes or partitioner failed go to the task's error
+        handling, in record order."""
+        task, part = self.task, self.partitioner
+        refused = {b.index: b.error for b in bad}
+        sent: list[Record] = []
+        ks: list[bytes | None] = []
+        vs: list[bytes | None] = []
+        parts: list[int | None] | None = [] if part is not None else None
+        for i, r in enumerate(chunk):
+            err = refused.get(i)
+            if err is None and parts is not None:
+                try:
+                    parts.append(part(r.key, r.value, n))  # type: ignore[misc]
+                except Exception as e:
+                    err = e
+            if err is not None:
+                task.current = r  # a dead-letter copy takes the failed record's provenance
+                task.report(err, r, f"sink {self.name!r} (topic {self.topic!r})")
+                continue
+            sent.append(r)
+            ks.append(keys[i])
+            vs.append(values[i])
+        return sent, ks, vs, parts
 
 
 SINK_SLICE = 1024

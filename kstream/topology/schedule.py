@@ -6,6 +6,7 @@ its schedules and fires them when stream time or the wall clock reaches them.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -15,10 +16,21 @@ if TYPE_CHECKING:
     from kstream.topology.nodes import NodeContext
 
 
-class Schedule:
-    """A punctuation: `callback(time)` when the chosen clock reaches `due`."""
+# Kafka Streams keeps a task's punctuations in a priority queue by due time, and puts one back
+# (with its next due time) after it fires; punctuations due at the same time fire in the order
+# they were queued. `Schedule.seq` is that order.
+_queued = itertools.count()
 
-    __slots__ = ("callback", "cancelled", "ctx", "due", "interval", "type")
+
+class Schedule:
+    """A punctuation: `callback(time)` when the chosen clock reaches `due`.
+
+    Due punctuations fire earliest `due` first, ties in the order they were scheduled or last
+    fired (`order`), as Kafka Streams' punctuation queue does: when one punctuation forwards
+    into a processor that punctuates too, the order decides what the second one emits.
+    """
+
+    __slots__ = ("callback", "cancelled", "ctx", "due", "interval", "seq", "type")
 
     def __init__(
         self,
@@ -34,6 +46,7 @@ class Schedule:
         self.callback = callback
         self.due = due
         self.cancelled = False
+        self.seq = next(_queued)
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -42,3 +55,8 @@ class Schedule:
         """Next due time on this schedule's grid after `now` (missed ones fire once, not many)."""
         missed = (now - self.due) // self.interval
         self.due += (missed + 1) * self.interval
+        self.seq = next(_queued)
+
+    def order(self) -> tuple[int, int]:
+        """The firing order among due punctuations: earliest due, then first queued."""
+        return (self.due, self.seq)

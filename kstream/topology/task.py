@@ -380,7 +380,7 @@ class Task:
         return sched
 
     def _fire(self, scheds: Iterable[Schedule], now: int) -> None:
-        for s in list(scheds):
+        for s in sorted(scheds, key=Schedule.order):
             if s.cancelled or now < s.due:
                 continue
             s.advance(now)

@@ -64,12 +64,16 @@ class RepartitionTopicDef:
 
 @dataclass
 class GlobalStoreDef:
-    """A store replicated in full on every instance, fed by `topic` through `processor`."""
+    """A store replicated in full on every instance, fed by `topic` through `processor`.
+
+    `position` is how many nodes the topology had when the store was added: Kafka Streams
+    numbers a global store's part among the sub-topologies in the order nodes were added."""
 
     spec: Any
     topic: str
     source: SourceDef
     processor: ProcessorDef
+    position: int = 0
 
 
 def _check_factory(what: str, factory: Any) -> None:
@@ -101,6 +105,9 @@ class Topology:
         self.store_users: dict[str, list[str]] = {}
         self.repartition_topics: dict[str, RepartitionTopicDef] = {}
         self.global_stores: dict[str, GlobalStoreDef] = {}
+        # stores kept for kstream's own bookkeeping beside the ones Kafka Streams has: they
+        # work as any other (changelog included) but `describe()` leaves them out
+        self.undescribed_stores: set[str] = set()
         self._topic_owner: dict[str, str] = {}
 
     # --- building ---------------------------------------------------------------------------
@@ -184,8 +191,15 @@ class Topology:
             self.children[p].append(name)
         return self
 
-    def add_state_store(self, spec: Any, processors: str | Iterable[str] = ()) -> Topology:
-        """Register a store (a `kstream.stores` spec) and connect it to `processors`."""
+    def add_state_store(
+        self, spec: Any, processors: str | Iterable[str] = (), *, described: bool = True
+    ) -> Topology:
+        """Register a store (a `kstream.stores` spec) and connect it to `processors`.
+
+        `described=False` marks a store that a built-in operator keeps beside the stores Kafka
+        Streams' operator has (a windowed aggregation's stream time, say): it is restored and
+        changelogged as any store, but `describe()` omits it, so the description stays Kafka's.
+        """
         name = getattr(spec, "name", None)
         if not isinstance(name, str) or not name:
             raise TopologyError(f"add_state_store expects a store spec with a name, got {spec!r}")
@@ -193,6 +207,8 @@ class Topology:
             raise TopologyError(f"store {name!r} is already in the topology")
         self.stores[name] = spec
         self.store_users[name] = []
+        if not described:
+            self.undescribed_stores.add(name)
         for p in (processors,) if isinstance(processors, str) else processors:
             self.connect_processor_and_store(p, name)
         return self
@@ -242,7 +258,7 @@ class Topology:
         self._topic_owner[topic] = src_name
         src = SourceDef(src_name, (topic,), serde(key_serde), serde(value_serde))
         proc = ProcessorDef(proc_name, processor_factory, (src_name,), [name])
-        self.global_stores[name] = GlobalStoreDef(spec, topic, src, proc)
+        self.global_stores[name] = GlobalStoreDef(spec, topic, src, proc, len(self.nodes))
         return self
 
     def add_repartition_topic(self, name: str, partitions: int | None = None) -> Topology:

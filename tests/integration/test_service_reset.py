@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from confluent_kafka import TopicPartition
 
 from kstream.config import Config
 from kstream.dsl import StreamBuilder
@@ -16,8 +17,10 @@ from kstream.kafka.admin import Admin
 from kstream.kafka.broker import EmbeddedBroker
 from kstream.kafka.consumer import Consumer
 from kstream.kafka.producer import Producer
+from kstream.kafka.supplier import ClientConfig, KafkaClientSupplier
 from kstream.runtime import App, AppState
 from kstream.service.cli import main
+from kstream.service.reset import reset_app
 
 FAST_GROUP = {"session.timeout.ms": 2000, "heartbeat.interval.ms": 300}
 
@@ -256,3 +259,42 @@ def test_reset_refuses_a_running_app(
         app.close()
     assert _reset(*args, "--state-dir", str(tmp_path)) == 0
     assert f"{app_id}-counts-changelog" not in admin.list_topics()
+
+
+class _RecordingSupplier(KafkaClientSupplier):
+    """Kafka's clients; `asked` lists each request as (role, config)."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, ClientConfig]] = []
+
+    def consumer(self, config: ClientConfig) -> Consumer:
+        self.asked.append(("consumer", config))
+        return super().consumer(config)
+
+    def admin(self, config: ClientConfig) -> Admin:
+        self.asked.append(("admin", config))
+        return super().admin(config)
+
+
+def test_reset_gets_its_clients_from_the_supplier(
+    kafka_broker: EmbeddedBroker, unique_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    bs = kafka_broker.bootstrap_servers
+    src, app_id = unique_name("in"), unique_name("app")
+    Admin(bs).create_topic(src, 1)
+    p = Producer(bs)
+    for _ in range(3):
+        p.produce(src, b"v", key=b"k")
+    p.flush()
+    with Consumer(bs, group_id=app_id) as c:
+        c.commit([TopicPartition(src, 0, 3)])
+    supplier = _RecordingSupplier()
+    report = reset_app(
+        app_id, bs, state_dir=str(tmp_path), kafka=FAST_GROUP, client_supplier=supplier
+    )
+    assert any("set to earliest on 1 partition(s)" in line for line in report), report
+    assert [role for role, _ in supplier.asked] == ["admin", "consumer"]
+    assert supplier.asked[1][1].group_id == app_id
+    assert supplier.asked[1][1].kafka == FAST_GROUP
+    with Consumer(bs, group_id=app_id) as c:
+        assert [tp.offset for tp in c.committed([(src, 0)])] == [0]

@@ -16,7 +16,7 @@ from kstream.broker_compat import KAFKA, TANSU
 from kstream.errors import ProduceError
 from kstream.kafka import Admin, Consumer, EmbeddedBroker, Producer
 from kstream.records import Record
-from kstream.runtime.tasks import Collector
+from kstream.runtime.collector import Collector
 from kstream.state.provenance import HEADER, from_headers
 
 

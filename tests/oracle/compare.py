@@ -29,7 +29,7 @@ def compared_stores(case: Case) -> set[str]:
     return {
         n["store"]
         for n in case.nodes
-        if "store" in n and (n["store_kind"] == "kv" or "retention" in n)
+        if "store_kind" in n and (n["store_kind"] == "kv" or "retention" in n)
     }
 
 

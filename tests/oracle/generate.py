@@ -6,10 +6,11 @@ is a chain, a tree (split, or a handle used twice) or a graph with two-input ope
 joins), which bring a new source when no fitting second input exists. Then every grouped
 handle is aggregated and every open stream or table is written to an output topic.
 
-Inputs use a small key alphabet with None, None values, and timestamps that mostly move
-forward but also step back, by more than the grace of the windows at times, so late records
-and out-of-order joins happen often. Everything drawn shrinks towards fewer operators, fewer
-records, and the first choice of each list.
+Inputs use a small key alphabet with None, None values, headers on some records, and
+timestamps that mostly move forward but also step back, by more than the grace of the windows
+at times, so late records and out-of-order joins happen often; topologies with a wall-clock
+punctuation also get wall-clock advances between records. Everything drawn shrinks towards
+fewer operators, fewer records, and the first choice of each list.
 
 Where kstream differs from Kafka Streams on purpose or by a known divergence, the generator
 avoids the shape, with a comment naming the divergence (and the README lists it).
@@ -24,7 +25,7 @@ from typing import Any, TypeVar
 from hypothesis import strategies as st
 
 from oracle import library as lib
-from oracle.spec import Case, Node
+from oracle.spec import Case, KstreamBuilder, Node
 
 MAX_OPS = 6
 KEYS = ("a", "b", "c", None)
@@ -43,6 +44,8 @@ STREAM_OPS = {
     "toTable": ("toTable",),
     # the operators ported apps use (issue 37): a kind of their own, so they are drawn often
     "ported": ("processValues", "mapValuesWithKey", "flatMapValuesWithKey"),
+    # user processors of the Processor API: stores, punctuations, headers
+    "processor": ("process",),
 }  # fmt: skip
 
 STREAM, TABLE, GLOBAL = "stream", "table", "global"
@@ -70,10 +73,14 @@ class _Graph:
     streams: list[Handle] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)  # input topic -> value type
     table_join: bool = False
+    wall_clock: bool = False  # a processor punctuates on the wall clock: inputs advance it
+    headers: bool = False  # a processor adds headers
+    sessions: bool = False  # session windows are drawn
+    joined: set[int] = field(default_factory=set)  # streams that are inputs of a join
     multi: set[int] = field(default_factory=set)  # nodes that may give several records for one
 
     def pick(self, options: Sequence[T]) -> T:
-        return self.draw(st.sampled_from(options))  # type: ignore[no-any-return]
+        return self.draw(st.sampled_from(options))
 
     def add(self, op: str, inputs: Sequence[Handle], vt: str, kind: str, **fields: Any) -> Handle:
         nid = len(self.nodes)
@@ -127,7 +134,7 @@ class _Graph:
 
     def stream_op(self, h: Handle) -> list[Handle]:
         # a kind of operator first, so that stateful ones are as likely as stateless ones
-        kind = self.pick(("stateless", "group", "join", "route", "toTable", "ported"))
+        kind = self.pick(("stateless", "group", "join", "route", "toTable", "ported", "processor"))
         op = self.pick(STREAM_OPS[kind])
         vt = h.vt
         if op in ("filter", "filterNot"):
@@ -158,7 +165,32 @@ class _Graph:
             return [self.add("toTable", [h], vt, TABLE, store=store, store_kind="kv")]
         if op in ("groupByKey", "groupBy"):
             return [self.group(h, op)]
+        if op == "process":
+            return [self.process(h)]
         return [self.stream_join(h, op)]
+
+    def process(self, h: Handle) -> Handle:
+        """A user processor of the library, with its store and punctuation interval."""
+        # Known difference (docs/differences.md, "Output and emission"): three or more
+        # punctuations due at once fire in another order than Kafka's; two at most
+        punctuating = sum(1 for n in self.nodes if "interval" in n)
+        procs = [
+            p
+            for p in lib.PROCESSORS.values()
+            if not (self.sessions and p.name == "add_header")
+            and not (punctuating >= 2 and p.punctuation is not None)
+        ]
+        proc = self.pick(procs)
+        if proc.name == "add_header":
+            self.headers = True
+        fields: dict[str, Any] = {"processor": proc.name}
+        if proc.store:
+            fields.update(store=f"s{len(self.nodes)}", store_kind="kv")
+        if proc.punctuation is not None:
+            fields["interval"] = self.pick((5, 10))
+        if proc.punctuation == "wall_clock":
+            self.wall_clock = True
+        return self.add("process", [h], proc.output(h.vt), STREAM, **fields)
 
     def split(self, h: Handle) -> list[Handle]:
         """`split()` with `Branched` branches: named or not, some with a `mapValues` chained
@@ -226,7 +258,11 @@ class _Graph:
         fits = [
             o
             for o in pool
-            if o.id != h.id and not o.windowed and vt in (None, o.vt) and not self.rejoins(h, o)
+            if o.id != h.id
+            and not o.windowed
+            and vt in (None, o.vt)
+            and not self.rejoins(h, o)
+            and not self.joins_again(o)
         ]
         if fits and self.draw(st.booleans()):
             return self.pick(fits)
@@ -252,13 +288,43 @@ class _Graph:
         """Known divergence: kstream forwards a batch through one child, then the next, where
         Kafka forwards each record through all children first; when a node that gives several
         records for one input feeds both inputs of a merge or join, the two paths' records
-        meet in another order. Two inputs with such a node above both are not joined."""
-        return bool(self.ancestors(h.id) & self.ancestors(o.id) & self.multi)
+        meet in another order. Two inputs with such a node above both are not joined.
+
+        Known difference of the test drivers (docs/differences.md, "Test driver"): when both
+        inputs come through repartition topics from one upstream record, Kafka's driver picks
+        among the task's partitions by head timestamp, equal ones in its priority queue's
+        order; kstream's takes records in the order they were written. Two re-keyed inputs
+        with a common node above both are not joined either."""
+        common = self.ancestors(h.id) & self.ancestors(o.id)
+        return bool(common & self.multi) or bool(
+            common and self.rekeyed(h.id) and self.rekeyed(o.id)
+        )
+
+    def rekeyed(self, nid: int) -> bool:
+        """Whether the stream `nid` gives needs a repartition before a join (Kafka's
+        `repartitionRequired`): its key may have changed since the last repartition."""
+        node = self.nodes[nid]
+        op = node["op"]
+        if op in ("map", "selectKey", "flatMap", "process") or (op == "toStream" and "fn" in node):
+            return True
+        if op in ("stream", "repartition", "toStream", "join", "leftJoin", "outerJoin"):
+            return False
+        return any(self.rekeyed(i) for i in node.get("in", ()))
+
+    def joins_again(self, h: Handle) -> bool:
+        """Known bug (docs/differences.md, "Known bugs"): kstream refuses a re-keyed stream
+        joined twice (each join adds the same repartition topic; Kafka shares one)."""
+        return h.id in self.joined and self.rekeyed(h.id)
 
     def stream_join(self, h: Handle, op: str) -> Handle:
+        if self.joins_again(h):  # see `joins_again`: an explicit repartition, the workaround
+            return self.add("repartition", [h], h.vt, STREAM)
         # outer joins are of two streams only
         right_kind = STREAM if op == "outerJoin" else self.pick((STREAM, TABLE, GLOBAL))
         other = self.other(h, right_kind)
+        self.joined.add(h.id)
+        if right_kind == STREAM:
+            self.joined.add(other.id)
         fields: dict[str, Any] = {"fn": "pair"}
         if self.draw(st.booleans()):  # a ValueJoinerWithKey
             fields.update(fn="key_pair", with_key=True)
@@ -339,7 +405,13 @@ class _Graph:
         return handle
 
     def windows(self) -> dict[str, Any]:
-        wtype = self.pick(("time", "session", "sliding"))
+        # Known difference (docs/differences.md, "Output and emission"): Kafka's session
+        # aggregations forward results without the input's headers, kstream's keep them; a
+        # topology that adds headers gets no session windows (and one with session windows,
+        # see `process` and `cases`, no headers at all)
+        wtype = self.pick(("time", "sliding") if self.headers else ("time", "session", "sliding"))
+        if wtype == "session":
+            self.sessions = True
         grace = self.pick((0, 3, 10))
         if wtype == "time":
             size = self.pick((5, 10, 20))
@@ -364,6 +436,22 @@ class _Graph:
 
     # --- the end --------------------------------------------------------------------------
 
+    def single_task_stream_time(self) -> None:
+        """Known difference of the test drivers (docs/differences.md, "Test driver"): Kafka's
+        TopologyTestDriver runs every sub-topology in one task with one stream time, so a
+        record of one sub-topology fires the stream-time punctuations of another; kstream's
+        driver, like both runtimes, has a task and a stream time per sub-topology. A
+        stream-time punctuation in a topology of several sub-topologies punctuates on the
+        wall clock instead."""
+        buffers = [n for n in self.nodes if n.get("processor") == "buffer_stream_time"]
+        if not buffers:
+            return
+        built = KstreamBuilder().build(Case(self.nodes)).build()
+        if len(built.compile("oracle").subtopologies) > 1:
+            for n in buffers:
+                n["processor"] = "buffer_wall_clock"
+            self.wall_clock = True
+
     def finish(self) -> None:
         for h in list(self.open):
             while h.kind not in (STREAM, TABLE):
@@ -380,18 +468,36 @@ def _value(vt: str) -> st.SearchStrategy[Any]:
     return st.one_of(st.integers(0, 9), st.none())
 
 
+# a record's headers: mostly none; values are text or None
+HEADERS: tuple[list[list[Any]], ...] = ([], [], [["h", "1"]], [["h", "2"], ["g", None]])
+WALL_CLOCK_STEPS = (1, 4, 12)
+
+
 @st.composite
-def records(draw: Any, sources: dict[str, str], in_order: bool = False) -> list[list[Any]]:
+def records(
+    draw: Any,
+    sources: dict[str, str],
+    in_order: bool = False,
+    wall_clock: bool = False,
+    headers: bool = True,
+) -> list[list[Any]]:
     """Records for the input topics `sources` (topic -> value type), timestamps mostly rising
-    (never falling with `in_order`)."""
+    (never falling with `in_order`), some with headers; with `wall_clock`, rows `[None, ms]`
+    that advance the wall clock come between them and after the last."""
     topics = sorted(sources)
     n = draw(st.sampled_from(range(1, MAX_RECORDS + 1)))  # uniform: integers() favours few
     out: list[list[Any]] = []
     ts = 0
     for _ in range(n):
+        if wall_clock and draw(st.booleans()):
+            out.append([None, draw(st.sampled_from(WALL_CLOCK_STEPS))])
         topic = draw(st.sampled_from(topics))
         ts = max(0, ts + draw(st.integers(0 if in_order else -12, 15)))
-        out.append([topic, draw(st.sampled_from(KEYS)), draw(_value(sources[topic])), ts])
+        row = [topic, draw(st.sampled_from(KEYS)), draw(_value(sources[topic])), ts]
+        drawn = draw(st.sampled_from(HEADERS)) if headers else []
+        out.append([*row, drawn] if drawn else row)
+    if wall_clock:  # the last punctuations too
+        out.append([None, draw(st.sampled_from(WALL_CLOCK_STEPS[::-1]))])
     return out
 
 
@@ -412,4 +518,6 @@ def cases(draw: Any, max_ops: int = MAX_OPS) -> Case:
     # tables) and is older than the key's previous update, the side processed first still
     # sees the other side's previous (newer) timestamp in kstream, the updated one in Kafka.
     # Cases with a table-table join get timestamps that never fall.
-    return Case(g.nodes, draw(records(g.sources, in_order=g.table_join)))
+    g.single_task_stream_time()
+    rows = records(g.sources, g.table_join, g.wall_clock, headers=not g.sessions)
+    return Case(g.nodes, draw(rows))

@@ -18,7 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kstream.records import Record
+
 STRING, LONG = "string", "long"
+# functions only the conformance cases name (conformance_cases.py): they need numeric keys or
+# particular texts, so the generator never draws them (`accepts` fits no value type)
+CONFORMANCE_ONLY = "conformance"
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,11 @@ def mod_key(v: int | None) -> str | None:
     return None if v is None else f"m{v % 3}"
 
 
+def _key_multiple(k: str | None, n: int) -> bool:
+    """A numeric text key that is a multiple of `n` (Java's `Long.parseLong(k) % n == 0`)."""
+    return k is not None and int(k) % n == 0
+
+
 def _num(v: int | None) -> int:
     return 0 if v is None else v
 
@@ -75,6 +85,14 @@ def word(v: str | None, i: int) -> str | None:
         return None
     words = v.split(" ")
     return words[i] if i < len(words) else None
+
+
+def token(v: str | None, i: int) -> str | None:
+    """Token `i` of a text split at commas, or None (Java's `split(",", -1)`)."""
+    if v is None:
+        return None
+    tokens = v.split(",")
+    return tokens[i] if i < len(tokens) else None
 
 
 _WORD = re.compile(r"[a-z0-9_]+")
@@ -100,6 +118,11 @@ PREDICATES = _table(
     Fn("short_value", lambda k, v: v is not None and len(v) <= 1, STRING),
     Fn("even", lambda k, v: v is not None and v % 2 == 0, LONG),
     Fn("small", lambda k, v: v is not None and v < 5, LONG),
+    Fn("starts_with_skip", lambda k, v: v is not None and v.startswith("skip"), STRING),
+    Fn("key_even", lambda k, v: _key_multiple(k, 2), CONFORMANCE_ONLY),
+    Fn("key_multiple_of_3", lambda k, v: _key_multiple(k, 3), CONFORMANCE_ONLY),
+    Fn("key_multiple_of_5", lambda k, v: _key_multiple(k, 5), CONFORMANCE_ONLY),
+    Fn("is_accept", lambda k, v: v is not None and v.lower() == "accept", CONFORMANCE_ONLY),
 )
 
 VALUE_MAPPERS = _table(
@@ -110,6 +133,7 @@ VALUE_MAPPERS = _table(
     Fn("str", lambda v: None if v is None else render(v), LONG, STRING),
     Fn("null_to_text", render, None, STRING),
     Fn("drop_a", _drop_a, STRING),
+    Fn("digit", lambda v: None if v is None else ord(v[0]) - 48, CONFORMANCE_ONLY, LONG),
 )
 
 # (k, v) -> (k2, v2): KStream.map, and KTable.groupBy's selector
@@ -123,6 +147,7 @@ KV_MAPPERS = _table(
     Fn("identity", lambda k, v: (k, v)),
     Fn("null_key_if_x", lambda k, v: (None if v == "x" else k, v), STRING),
     Fn("by_first_word", _by_first_word, STRING),
+    Fn("value_pair", lambda k, v: (v, v), CONFORMANCE_ONLY),  # MockMapper.selectValueKeyValueMapper
 )
 
 # (k, v) -> k2: selectKey, groupBy, and the global-table join's key selector
@@ -136,6 +161,13 @@ KEY_SELECTORS = _table(
     Fn("value", lambda k, v: v, STRING),
     Fn("first_word", lambda k, v: word(v, 0), STRING),
     Fn("third_word", lambda k, v: word(v, 2), STRING),
+    # the second comma-separated token: Kafka's global-join tests' foreign key
+    Fn("second_token", lambda k, v: token(v, 1), STRING),
+    Fn(
+        "head_unless_skip",
+        lambda k, v: None if v is None or v == "skip" else head(v),
+        CONFORMANCE_ONLY,
+    ),
 )
 
 FLAT_VALUE_MAPPERS = _table(
@@ -143,6 +175,7 @@ FLAT_VALUE_MAPPERS = _table(
     Fn("dup", lambda v: [v, v]),
     Fn("none", lambda v: []),
     Fn("words", words, STRING),
+    Fn("v_and_V", lambda v: [f"v{render(v)}", f"V{render(v)}"], CONFORMANCE_ONLY, STRING),
 )
 
 # (k, v) -> v2: mapValues with a ValueMapperWithKey (`with_key=True`)
@@ -159,6 +192,13 @@ FLAT_VALUE_MAPPERS_WITH_KEY = _table(
 FLAT_MAPPERS = _table(
     Fn("fanout", lambda k, v: [(k, v), (None if k is None else k + k, v)]),
     Fn("chars_keys", lambda k, v: [] if v is None else [(c, v) for c in v], STRING),
+    Fn("single", lambda k, v: [(k, v)]),  # Kafka's MockMapper.noOpFlatKeyValueMapper
+    # KStreamFlatMapTest's mapper: key k gives k records keyed "k*10+i"
+    Fn(
+        "key_fanout",
+        lambda k, v: [(str(int(k) * 10 + i), v) for i in range(int(k))],
+        CONFORMANCE_ONLY,
+    ),
 )
 
 # (agg, v) -> agg: stream reducers, and a table's adder/subtractor pairs (see TABLE_REDUCERS)
@@ -232,6 +272,122 @@ def map_values_processor(fn: Callable[[Any], Any]) -> Callable[[], Any]:
             self.ctx.forward(record.with_value(fn(record.value)))
 
     return MapValues
+
+
+# --- user processors (the Processor API): Processors.java holds their Java twins --------
+
+
+def _header_bytes(text: str) -> bytes:
+    return text.encode("latin-1")
+
+
+def _header_text(value: bytes | None) -> str:
+    return "null" if value is None else bytes(value).decode("latin-1")
+
+
+class _Count:
+    """Counts records per key in a KV store and forwards the running count (a null key is
+    skipped: Kafka's stores refuse null keys)."""
+
+    def __init__(self, store: str) -> None:
+        self.store_name = store
+
+    def init(self, ctx: Any) -> None:
+        self.ctx = ctx
+        self.store = ctx.get_store(self.store_name)
+
+    def process(self, record: Any) -> None:
+        if record.key is None:
+            return
+        count = (self.store.get(record.key) or 0) + 1
+        self.store.put(record.key, count)
+        self.ctx.forward(record.with_value(count))
+
+
+class _Buffer:
+    """Keeps each key's latest value (a None value deletes it); each punctuation forwards the
+    buffered records in key order, stamped with the punctuation's time, and empties the
+    buffer."""
+
+    def __init__(self, store: str, interval: int, clock: str) -> None:
+        self.store_name = store
+        self.interval = interval
+        self.clock = clock
+
+    def init(self, ctx: Any) -> None:
+        self.ctx = ctx
+        self.store = ctx.get_store(self.store_name)
+        ctx.schedule(self.interval, self.clock, self.emit)
+
+    def process(self, record: Any) -> None:
+        if record.key is not None:
+            self.store.put(record.key, record.value)
+
+    def emit(self, time: int) -> None:
+        with self.store.all() as cursor:
+            buffered = sorted(cursor, key=lambda kv: kv[0])
+        for key, value in buffered:
+            self.store.delete(key)
+            self.ctx.forward(Record(key, value, time))
+
+
+class _AddHeader:
+    """Forwards each record with a header "n" added: how many headers the record had."""
+
+    def init(self, ctx: Any) -> None:
+        self.ctx = ctx
+
+    def process(self, record: Any) -> None:
+        n = len(record.headers)
+        self.ctx.forward(record.with_headers((*record.headers, ("n", _header_bytes(str(n))))))
+
+
+class _HeadersText:
+    """Replaces each value with the text of the record's headers: "k=v,k=v" ("" for none)."""
+
+    def init(self, ctx: Any) -> None:
+        self.ctx = ctx
+
+    def process(self, record: Any) -> None:
+        text = ",".join(f"{k}={_header_text(v)}" for k, v in record.headers)
+        self.ctx.forward(record.with_value(text))
+
+
+@dataclass(frozen=True)
+class UserProcessor:
+    """A library processor: `factory(store, interval)` gives a processor factory; `store`
+    says whether it keeps a KV store, `punctuation` which clock it schedules on, if any."""
+
+    name: str
+    factory: Callable[[str, int], Callable[[], Any]]
+    gives: str | None = None
+    store: bool = False
+    punctuation: str | None = None
+
+    def output(self, vt: str) -> str:
+        return self.gives or vt
+
+
+PROCESSORS = {
+    p.name: p
+    for p in (
+        UserProcessor("count", lambda s, i: lambda: _Count(s), LONG, store=True),
+        UserProcessor(
+            "buffer_stream_time",
+            lambda s, i: lambda: _Buffer(s, i, "stream_time"),
+            store=True,
+            punctuation="stream_time",
+        ),
+        UserProcessor(
+            "buffer_wall_clock",
+            lambda s, i: lambda: _Buffer(s, i, "wall_clock"),
+            store=True,
+            punctuation="wall_clock",
+        ),
+        UserProcessor("add_header", lambda s, i: _AddHeader),
+        UserProcessor("headers_text", lambda s, i: _HeadersText, STRING),
+    )
+}
 
 
 GENERATED_SPLIT = len("KSTREAM-BRANCH-0000000000")

@@ -2,9 +2,12 @@
 
 A case is a JSON object: `nodes`, a topology as a list of operators in build order (each names
 its inputs by id), and `records`, the input as `[topic, key, value, timestamp]` rows piped in
-that order. The Java harness (`tools/kafka-streams-oracle`, `SpecBuilder.java`) builds the same
-nodes with Kafka Streams' DSL; `build` here builds them with kstream's, operator for operator,
-and `run` drives them through kstream's `TopologyTestDriver`. Both answer in one shape:
+that order; a row may carry a fifth element, its headers `[[key, value or null], ...]` (values
+are text, bytes as ISO-8859-1 on both sides), and a row `[null, ms]` advances the test driver's
+wall clock by `ms` instead (firing wall-clock punctuations). The Java harness
+(`tools/kafka-streams-oracle`, `SpecBuilder.java`) builds the same nodes with Kafka Streams'
+DSL; `build` here builds them with kstream's, operator for operator, and `run` drives them
+through kstream's `TopologyTestDriver`. Both answer in one shape:
 
     {"outputs": {topic: [[key, value, timestamp, headers], ...]},
      "stores": {store: [[key, value], ...] or [[key, start, end, value], ...]}}
@@ -30,6 +33,13 @@ gives ("string" or "long"; keys are always strings). The operators and their fie
 - `join`, `leftJoin`, `outerJoin` `{fn[, window: {before, after, grace}][, selector]}`: the
   kind follows from the inputs (stream-stream, stream-table, stream-globalTable, table-table);
   a stream's join with `with_key: true` takes a `JOINERS_WITH_KEY` fn (`ValueJoinerWithKey`)
+- `process {processor[, store, store_kind: kv][, interval]}`: a user processor of the
+  library's `PROCESSORS` (`KStream.process`; Processors.java on the Java side): a per-key
+  counter with a KV store, buffers that a stream-time or wall-clock punctuation every
+  `interval` ms empties downstream, and processors that add or read headers
+- `deduplicate {fn, within, store}`: kstream's `KStream.deduplicate` with a key selector of
+  the library giving each record's id; Kafka Streams has no such operator, so the harness
+  builds what a Kafka user writes (a processor with a window store, Processors.java)
 - `to {topic}`
 """
 
@@ -169,7 +179,23 @@ class KstreamBuilder:
             return self._aggregation(node, op)
         if op in ("join", "leftJoin", "outerJoin"):
             return self._join(node, op)
+        if op == "process":
+            return self._process(node)
+        if op == "deduplicate":
+            ids = lib.KEY_SELECTORS[node["fn"]].fn
+            return self._in(node).deduplicate(ids, within=node["within"], store=node["store"])
         return self._stateless(node, op)
+
+    def _process(self, node: Node) -> Any:
+        """A library user processor (`KStream.process`), with its KV store if it keeps one:
+        the store's values are of the node's type."""
+        proc = lib.PROCESSORS[node["processor"]]
+        store = node.get("store", "")
+        factory = proc.factory(store, node.get("interval", 0))
+        if not store:
+            return self._in(node).process(factory)
+        spec = stores.key_value(store, key_serde="string", value_serde=node["vt"])
+        return self._in(node).process(factory, stores=[spec])
 
     def _split(self, node: Node) -> list[Any]:
         """`split`, as SpecBuilder.java builds it: the branches' streams in the spec's order."""
@@ -257,6 +283,10 @@ class KstreamBuilder:
 # --- running ---------------------------------------------------------------------------------
 
 
+def _input_headers(rows: list[list[Any]]) -> list[tuple[str, bytes | None]]:
+    return [(k, None if v is None else str(v).encode("latin-1")) for k, v in rows]
+
+
 def _headers(headers: Any) -> list[list[Any]]:
     return [[k, None if v is None else bytes(v).decode("latin-1")] for k, v in headers]
 
@@ -276,8 +306,12 @@ def run(case: Case) -> Answer:
     sinks = {n["topic"]: n["vt"] for n in case.nodes if n["op"] == "to"}
     with TopologyTestDriver(builder, initial_wall_clock=0) as driver:
         inputs = {t: driver.input_topic(t, "string", vt) for t, vt in sources.items()}
-        for topic, key, value, ts in case.records:
-            inputs[topic].pipe(key, value, ts)
+        for row in case.records:
+            if row[0] is None:  # [None, ms]: the wall clock moves ms forward
+                driver.advance_wall_clock(row[1])
+                continue
+            topic, key, value, ts = row[:4]
+            inputs[topic].pipe(key, value, ts, _input_headers(row[4] if len(row) > 4 else []))
         outputs = {}
         for topic, vt in sinks.items():
             records = driver.output_topic(topic, "string", vt).read_records()
@@ -285,6 +319,6 @@ def run(case: Case) -> Answer:
         stores = {
             n["store"]: _store_rows(driver.get_store(n["store"]), n["store_kind"])
             for n in case.nodes
-            if "store" in n
+            if "store" in n and "store_kind" in n  # a deduplicate node's ids are no answer
         }
     return {"outputs": outputs, "stores": stores}

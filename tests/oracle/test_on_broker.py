@@ -26,9 +26,11 @@ The four examples (examples/) in spec form, with string values for their JSON:
   wall-clock closing of idle windows is off in specs: Kafka Streams has none).
 - orders_enriched: orders re-keyed by customer (a repartition), joined with the customers
   table, left-joined with the products global table, re-keyed by order id.
-- payments_dedup is not expressible: it is built on kstream's `deduplicate`, which Kafka
-  Streams' DSL does not have (KIP-655 is not in 4.1; a Kafka user writes a Processor API
-  processor), and the spec format has no user processors yet.
+- payments_dedup: payments keyed by account, their idempotency key the value's second
+  comma-separated token (none: the payment passes), deduplicated within an hour. kstream runs
+  `KStream.deduplicate`; Kafka Streams' DSL has no such operator (KIP-655 is not in 4.1), so
+  the harness runs what a Kafka user writes: a processor with a window store of first-seen
+  times keyed by the idempotency key (Kafka's EventDeduplication example; Processors.java).
 """
 
 from __future__ import annotations
@@ -157,7 +159,34 @@ def stream_stream_join() -> BrokerCase:
     return BrokerCase("stream_stream_join", Case(nodes, records), "multiset")
 
 
-CASES = [word_count, clicks_per_minute, orders_enriched, stream_stream_join]
+HOUR = 3_600_000
+
+
+def payments_dedup() -> BrokerCase:
+    """Retries of a payment come 1 s to 40 min after it (duplicates) or 80 min to 3 h later
+    (new again: its id left the hour); a tenth of the payments carry no idempotency key.
+    Each account's payments are in time order, as one service writes them."""
+    rng = random.Random(5)
+    payments: list[list[Any]] = []
+    for i in range(60):
+        account = f"acct{rng.randint(0, 7)}"
+        first = T0 + i * 60_000 + rng.randint(0, 59_000)
+        value = f"{rng.randint(1, 500)}.00" + ("" if i % 10 == 9 else f",pay-{i}")
+        payments.append(["payments", account, value, first])
+        for _ in range(rng.choice((0, 1, 1, 2))):
+            later = rng.choice((rng.randint(1_000, 40 * 60_000), rng.randint(80, 180) * 60_000))
+            payments.append(["payments", account, value, first + later])
+    payments.sort(key=lambda r: r[3])
+    nodes: list[Node] = [
+        {"id": 0, "op": "stream", "vt": "string", "topic": "payments"},
+        {"id": 1, "op": "deduplicate", "in": [0], "vt": "string", "fn": "second_token",
+         "within": HOUR, "store": "payment-ids"},
+        {"id": 2, "op": "to", "in": [1], "vt": "string", "topic": "payments-deduped"},
+    ]  # fmt: skip
+    return BrokerCase("payments_dedup", Case(nodes, payments), "exact")
+
+
+CASES = [word_count, clicks_per_minute, orders_enriched, payments_dedup, stream_stream_join]
 
 
 # --- running -------------------------------------------------------------------------------

@@ -63,12 +63,12 @@ class Runner:
         self.thread.run_once()
 
     def commit(self) -> None:
-        self.thread._commit()
+        self.thread.commit()
 
     def turn(self, n: int = 1) -> None:
         for _ in range(n):
             self.thread.run_once()
-            self.thread._commit()
+            self.thread.commit()
 
     def close(self) -> None:
         self.thread.close()

@@ -60,21 +60,15 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {
     # Config validates the security settings with the Kafka clients' own rules, while the
     # clients read their settings from Config (a cycle; outside the runtime's area)
     ("kstream.config", "kstream.kafka"): "config.py validates `kafka` with kafka/security.py",
-    # App(config={"processes": N}) runs the supervisor of `kstreamd run --processes N`
-    # (runtime/workers.py WorkerProcesses); goes when the multi-process front becomes its own
-    # object above the runtime (issue 36, item 1)
-    ("kstream.runtime", "kstream.service"): "WorkerProcesses runs service.supervisor",
 }
 
 #: the groups of units tied by import cycles today (as the test finds them), and why they are
 #: left; a group may shrink or go (then update it here), no group may grow or appear
 KNOWN_CYCLES: dict[frozenset[str], str] = {
-    # runtime -> service (KNOWN_UPWARD) ties the runtime into the fronts, which import each
-    # other: the package exports kstream.processes, which runs the service's supervisor, and
+    # the fronts import each other, within their layer: the package exports kstream.processes
+    # (and registers its App front with the runtime), which runs the service's supervisor, and
     # the service imports the package (__version__, the demo's DSL)
-    frozenset(
-        {"kstream", "kstream.processes", "kstream.runtime", "kstream.service", "kstream.spark"}
-    ): "runtime/workers.py imports service.supervisor; the fronts import each other",
+    frozenset({"kstream", "kstream.processes", "kstream.service"}): "the fronts, one layer",
     frozenset({"kstream.config", "kstream.kafka"}): "see KNOWN_UPWARD",
     # provenance headers (state) and the broker workarounds that read them (broker_compat),
     # which also builds store specs (stores) that import the state package

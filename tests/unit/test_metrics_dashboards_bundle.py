@@ -1,22 +1,41 @@
-"""`kstreamd dashboards` writes a bundle that points Grafana and Prometheus at each other."""
+"""The Grafana assets a user installs, and the bundle `kstreamd dashboards` writes from them.
+
+`kstream/assets/grafana` is a link to `grafana/`, so reading the assets through the package in
+this work tree would compare the repository with itself. What a user gets is the wheel: it
+is built (tests/support/wheel.py) and its dashboards and alert rules compared with
+`grafana/`, file by file.
+"""
 
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import pytest
+from support.wheel import ROOT, build_wheel, wheel_cache
 
 from kstream.service.cli import main
-from kstream.service.dashboards import assets_dir
-
-ROOT = Path(__file__).parents[2]
 
 
-def test_the_packaged_assets_are_the_repository_ones() -> None:
-    packaged = assets_dir()
-    for rel in ("dashboards/kstream.json", "prometheus/kstream-alerts.yml"):
-        assert (packaged / rel).read_bytes() == (ROOT / "grafana" / rel).read_bytes()
+@pytest.fixture(scope="module")
+def wheel(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_wheel(wheel_cache(request.config, tmp_path_factory.mktemp("wheel")))
+
+
+def test_the_wheel_carries_the_repository_dashboards_and_alert_rules(wheel: Path) -> None:
+    repo = {
+        str(p.relative_to(ROOT / "grafana")): p.read_bytes()
+        for p in (ROOT / "grafana").rglob("*")
+        if p.is_file()
+    }
+    assert "dashboards/kstream.json" in repo and "prometheus/kstream-alerts.yml" in repo
+    prefix = "kstream/assets/grafana/"
+    with zipfile.ZipFile(wheel) as z:
+        packaged = {n[len(prefix) :]: z.read(n) for n in z.namelist() if n.startswith(prefix)}
+    assert sorted(packaged) == sorted(repo)
+    for name, data in repo.items():
+        assert packaged[name] == data, name
 
 
 def test_the_bundle_ties_grafana_to_prometheus_and_prometheus_to_the_instances(

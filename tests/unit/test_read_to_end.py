@@ -122,3 +122,33 @@ def test_stop_ends_the_read_early() -> None:
             return True
 
     assert list(read_to_end(_Scripted([([_Msg(0, 0)], {})]), {("t", 0): 0}, stop=Stop())) == []
+
+
+def test_a_range_is_read_up_to_its_stop_offset() -> None:
+    c = MockConsumer(_cluster({0: 6, 1: 4}))
+    starts = {("t", 0): 1, ("t", 1): 0}
+    got: list[tuple[int, int]] = []
+    ended: dict[tuple[str, int], int] = {}
+    for batch in read_to_end(c, starts, stops={("t", 0): 4}, max_records=2):
+        got += [(m.partition(), m.offset()) for m in batch.messages]
+        ended.update(batch.ended)
+    # partition 0 stops before offset 4; partition 1, with no stop, is read to its end
+    assert sorted(got) == [(0, 1), (0, 2), (0, 3), (1, 0), (1, 1), (1, 2), (1, 3)]
+    assert ended == {("t", 0): 4, ("t", 1): 4}
+
+
+def test_a_range_ends_at_an_end_event_past_its_stop_or_a_record_beyond_it() -> None:
+    # records 0 and 1, then a commit marker at 2 and the end at 3: the range [0, 3) is done
+    c = _Scripted([([_Msg(0, 0), _Msg(0, 1)], {}), ([], {0: 3})])
+    batches = list(read_to_end(c, {("t", 0): 0}, stops={("t", 0): 3}))
+    assert [([m.offset() for m in b.messages], b.ended) for b in batches] == [
+        ([0, 1], {}),
+        ([], {("t", 0): 3}),
+    ]
+    # an end event short of the stop is not the range's end; a record past the stop is
+    c = _Scripted([([_Msg(0, 0)], {0: 1}), ([_Msg(0, 2), _Msg(0, 5)], {})])
+    batches = list(read_to_end(c, {("t", 0): 0}, stops={("t", 0): 4}))
+    assert [([m.offset() for m in b.messages], b.ended) for b in batches] == [
+        ([0], {}),
+        ([2], {("t", 0): 4}),
+    ]

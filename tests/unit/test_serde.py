@@ -9,7 +9,15 @@ import pytest
 
 import kstream
 from kstream.errors import SerdeError
-from kstream.serde import ContextSerde, Serde, SerdeContext, serde
+from kstream.records import Record
+from kstream.serde import (
+    ContextSerde,
+    Serde,
+    SerdeContext,
+    deserialize_records,
+    serde,
+    serialize_records,
+)
 
 JAVA_BYTES = [
     ("long", 1, "0000000000000001"),
@@ -180,7 +188,7 @@ def test_auto_never_unpickles_what_it_reads() -> None:
             return (print, ("this would have run",))
 
     crafted = b"\x40" + pickle.dumps(Boom())
-    with pytest.raises(SerdeError, match="pickle written by an older kstream"):
+    with pytest.raises(SerdeError, match="unknown type tag 0x40"):
         serde("auto").from_bytes(crafted)
 
 
@@ -190,18 +198,6 @@ def test_auto_refuses_code_objects_and_says_how_to_give_a_serde() -> None:
 
     with pytest.raises(SerdeError, match=r"Point.*value_serde='json'"):
         serde("auto").to_bytes(Point())
-
-
-def test_auto_unsafe_pickle_migrates_old_state() -> None:
-    """State written by earlier versions (pickled containers) is readable by the opt-in serde."""
-    import pickle
-
-    legacy = b"\x40" + pickle.dumps({"a": (1, 2)}, protocol=5)
-    s = serde("auto_unsafe_pickle")
-    assert s.from_bytes(legacy) == {"a": (1, 2)}
-    # it writes data types exactly as "auto" does, so migrated state is read by "auto" later
-    assert s.to_bytes({"a": (1, 2)}) == serde("auto").to_bytes({"a": (1, 2)})
-    assert serde("auto").from_bytes(s.to_bytes([1, "x"])) == [1, "x"]
 
 
 # --- the C functions the batch paths call first --------------------------------------------
@@ -270,3 +266,90 @@ def test_serdes_without_c_functions_leave_them_unset() -> None:
     assert custom.c_to_bytes is None and custom.c_from_bytes is None
     assert serde("long").c_from_bytes is None
     assert serde("long").c_to_bytes is None
+
+
+# --- batches: one error rule for every caller -------------------------------------------------
+
+
+class _Tagged(ContextSerde):
+    """Reads its context: a value is `<topic>:<key or value>:<utf-8>`."""
+
+    def serialize(self, value: Any, ctx: SerdeContext | None = None) -> bytes | None:
+        if value == "bad":
+            raise SerdeError("tagged serde: 'bad' is refused")
+        return None if value is None else value.encode()
+
+    def deserialize(self, data: bytes | None, ctx: SerdeContext | None = None) -> Any:
+        assert ctx is not None
+        if data == b"\xff":
+            raise SerdeError("tagged serde: invalid")
+        part = "key" if ctx.is_key else "value"
+        return None if data is None else f"{ctx.topic}:{part}:{data.decode()}"
+
+
+@pytest.mark.parametrize("name", ["string", "json", "long", "bytes", "auto"])
+def test_a_batch_is_each_item_through_the_serde(name: str) -> None:
+    s = serde(name)
+    values: dict[str, list[Any]] = {
+        "string": ["a", None, "b"],
+        "json": [{"x": 1}, None, [2]],
+        "long": [1, None, -2],
+    }
+    items = values.get(name, [b"a", None, b"b"])
+    encoded = s.serialize_batch(items)
+    assert encoded == [s.serialize(v) for v in items]
+    assert s.deserialize_batch(encoded) == [s.deserialize(b) for b in encoded]
+
+
+def test_a_bad_item_raises_the_serde_s_own_error_or_goes_to_on_error() -> None:
+    s = serde("json")
+    data = [b"1", b"{oops", None, b"[", b"2"]
+    with pytest.raises(SerdeError, match=r"invalid JSON .*b'\{oops'"):
+        s.deserialize_batch(data)
+    bad: list[tuple[int, str]] = []
+    out = s.deserialize_batch(data, on_error=lambda i, e: bad.append((i, type(e).__name__)))
+    assert out == [1, None, None, None, 2]
+    assert bad == [(1, "SerdeError"), (3, "SerdeError")]
+    with pytest.raises(SerdeError, match="long serde expects int, got str"):
+        serde("long").serialize_batch([1, "2", 3])
+
+
+def test_a_context_serde_is_given_each_item_s_context() -> None:
+    s = _Tagged()
+    contexts = [SerdeContext("a", (), True), SerdeContext("b", (), False)]
+    assert s.deserialize_batch([b"x", b"y"], contexts.__getitem__) == ["a:key:x", "b:value:y"]
+    bad: list[int] = []
+    assert s.serialize_batch(["bad", "ok"], on_error=lambda i, _e: bad.append(i)) == [None, b"ok"]
+    assert bad == [0]
+
+
+def _records(*pairs: tuple[bytes | None, bytes | None]) -> list[Record]:
+    return [Record(k, v, 10 * i, [("h", b"1")], "in", 2, i) for i, (k, v) in enumerate(pairs)]
+
+
+@pytest.mark.parametrize("key_serde", [serde("string"), _Tagged()], ids=["plain", "context"])
+def test_records_are_decoded_in_place_and_each_bad_one_is_named_once(key_serde: Serde) -> None:
+    records = _records((b"k0", b"1"), (b"\xff", b"{"), (b"k2", b"{"), (None, None), (b"k4", b"4"))
+    bad = deserialize_records(records, key_serde, serde("json"))
+    # record 1: its key is bad (its value too, not reported); record 2: its value
+    assert [(b.index, b.part, type(b.error).__name__) for b in bad] == [
+        (1, "key", "SerdeError"),
+        (2, "value", "SerdeError"),
+    ]
+    # the bad ones as they came, bytes and all; the others decoded with their context
+    assert [(r.key, r.value) for r in records[1:3]] == [(b"\xff", b"{"), (b"k2", b"{")]
+    good = [(r.key, r.value) for i, r in enumerate(records) if i not in (1, 2)]
+    if isinstance(key_serde, _Tagged):
+        assert good == [("in:key:k0", 1), (None, None), ("in:key:k4", 4)]
+    else:
+        assert good == [("k0", 1), (None, None), ("k4", 4)]
+
+
+def test_records_are_encoded_for_their_topic_with_bad_ones_named() -> None:
+    records = [
+        Record(k, v, 0, (), "in", 0, i)
+        for i, (k, v) in enumerate([("a", "x"), ("bad", "y"), ("c", "bad"), (None, None)])
+    ]
+    keys, values, bad = serialize_records(records, "out", _Tagged(), _Tagged())
+    assert keys == [b"a", None, None, None] and values == [b"x", None, None, None]
+    assert [(b.index, b.part) for b in bad] == [(1, "key"), (2, "value")]

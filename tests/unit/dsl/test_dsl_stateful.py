@@ -353,25 +353,6 @@ def test_commit_request_from_processor() -> None:
         assert task.commit_requested is False
 
 
-def test_aggregate_over_a_value_stored_without_timestamp() -> None:
-    """State written before aggregation stores kept timestamps reads as timestamp -1: the
-    value is used as it is and the next result takes its record's timestamp."""
-    b = StreamBuilder()
-    b.stream("in", "string", "string").group_by_key().count(
-        store=stores.key_value("c", value_serde="long")
-    ).to_stream().to("out", "string", "long")
-    with TopologyTestDriver(b) as d:
-        store = d.get_store("c")
-        legacy = store.value_serde.inner.to_bytes(41)
-        store.backend.put(store.key_serde.to_bytes("a"), legacy)
-        assert tuple(store.get_with_timestamp("a")) == (41, -1)
-        assert store.get("a") == 41
-        d.input_topic("in", "string", "string").pipe("a", "x", 7)
-        out = d.output_topic("out", "string", "long").read_records()
-        assert [(r.key, r.value, r.timestamp) for r in out] == [("a", 42, 7)]
-        assert tuple(store.get_with_timestamp("a")) == (42, 7)
-
-
 def test_plain_key_value_store_reports_no_timestamp() -> None:
     """A store that is not an aggregation's keeps no timestamps: -1, and writes keep the value."""
     t = Topology().add_source("src", "in", "string", "string")

@@ -348,34 +348,6 @@ def test_window_timestamps_survive_a_restart(tmp_path: Any) -> None:
         assert _records(d, [("a", "x", 1)]) == [(W("a", 0, 10), 3, 5)]
 
 
-def test_a_store_written_before_timestamps_were_kept_is_upgraded(tmp_path: Any) -> None:
-    """Such a store holds bare aggregates and a 3-field stream-time state; on start the
-    processor gives each window the latest time a record of it can have had: min(end - 1,
-    largest record time seen)."""
-    from kstream.state.keys import TS_MAX, TS_MIN
-    from store_backends.base import prefix_upper_bound
-
-    with TopologyTestDriver(
-        _counts_topology(), state_dir=str(tmp_path), default_backend="lmdb"
-    ) as d:
-        _records(d, [("a", "x", 3), ("a", "x", 5), ("b", "x", 12)])
-        # rewrite the state as the previous version left it (no timestamps in the values)
-        windows, time = d.get_store("counts"), d.get_store("counts-stream-time")
-        for seg in windows._segments(TS_MIN, TS_MAX):
-            for pk, value in list(windows._scan(seg, prefix_upper_bound(seg))):
-                windows._write(pk, bytes(value)[8:])
-        time.put(0, list(time.get(0))[:3])
-        windows.flush()
-        time.flush()
-    with TopologyTestDriver(
-        _counts_topology(), state_dir=str(tmp_path), default_backend="lmdb"
-    ) as d:
-        assert _records(d, [("a", "x", 1), ("b", "x", 11)]) == [
-            (W("a", 0, 10), 3, 9),
-            (W("b", 10, 20), 2, 12),
-        ]
-
-
 def test_negative_timestamps_have_no_time_or_sliding_window() -> None:
     # Kafka's windows start at 0 (its sources reject negative timestamps); here the record
     # reaches the aggregation, belongs to no window and is counted as a late record

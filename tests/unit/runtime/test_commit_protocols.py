@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.mock_runtime import SRC, cluster_with_input, counts, latest, running, send
+from support.mock_runtime import DST, SRC, cluster_with_input, counts, latest, running, send
 
+from kstream.errors import ProduceError
 from kstream.runtime.commit import AtLeastOnce, ExactlyOncePerTask, ExactlyOnceV2
 
 GUARANTEES = ["at_least_once", "exactly_once", "exactly_once_v2"]
@@ -162,3 +163,31 @@ def test_a_rebalance_restores_every_store_with_one_consumer_and_counts_what_it_a
             expected.update({"kstream-src-marks-0": 0, "kstream-src-marks-1": 1})
         assert r.app.metrics.restored_by_store == expected
     assert latest(cluster) == {"a": 1, "b": 2, "c": 2}
+
+
+@pytest.mark.parametrize("guarantee", GUARANTEES)
+def test_the_protocol_gives_each_task_its_producer_and_closes_the_tasks_own(
+    tmp_path: Path, guarantee: str
+) -> None:
+    """exactly_once: one transactional producer per task, named after it, so that a new
+    owner fences the old one; the others: one producer the thread's tasks share (under
+    exactly_once_v2 the thread's transactional one). Closing the tasks closes the per-task
+    producers; a shared one lives until the thread closes."""
+    cluster = cluster_with_input("a b", "c d", partitions=2)
+    with running(cluster, tmp_path, guarantee) as r:
+        r.turn(2)
+        tasks = list(r.thread.tasks.values())
+        names = sorted(str(rt.producer.transactional_id) for rt in tasks)
+        if guarantee == "exactly_once":
+            assert names == sorted(f"app-{rt.id}" for rt in tasks)
+        else:
+            assert {rt.producer for rt in tasks} == {r.thread.shared_producer()}
+            want = r.thread.transactional_id if guarantee == "exactly_once_v2" else None
+            assert names == [str(want)] * len(tasks)
+        r.thread.task_manager.close_all()
+        for rt in tasks:
+            if guarantee == "exactly_once":
+                with pytest.raises(ProduceError, match="closed"):
+                    rt.producer.produce(DST, b"x")
+            else:
+                assert rt.producer is r.thread.shared_producer()

@@ -33,7 +33,7 @@ def test_a_zombie_is_fenced_by_the_new_owner_of_its_task(tmp_path: Path) -> None
         with running(cluster, tmp_path / "owner", "exactly_once") as owner:
             owner.poll()  # takes the tasks over: their producers fence the zombie's
             zombie.turn(1)  # cannot begin the transaction for "b c": fenced
-            assert zombie.thread._resubscribe
+            assert zombie.thread.rejoin_pending
             assert not any(rt.open for rt in zombie.thread.tasks.values())
             owner.turn(3)
     assert sorted(counts(cluster)) == [("a", 1), ("b", 1), ("b", 2), ("c", 1)]
@@ -53,7 +53,7 @@ def test_exactly_once_v2_a_fenced_thread_aborts_and_commits_nothing_more(
         r.poll()
         cluster.fence(r.thread.transactional_id)
         r.commit()
-        assert r.thread._resubscribe
+        assert r.thread.rejoin_pending
         assert not any(rt.open for rt in r.thread.tasks.values())
         r.turn(4)
         assert r.thread.shared_producer().fenced()

@@ -19,7 +19,6 @@ import pytest
 from kstream.dsl import StreamBuilder
 from kstream.errors import StoreError
 from kstream.runtime import App, AppState
-from kstream.runtime import thread as thread_mod
 from kstream.runtime.task_manager import TaskManager
 from kstream.service.http import HttpServer
 from kstream.service.probe import attach
@@ -46,19 +45,20 @@ def failing_app(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[tupl
     """An app whose stream thread fails at once and whose shutdown waits for `release`."""
     release = threading.Event()
     in_shutdown = threading.Event()
-    original_shutdown = thread_mod.StreamThread._shutdown
+    original_close_all = TaskManager.close_all
 
-    def slow_shutdown(self: thread_mod.StreamThread) -> None:
+    def slow_close_all(self: TaskManager) -> None:
+        # the failed thread's shutdown closes its tasks: hold it there
         in_shutdown.set()
         release.wait(30)
-        original_shutdown(self)
+        original_close_all(self)
 
     def fail(self: TaskManager, consumer: Any) -> None:
         raise StoreError("redis store 'counts' partition 0: get failed after 30s")
 
     monkeypatch.setattr(App, "_create_topics", lambda self: {"in": 1, "out": 1})
     monkeypatch.setattr(TaskManager, "subscribe", fail)
-    monkeypatch.setattr(thread_mod.StreamThread, "_shutdown", slow_shutdown)
+    monkeypatch.setattr(TaskManager, "close_all", slow_close_all)
     app = App(
         _topology(),
         "health-app",

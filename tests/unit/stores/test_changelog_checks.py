@@ -56,7 +56,9 @@ def test_a_count_store_refuses_what_its_timestamped_long_serde_cannot_read(
     _refused(kv, key, b"\x01\x02\x03")
     _refused(kv, key, value + b"!")  # one byte too many
     _refused(kv, b"\xff\xfe", value)  # not UTF-8: no string key
-    kv.check_changelog(key, (999).to_bytes(8, "big"))  # a well-formed forgery passes
+    _refused(kv, key, (3).to_bytes(8, "big"))  # a bare long: no timestamp in front of it
+    assert value == (1000).to_bytes(8, "big") + (3).to_bytes(8, "big")  # Kafka's layout
+    kv.check_changelog(key, (5).to_bytes(8, "big") + (999).to_bytes(8, "big"))  # a forgery passes
 
 
 def test_a_window_store_checks_its_key_layout_and_timestamped_value(tmp_path: Path) -> None:
@@ -66,7 +68,8 @@ def test_a_window_store_checks_its_key_layout_and_timestamped_value(tmp_path: Pa
     w = _open(spec, tmp_path)
     w.put_timestamped("k", 7, 1500, 1000)
     ((key, value),) = _own_records_pass(w)
-    w.check_changelog(key, value[8:])  # a value written before timestamps were kept
+    assert value == (1500).to_bytes(8, "big") + (7).to_bytes(8, "big")  # Kafka's layout
+    _refused(w, key, value[8:])  # a bare long: no timestamp in front of it
     _refused(w, key + b"\x00", value)  # a key one byte longer than key + start
     _refused(w, key[:-1], value)
     _refused(w, b"no terminator", value)

@@ -10,7 +10,7 @@ import pytest
 import store_backends
 from kstream import stores
 from kstream.errors import ConfigError
-from kstream.state import KeyValueStore, open_store
+from kstream.state import ChangeLoggingStore, KeyValueStore, open_store
 from kstream.state.metrics import MeteredStore, instrument
 from store_backends.lru import LRUBackend
 from store_backends.memory import MemoryBackend
@@ -34,7 +34,7 @@ class Recorder:
 def test_instrumented_store_reports_each_operation(tmp_path: Path) -> None:
     rec = Recorder()
     kv = open_store(stores.key_value("kv"), app_id="a", partition=2, state_dir=str(tmp_path))
-    assert isinstance(kv, KeyValueStore)
+    assert isinstance(kv, ChangeLoggingStore) and isinstance(kv.inner, KeyValueStore)
     kv = instrument(kv, rec)
     kv.put("a", 1)
     assert kv.get("a") == 1
@@ -52,7 +52,8 @@ def test_metering_is_a_layer_around_the_store_not_a_patch_on_it(tmp_path: Path) 
     inner = open_store(stores.key_value("kv"), app_id="a", partition=0, state_dir=str(tmp_path))
     kv = instrument(inner, rec)
     assert isinstance(kv, MeteredStore) and kv.inner is inner
-    assert "put" not in vars(inner) and repr(kv) == "Metered(KeyValueStore('kv', partition=0))"
+    assert "put" not in vars(inner.inner)
+    assert repr(kv) == "Metered(ChangeLogging(KeyValueStore('kv', partition=0)))"
     kv.source = lambda: ("in", 0, 7)
     kv.put("a", 1)
     assert [e.source for e in kv.pending()] == [("in", 0, 7)]

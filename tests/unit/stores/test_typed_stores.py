@@ -10,7 +10,15 @@ import pytest
 from kstream import stores
 from kstream.errors import ConfigError
 from kstream.records import Windowed
-from kstream.state import ChangelogEntry, KeyValueStore, StateStore, StoreSpec, open_store
+from kstream.state import (
+    ChangelogEntry,
+    ChangeLoggingStore,
+    KeyValueStore,
+    StateStore,
+    StoreSpec,
+    open_store,
+)
+from kstream.state.changelog import changelog_records
 from kstream.state.dedup import DedupStore
 from kstream.state.session import SessionStore
 from kstream.state.window import WindowStore
@@ -273,7 +281,9 @@ def test_dedup_restore_from_changelog(tmp_path: Path) -> None:
     assert fresh.check_and_mark("x", 20) is False
 
 
-def test_every_store_kind_is_a_state_store(tmp_path: Path) -> None:
+def test_every_store_kind_opens_as_a_typed_store_inside_its_change_logging_layer(
+    tmp_path: Path,
+) -> None:
     specs = [
         stores.key_value("a"),
         stores.window("b", 10, 5),
@@ -282,9 +292,45 @@ def test_every_store_kind_is_a_state_store(tmp_path: Path) -> None:
     ]
     for spec in specs:
         st = open_(spec, tmp_path)
-        assert isinstance(st, StateStore)
+        assert isinstance(st, ChangeLoggingStore) and isinstance(st.inner, StateStore)
         assert st.spec is spec and st.name == spec.name and st.partition == 0
         st.close()
+
+
+def test_a_store_without_changelog_has_no_change_logging_layer(tmp_path: Path) -> None:
+    """`changelog=False` leaves the layer out (as Kafka's `withLoggingDisabled`): the store
+    still keeps its write cache and flushes it, but has no changelog records to produce."""
+    kv = open_(stores.key_value("kv", changelog=False), tmp_path)
+    assert isinstance(kv, KeyValueStore)
+    kv.put("a", 1)
+    assert changelog_records(kv, "app") == []
+    kv.flush()
+    assert kv.get("a") == 1 and not kv.has_pending()
+
+
+def test_the_layer_logs_what_the_transaction_leaves_and_restore_goes_around_it(
+    tmp_path: Path,
+) -> None:
+    """Writes go through the layer to the typed store's write cache; the layer's records are
+    the last write per key, in write order; a discarded batch leaves none; records applied by
+    restore reach the backend without being logged again."""
+    kv = open_(stores.key_value("kv", key_serde="string", value_serde="long"), tmp_path)
+    kv.put("a", 1)
+    kv.discard()
+    assert changelog_records(kv, "app") == []
+    kv.put("b", 1)
+    kv.put("a", 2)
+    kv.put("b", 3)
+    recs = changelog_records(kv, "app", provenance=False)
+    assert [(r.topic, r.partition, r.key, r.value) for r in recs] == [
+        ("app-kv-changelog", 0, b"b", (3).to_bytes(8, "big")),
+        ("app-kv-changelog", 0, b"a", (2).to_bytes(8, "big")),
+    ]
+    assert [(e.key, e.value) for e in kv.flush()] == [(r.key, r.value) for r in recs]
+    assert kv.pending() == []
+    kv.apply_changelog([(b"c", (4).to_bytes(8, "big"))], {"changelog_offset": 3})
+    assert kv.get("c") == 4 and kv.pending() == []
+    assert kv.checkpoint() == {"changelog_offset": 3}
 
 
 @pytest.mark.parametrize("backend", ["lmdb", "memory"])
@@ -317,3 +363,29 @@ def test_long_and_empty_user_keys_in_window_and_key_value_stores(
     assert list(kv.all()) == [("", 1), (url, 2)]
     assert kv.get("") == 1
     kv.close()
+
+
+def test_timestamped_values_are_kafkas_value_and_timestamp_bytes(tmp_path: Path) -> None:
+    """8-byte big-endian signed timestamp, then the value serde's bytes, whichever way the value
+    was written; a plain put keeps -1 (no timestamp), as Kafka's ValueAndTimestamp.make does."""
+    from kstream.serde import serde
+    from kstream.state.keyvalue import timestamped
+
+    spec = stores.key_value("kv", key_serde="string", value_serde=timestamped(serde("long")))
+    kv = open_(spec, tmp_path)
+    get, put = kv.timestamped_access()
+    kv.put_with_timestamp("a", 3, 1_700_000_000_000)
+    put(get("b")[0], 4, -2)
+    kv.put("c", 5)
+    raw = {e.key: e.value for e in kv.flush()}
+
+    def layout(ts: int, v: int) -> bytes:
+        return ts.to_bytes(8, "big", signed=True) + v.to_bytes(8, "big", signed=True)
+
+    assert raw == {b"a": layout(1_700_000_000_000, 3), b"b": layout(-2, 4), b"c": layout(-1, 5)}
+    assert [tuple(kv.get_with_timestamp(k)) for k in "abc"] == [
+        (3, 1_700_000_000_000),
+        (4, -2),
+        (5, -1),
+    ]
+    assert get("b")[1:] == (4, -2) and kv.get("a") == 3

@@ -156,12 +156,35 @@ def test_global_store_in_description() -> None:
     b.stream("in").to("out")
     d = b.build().describe()
     text = str(d)
-    # Kafka numbers a global store's part in the order the parts were added (0 here); kstream
-    # numbers its sub-topologies first (they are its task ids), then global stores
-    assert "  Sub-topology: 1 for global store (will not generate tasks)\n" in text
+    # Kafka numbers a global store's part among the sub-topologies, in the order the parts'
+    # first nodes were added: the global table came first
+    assert text.startswith(
+        "Topologies:\n   Sub-topology: 0 for global store (will not generate tasks)\n"
+    )
+    assert "  Sub-topology: 1\n    Source: KSTREAM-SOURCE-0000000002 (topics: [in])\n" in text
     assert "(topics: [countries])" in text
     check_mermaid(d.to_mermaid())
-    assert "cluster_global_1" in d.to_dot()
+    assert "cluster_global_0" in d.to_dot()
+
+
+def test_subtopology_ids_skip_global_stores() -> None:
+    """Task ids are Kafka's `<sub-topology>_<partition>`: the sub-topology after a global
+    store's part is number 2, and the runtime finds it by that number."""
+    b = StreamBuilder()
+    b.stream("a").group_by_key().count(store="counts").to_stream().to("out")
+    b.global_table("countries", "string", "string", store="countries")
+    b.stream("b").select_key(lambda k, v: v).group_by_key().count(store="c2").to_stream().to("o2")
+    c = b.build().compile("app")
+    assert [s.id for s in c.subtopologies] == [0, 2, 3]
+    assert c.global_store_ids == {"countries": 1}
+    assert c.subtopologies[2].source_topics == ["b"]
+    assert c.subtopology_for_topic("app-c2-repartition").id == 3
+    assert c.repartition_topics["app-c2-repartition"].subtopology == 2
+    assert c.changelog_topics["app-c2-changelog"].subtopology == 3
+    counts = c.resolve_partitions({"a": 2, "b": 3})
+    assert c.tasks(counts) == [(0, 0), (0, 1), (2, 0), (2, 1), (2, 2), (3, 0), (3, 1), (3, 2)]
+    with pytest.raises(IndexError):
+        c.subtopologies[1]
 
 
 def test_shared_store_joins_subtopologies() -> None:

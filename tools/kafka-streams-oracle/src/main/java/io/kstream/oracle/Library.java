@@ -1,6 +1,7 @@
 package io.kstream.oracle;
 
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -59,15 +60,39 @@ final class Library {
         return i < words.length ? words[i] : null;
     }
 
+    /** Token i of a text split at commas (Python's str.split(",")), or null. */
+    static String token(Object v, int i) {
+        if (v == null) return null;
+        String[] tokens = ((String) v).split(",", -1);
+        return i < tokens.length ? tokens[i] : null;
+    }
+
     private static final Pattern WORD = Pattern.compile("[a-z0-9_]+");
 
-    static final Map<String, Predicate<Object, Object>> PREDICATES = Map.of(
+    /** Two maps as one (Map.of takes at most ten entries). */
+    static <T> Map<String, T> merged(Map<String, T> a, Map<String, T> b) {
+        Map<String, T> out = new HashMap<>(a);
+        out.putAll(b);
+        return Map.copyOf(out);
+    }
+
+    static boolean keyMultiple(Object k, long n) {
+        return k != null && Long.parseLong((String) k) % n == 0;
+    }
+
+    static final Map<String, Predicate<Object, Object>> PREDICATES = merged(Map.of(
         "key_is_a", (k, v) -> "a".equals(k),
         "key_not_null", (k, v) -> k != null,
         "value_not_null", (k, v) -> v != null,
         "short_value", (k, v) -> v != null && ((String) v).length() <= 1,
         "even", (k, v) -> v != null && (Long) v % 2 == 0,
-        "small", (k, v) -> v != null && (Long) v < 5);
+        "small", (k, v) -> v != null && (Long) v < 5,
+        "starts_with_skip", (k, v) -> v != null && ((String) v).startsWith("skip")), Map.of(
+        // only the conformance cases name these (library.py's CONFORMANCE_ONLY)
+        "key_even", (k, v) -> keyMultiple(k, 2),
+        "key_multiple_of_3", (k, v) -> keyMultiple(k, 3),
+        "key_multiple_of_5", (k, v) -> keyMultiple(k, 5),
+        "is_accept", (k, v) -> v != null && ((String) v).toLowerCase(Locale.ROOT).equals("accept")));
 
     static final Map<String, ValueMapper<Object, Object>> VALUE_MAPPERS = Map.of(
         "upper", v -> upper(v),
@@ -76,7 +101,8 @@ final class Library {
         "inc", v -> v == null ? null : (Long) v + 1,
         "str", v -> v == null ? null : render(v),
         "null_to_text", v -> render(v),
-        "drop_a", v -> v == null || ((String) v).contains("a") ? null : v);
+        "drop_a", v -> v == null || ((String) v).contains("a") ? null : v,
+        "digit", v -> v == null ? null : (long) (((String) v).charAt(0) - 48));
 
     static final Map<String, KeyValueMapper<Object, Object, KeyValue<Object, Object>>> KV_MAPPERS =
         Map.of(
@@ -89,9 +115,11 @@ final class Library {
             "identity", (k, v) -> KeyValue.pair(k, v),
             "null_key_if_x", (k, v) -> KeyValue.pair("x".equals(v) ? null : k, v),
             "by_first_word", (k, v) -> v == null ? KeyValue.pair(null, null)
-                : KeyValue.pair(word(v, 0), render(k) + " " + v));
+                : KeyValue.pair(word(v, 0), render(k) + " " + v),
+            // MockMapper.selectValueKeyValueMapper (the conformance cases only)
+            "value_pair", (k, v) -> KeyValue.pair(v, v));
 
-    static final Map<String, KeyValueMapper<Object, Object, Object>> KEY_SELECTORS = Map.of(
+    private static final Map<String, KeyValueMapper<Object, Object, Object>> KEY_SELECTORS_1 = Map.of(
         "value_head", (k, v) -> v == null ? null : head(v),
         "upper_key", (k, v) -> upper(k),
         "const_z", (k, v) -> "z",
@@ -100,7 +128,13 @@ final class Library {
         "same_key", (k, v) -> k,
         "value", (k, v) -> v,
         "first_word", (k, v) -> word(v, 0),
-        "third_word", (k, v) -> word(v, 2));
+        "third_word", (k, v) -> word(v, 2),
+        // the second comma-separated token: Kafka's global-join tests' foreign key
+        "second_token", (k, v) -> token(v, 1));
+
+    static final Map<String, KeyValueMapper<Object, Object, Object>> KEY_SELECTORS = merged(
+        KEY_SELECTORS_1, Map.of(
+            "head_unless_skip", (k, v) -> v == null || "skip".equals(v) ? null : head(v)));
 
     static final Map<String, ValueMapper<Object, Iterable<Object>>> FLAT_VALUE_MAPPERS = Map.of(
         "chars", v -> {
@@ -117,6 +151,7 @@ final class Library {
             return out;
         },
         "none", v -> new ArrayList<>(),
+        "v_and_V", v -> List.of("v" + render(v), "V" + render(v)),
         "words", v -> {
             List<Object> out = new ArrayList<>();
             if (v != null) {
@@ -137,6 +172,15 @@ final class Library {
                         out.add(KeyValue.pair(String.valueOf(c), v));
                     }
                 }
+                return out;
+            },
+            // Kafka's MockMapper.noOpFlatKeyValueMapper
+            "single", (k, v) -> List.of(KeyValue.pair(k, v)),
+            // KStreamFlatMapTest's mapper: key k gives k records keyed "k*10+i"
+            "key_fanout", (k, v) -> {
+                List<KeyValue<Object, Object>> out = new ArrayList<>();
+                long n = Long.parseLong((String) k);
+                for (long i = 0; i < n; i++) out.add(KeyValue.pair(String.valueOf(n * 10 + i), v));
                 return out;
             });
 

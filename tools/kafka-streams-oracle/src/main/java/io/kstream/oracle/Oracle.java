@@ -9,6 +9,7 @@ import java.io.StringWriter;
 import java.io.PrintWriter;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -18,6 +19,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.Headers;
+import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.kafka.common.serialization.Serde;
 import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StreamsBuilder;
@@ -33,7 +36,8 @@ import org.apache.kafka.streams.test.TestRecord;
 
 /**
  * Kafka Streams as the oracle: reads one case per line of stdin, a JSON object
- * {"nodes": [...], "records": [[topic, key, value, timestamp], ...]}, runs it in Kafka's
+ * {"nodes": [...], "records": [[topic, key, value, timestamp, headers?] or [null, ms], ...]}
+ * (a [null, ms] row advances the driver's wall clock), runs it in Kafka's
  * TopologyTestDriver and prints one JSON answer per line: {"outputs": {topic: [[key, value,
  * timestamp, headers], ...]}, "stores": {name: [...]}, "describe": text}, or {"error": text}.
  * One JVM serves a whole test session, so its start and warm-up are paid once.
@@ -108,15 +112,21 @@ public final class Oracle {
                     outputs.put(topic, driver.createOutputTopic(
                         topic, SpecBuilder.KEY.deserializer(), vs.deserializer()));
                 }
-                if (node.has("store")) stores.add(node);
+                // a deduplicate node's store (ids) has no store_kind: not an answer
+                if (node.has("store") && node.has("store_kind")) stores.add(node);
             }
             for (JsonNode r : spec.get("records")) {
+                if (r.get(0).isNull()) {  // [null, ms]: the wall clock moves ms forward
+                    driver.advanceWallClockTime(Duration.ofMillis(r.get(1).asLong()));
+                    continue;
+                }
                 String topic = r.get(0).asText();
                 String vt = typeOf(spec, topic);
-                inputs.get(topic).pipeInput(
+                inputs.get(topic).pipeInput(new TestRecord<>(
                     r.get(1).isNull() ? null : r.get(1).asText(),
                     value(r.get(2), vt),
-                    r.get(3).asLong());
+                    inputHeaders(r.get(4)),
+                    r.get(3).asLong()));
             }
             Map<String, Object> produced = new LinkedHashMap<>();
             for (Map.Entry<String, TestOutputTopic<Object, Object>> e : outputs.entrySet()) {
@@ -149,6 +159,17 @@ public final class Oracle {
     private static Object value(JsonNode v, String vt) {
         if (v.isNull()) return null;
         return "long".equals(vt) ? (Object) v.asLong() : v.asText();
+    }
+
+    /** A row's headers, [[key, value or null], ...] (values as ISO-8859-1 text), or none. */
+    private static Headers inputHeaders(JsonNode rows) {
+        RecordHeaders headers = new RecordHeaders();
+        if (rows == null || rows.isNull()) return headers;
+        for (JsonNode h : rows) {
+            headers.add(h.get(0).asText(), h.get(1).isNull()
+                ? null : h.get(1).asText().getBytes(StandardCharsets.ISO_8859_1));
+        }
+        return headers;
     }
 
     private static List<Object> headers(TestRecord<Object, Object> rec) {

@@ -38,6 +38,7 @@ import org.apache.kafka.streams.kstream.Windowed;
 import org.apache.kafka.streams.processor.api.FixedKeyProcessor;
 import org.apache.kafka.streams.processor.api.FixedKeyProcessorContext;
 import org.apache.kafka.streams.processor.api.FixedKeyRecord;
+import org.apache.kafka.streams.state.Stores;
 
 /**
  * Builds a spec's nodes with Kafka Streams' DSL, in the order given (every node's inputs come
@@ -136,6 +137,10 @@ final class SpecBuilder {
             case "leftJoin":
             case "outerJoin":
                 return join(node, op);
+            case "process":
+                return process(node);
+            case "deduplicate":
+                return deduplicate(node);
             default:
                 return stateless(node, op);
         }
@@ -178,6 +183,38 @@ final class SpecBuilder {
                     Library.get(Library.VALUE_MAPPERS, fn)));
             default: throw new IllegalArgumentException("no stream operator " + op);
         }
+    }
+
+    /**
+     * A user processor of the library (Processors.java), with its KV store when the node
+     * names one: the store's values are of the node's type.
+     */
+    private KStream process(JsonNode node) {
+        KStream s = (KStream) in(node, 0);
+        String store = node.has("store") ? text(node, "store") : null;
+        var supplier = Processors.supplier(
+            text(node, "processor"), store, node.path("interval").asLong(0));
+        if (store == null) return s.process(supplier);
+        builder.addStateStore(Stores.keyValueStoreBuilder(
+            Stores.inMemoryKeyValueStore(store), KEY, serde(text(node, "vt"))));
+        return s.process(supplier, store);
+    }
+
+    /**
+     * kstream's `deduplicate`, as a Kafka user writes it: a FixedKeyProcessor with a window
+     * store of first-seen times keyed by the id (Processors.Deduplicate); the store's
+     * retention and window size are `within`, as in Kafka's EventDeduplication example.
+     */
+    private KStream deduplicate(JsonNode node) {
+        String store = text(node, "store");
+        long within = node.get("within").asLong();
+        var idOf = Library.get(Library.KEY_SELECTORS, text(node, "fn"));
+        builder.addStateStore(Stores.windowStoreBuilder(
+            Stores.persistentWindowStore(
+                store, Duration.ofMillis(within), Duration.ofMillis(within), false),
+            KEY, Serdes.Long()));
+        return ((KStream) in(node, 0)).processValues(
+            () -> new Processors.Deduplicate(store, within, idOf), store);
     }
 
     /** split: the branches' streams in the spec's order (spec.py's `_split`). */

@@ -1,0 +1,715 @@
+"""Foreign-key table-table joins (KIP-213): `KTable.join(other, foreign_key_extractor, joiner)`.
+
+Each row of the left table names a row of the right ("foreign") table by a key extracted from
+its value, `foreign_key_extractor(value)` (or `(key, value)` with `with_key=True`, Kafka 4.1's
+`BiFunction` form). The two tables need not be co-partitioned: the join is Kafka's
+(`KTableImpl.doJoinOnForeignKey`), in two round trips through internal topics.
+
+1. Subscription. The left table's updates are turned into subscriptions keyed by foreign key
+   (`SubscriptionSendProcessor`) and written to `<app>-KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION-
+   <n>-topic` (co-partitioned with the right table). On the right side, a subscription store
+   (`KTABLE-FK-JOIN-SUBSCRIPTION-STATE-STORE-<n>`, keyed by foreign key then primary key)
+   remembers who subscribes to which foreign key (`SubscriptionReceiveProcessor`), and each
+   subscription is answered with the right table's current value (`SubscriptionJoinProcessor`).
+   A right-table update answers every subscriber of its key, found by a prefix scan of the
+   store (`ForeignTableJoinProcessor`).
+2. Response. Answers go back, keyed by primary key, through `<app>-KTABLE-FK-JOIN-SUBSCRIPTION-
+   RESPONSE-<n>-topic` to the partition the subscription came from, where
+   `ResponseResolverProcessor` joins them with the left table's current value, and
+   `FkJoinResultProcessor` makes the result a table (`KTABLE-FK-JOIN-OUTPUT-<n>`).
+
+Every subscription carries a hash of the left value it was made from, and every answer carries
+it back: an answer whose hash is not that of the left row's current value is stale (the row
+changed, or moved to another foreign key, while the answer was in flight) and is dropped, so a
+row never joins the value of a foreign key it no longer has. What a subscription asks for is
+Kafka's `SubscriptionWrapper.Instruction`:
+
+- `DELETE_KEY_NO_PROPAGATE`: unsubscribe from the old foreign key of a row whose key changed;
+  nothing is answered (the subscription to the new key answers).
+- `DELETE_KEY_AND_PROPAGATE`: unsubscribe and answer "no match" (an inner join whose row was
+  deleted or lost its foreign key: the result is deleted).
+- `PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE`: subscribe and always answer, with None when the
+  foreign key has no row (a left join, or a changed foreign key: any earlier result must be
+  replaced or deleted).
+- `PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE`: subscribe and answer only when the foreign row exists
+  (an inner join whose foreign key did not change).
+
+Results are stamped as Kafka stamps them: an answer to a subscription with the larger of the
+left update's and the right row's timestamps, an answer to a right-table update with that
+update's. Kafka reads the right row's timestamp from its timestamped store; kstream's tables
+keep none, so the join keeps the latest timestamp per foreign key in a store of its own
+(`<foreign-join node>-timestamps-store`, left out of `describe()` as the table-table join's is).
+The result table always has a store, which is only Kafka's (described, queryable) when
+`materialized=` names it or an operator below needs the result's values or old values (a join,
+a `group_by`), as Kafka materializes it on demand; otherwise it is kstream's alone.
+
+The value hash is a 128-bit BLAKE2b of the left value's serialized bytes (Kafka: Murmur3),
+and the subscription and response records use kstream's own layout (version byte first): the
+internal topics are read by kstream alone.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import inspect
+import struct
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+
+from kstream.dsl.graph import AUTO, InternalBuilder, StoreLike, ValueGetter, processor_factory
+from kstream.dsl.materialized import table_store, value_serde_of
+from kstream.dsl.processors import BuiltinProcessor, Change
+from kstream.errors import SerdeError, TopologyError
+from kstream.records import Record
+from kstream.serde import Serde, SerdeContext
+from kstream.topology.processor import ProcessorContext
+
+if TYPE_CHECKING:
+    from kstream.dsl.table import KTable
+
+__all__ = [
+    "FkJoinResultProcessor",
+    "ForeignTableJoinProcessor",
+    "Instruction",
+    "Response",
+    "ResponseResolverProcessor",
+    "Subscription",
+    "SubscriptionJoinProcessor",
+    "SubscriptionReceiveProcessor",
+    "SubscriptionSendProcessor",
+    "join_on_foreign_key",
+    "parse_join_args",
+]
+
+
+class Instruction(enum.IntEnum):
+    """What a subscription asks of the right side (Kafka's byte values)."""
+
+    DELETE_KEY_NO_PROPAGATE = 0
+    DELETE_KEY_AND_PROPAGATE = 1
+    PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE = 2
+    PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE = 3
+
+
+_DELETES = (Instruction.DELETE_KEY_NO_PROPAGATE, Instruction.DELETE_KEY_AND_PROPAGATE)
+
+
+class Subscription(NamedTuple):
+    """A left row's subscription to a foreign key: the hash of the left value it was made from
+    (None: the row was deleted), the instruction, the row's key and the partition it lives in."""
+
+    hash: bytes | None
+    instruction: Instruction
+    primary_key: Any
+    partition: int
+
+
+class Response(NamedTuple):
+    """An answer to a subscription: its hash, the foreign row's value (None: no row) and the
+    partition of the left row to deliver it to."""
+
+    hash: bytes | None
+    foreign_value: Any
+    partition: int
+
+
+_VERSION = 0
+_HASH_SIZE = 16
+_HEAD = struct.Struct(">BBi")  # version, flags, partition
+_FLAG_HASH = 0x80  # a hash follows the header
+_FLAG_VALUE = 0x40  # a response: a foreign value follows
+_INSTRUCTION = 0x0F
+
+
+def value_hash(data: bytes | None) -> bytes | None:
+    """The hash a subscription carries of its left value's bytes (None for a delete)."""
+    return None if data is None else hashlib.blake2b(data, digest_size=_HASH_SIZE).digest()
+
+
+def subscription_serde(primary_key_serde: Serde) -> Serde:
+    """The subscription topic's and store's value serde: header, hash, primary key bytes."""
+
+    def to_bytes(s: Subscription) -> bytes:
+        flags = int(s.instruction) | (_FLAG_HASH if s.hash is not None else 0)
+        key = primary_key_serde.to_bytes(s.primary_key)
+        if key is None:
+            raise SerdeError("a foreign-key join subscription needs a primary key")
+        return _HEAD.pack(_VERSION, flags, s.partition) + (s.hash or b"") + key
+
+    def from_bytes(data: bytes) -> Subscription:
+        version, flags, partition = _HEAD.unpack_from(data)
+        _check_version(version, "subscription")
+        pos = _HEAD.size
+        h = None
+        if flags & _FLAG_HASH:
+            h, pos = data[pos : pos + _HASH_SIZE], pos + _HASH_SIZE
+        pk = primary_key_serde.from_bytes(data[pos:])
+        return Subscription(h, Instruction(flags & _INSTRUCTION), pk, partition)
+
+    return Serde(to_bytes, from_bytes, "fk-join-subscription")
+
+
+def response_serde(foreign_value_serde: Serde) -> Serde:
+    """The response topic's value serde: header, hash, foreign value bytes."""
+
+    def to_bytes(r: Response) -> bytes:
+        value = foreign_value_serde.to_bytes(r.foreign_value)
+        flags = (_FLAG_HASH if r.hash is not None else 0) | (_FLAG_VALUE if value else 0)
+        head = _HEAD.pack(_VERSION, flags, r.partition) + (r.hash or b"")
+        return head if value is None else head + value
+
+    def from_bytes(data: bytes) -> Response:
+        version, flags, partition = _HEAD.unpack_from(data)
+        _check_version(version, "response")
+        pos = _HEAD.size
+        h = None
+        if flags & _FLAG_HASH:
+            h, pos = data[pos : pos + _HASH_SIZE], pos + _HASH_SIZE
+        fv = foreign_value_serde.from_bytes(data[pos:]) if flags & _FLAG_VALUE else None
+        return Response(h, fv, partition)
+
+    return Serde(to_bytes, from_bytes, "fk-join-response")
+
+
+def _check_version(version: int, what: str) -> None:
+    if version != _VERSION:
+        raise SerdeError(f"foreign-key join {what} of unknown version {version}")
+
+
+_PREFIX_LEN = struct.Struct(">i")
+
+
+def combined_prefix(foreign_key_bytes: bytes) -> bytes:
+    """The subscription store's key prefix of a foreign key (Kafka's `CombinedKeySchema`: its
+    length, then its bytes), so that a prefix scan finds exactly its subscribers."""
+    return _PREFIX_LEN.pack(len(foreign_key_bytes)) + foreign_key_bytes
+
+
+def _bytes(serde: Serde, value: Any, topic: str) -> bytes | None:
+    return serde.serialize(value, SerdeContext(topic=topic))
+
+
+# --- processors ----------------------------------------------------------------------------
+
+
+class SubscriptionSendProcessor(BuiltinProcessor):
+    """The left table's updates as subscriptions keyed by foreign key (Kafka's
+    `SubscriptionSendProcessorSupplier`, whose instructions it sends: see the module)."""
+
+    # the Spark runner plans its stages as a chain of sub-topologies; a foreign-key join's
+    # response topic feeds back into the sub-topology its subscriptions come from
+    spark_refusal: ClassVar[str] = (
+        "foreign-key KTable joins are not supported on Spark (their subscriptions and responses "
+        "go back and forth between the two tables' sub-topologies, a loop Spark's stage plan "
+        "cannot run); run the app on the native engine"
+    )
+
+    def __init__(
+        self,
+        extractor: Callable[..., Any],
+        with_key: bool,
+        foreign_key_serde: Serde,
+        value_serde: Serde,
+        left_join: bool,
+        topic: str,
+    ) -> None:
+        self.extractor = extractor
+        self.with_key = with_key
+        self.fk_serde = foreign_key_serde
+        self.value_serde = value_serde
+        self.left_join = left_join
+        self.fk_topic = f"{topic}-fk"
+        self.vh_topic = f"{topic}-vh"
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        task = self.task
+        self.partition = 0 if task is None else task.partition
+
+    def _fk(self, key: Any, value: Any) -> Any:
+        return self.extractor(key, value) if self.with_key else self.extractor(value)
+
+    def _same(self, a: Any, b: Any) -> bool:
+        """Foreign keys compare by their bytes, as Kafka compares them."""
+        return _bytes(self.fk_serde, a, self.fk_topic) == _bytes(self.fk_serde, b, self.fk_topic)
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        out: list[Record] = []
+        for r in records:
+            try:
+                self._instructions(r, out)
+            except Exception as e:
+                self.ctx.on_error(e, r)
+        self.ctx.forward_batch(out)
+
+    def _instructions(self, r: Record, out: list[Record]) -> None:
+        new, old = r.value
+        k = r.key
+        if new is None and old is None:
+            return
+        h = value_hash(_bytes(self.value_serde, new, self.vh_topic))
+        found: list[tuple[Any, Instruction]] = []
+        send = found.append
+        new_fk = None if new is None else self._fk(k, new)
+        if old is not None:
+            old_fk = self._fk(k, old)
+            if self.left_join:
+                if old_fk is not None and not self._same(new_fk, old_fk):
+                    send((old_fk, Instruction.DELETE_KEY_NO_PROPAGATE))
+                send((new_fk, Instruction.PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE))
+            elif old_fk is None and new_fk is None:
+                self.ctx.record_dropped("null_key", r)
+            elif old_fk is None:
+                send((new_fk, Instruction.PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE))
+            elif new_fk is None:
+                send((old_fk, Instruction.DELETE_KEY_AND_PROPAGATE))
+            elif not self._same(new_fk, old_fk):
+                # the old foreign key forgets the row; the new one answers, None included, as
+                # any result the old key gave must be replaced (inner and left joins alike)
+                send((old_fk, Instruction.DELETE_KEY_NO_PROPAGATE))
+                send((new_fk, Instruction.PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE))
+            else:
+                send((new_fk, Instruction.PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE))
+        elif self.left_join:
+            send((new_fk, Instruction.PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE))
+        elif new_fk is None:
+            self.ctx.record_dropped("null_key", r)
+        else:
+            send((new_fk, Instruction.PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE))
+        for fk, instruction in found:
+            out.append(r.with_key_value(fk, Subscription(h, instruction, k, self.partition)))
+
+
+class SubscriptionReceiveProcessor(BuiltinProcessor):
+    """Keeps the subscription store up to date (Kafka's `SubscriptionReceiveProcessorSupplier`)
+    and hands each subscription on, keyed by (foreign key, primary key).
+
+    A subscription without a foreign key (a left join's row without one) is not stored; only
+    one that asks for an answer anyway is handed on, the others are dropped."""
+
+    def __init__(
+        self, store: str, foreign_key_serde: Serde, primary_key_serde: Serde, topic: str
+    ) -> None:
+        self.store_name = store
+        self.fk_serde = foreign_key_serde
+        self.pk_serde = primary_key_serde
+        self.fk_topic = f"{topic}-fk"
+        self.pk_topic = f"{topic}-pk"
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        self.store = ctx.get_store(self.store_name)
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        out: list[Record] = []
+        task = self.task
+        for r in records:
+            fk, sub = r.key, r.value
+            if sub is None:
+                self.ctx.record_dropped("null_value", r)
+                continue
+            if fk is None:
+                if sub.instruction != Instruction.PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE:
+                    self.ctx.record_dropped("null_key", r)
+                    continue
+            else:
+                try:
+                    fkb = _bytes(self.fk_serde, fk, self.fk_topic)
+                    pkb = _bytes(self.pk_serde, sub.primary_key, self.pk_topic)
+                    assert fkb is not None and pkb is not None
+                    if task is not None:
+                        task.current = r
+                    if sub.instruction in _DELETES:
+                        self.store.delete(combined_prefix(fkb) + pkb)
+                    else:
+                        self.store.put(combined_prefix(fkb) + pkb, sub)
+                except Exception as e:
+                    self.ctx.on_error(e, r)
+                    continue
+                finally:
+                    if task is not None:
+                        task.current = None
+            out.append(r.with_key((fk, sub.primary_key)))
+        self.ctx.forward_batch(out)
+
+
+class SubscriptionJoinProcessor(BuiltinProcessor):
+    """Answers a subscription with the foreign row's current value, as its instruction says
+    (Kafka's `SubscriptionJoinProcessorSupplier`), stamped with the larger of the subscription's
+    and the foreign row's timestamps."""
+
+    def __init__(self, foreign: ValueGetter, timestamps: str) -> None:
+        self.getter = foreign
+        self.timestamps_name = timestamps
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        self.get = self.getter.bind(ctx)
+        self.timestamps = ctx.get_store(self.timestamps_name)
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        out: list[Record] = []
+        for r in records:
+            (fk, pk), sub = r.key, r.value
+            instruction = sub.instruction
+            if instruction == Instruction.DELETE_KEY_NO_PROPAGATE:
+                continue
+            try:
+                fv = None if fk is None else self.get(fk)
+                ts = r.timestamp
+                if fv is not None:
+                    fts = self.timestamps.get(fk)
+                    if fts is not None and fts > ts:
+                        ts = fts
+            except Exception as e:
+                self.ctx.on_error(e, r)
+                continue
+            if instruction == Instruction.DELETE_KEY_AND_PROPAGATE:
+                fv = None
+            elif instruction == Instruction.PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE and fv is None:
+                continue
+            answer = r.with_key_value(pk, Response(sub.hash, fv, sub.partition))
+            out.append(answer if ts == r.timestamp else answer.with_timestamp(ts))
+        self.ctx.forward_batch(out)
+
+
+class ForeignTableJoinProcessor(BuiltinProcessor):
+    """Answers every subscriber of a foreign key when its row changes (Kafka's
+    `ForeignTableJoinProcessorSupplier`: a prefix scan of the subscription store), at the
+    update's timestamp; also keeps the latest timestamp per foreign key for
+    `SubscriptionJoinProcessor`."""
+
+    def __init__(
+        self,
+        store: str,
+        timestamps: str,
+        foreign_key_serde: Serde,
+        primary_key_serde: Serde,
+        topic: str,
+    ) -> None:
+        self.store_name = store
+        self.timestamps_name = timestamps
+        self.fk_serde = foreign_key_serde
+        self.pk_serde = primary_key_serde
+        self.fk_topic = f"{topic}-fk"
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        self.store = ctx.get_store(self.store_name)
+        self.timestamps = ctx.get_store(self.timestamps_name)
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        out: list[Record] = []
+        task = self.task
+        for r in records:
+            fk = r.key
+            if fk is None:
+                self.ctx.record_dropped("null_key", r)
+                continue
+            new = r.value.new
+            try:
+                if task is not None:
+                    task.current = r
+                if new is None:
+                    self.timestamps.delete(fk)
+                else:
+                    self.timestamps.put(fk, r.timestamp)
+                fkb = _bytes(self.fk_serde, fk, self.fk_topic)
+                assert fkb is not None
+                prefix = combined_prefix(fkb)
+                with self.store.prefix_scan(prefix) as found:
+                    for ck, sub in found:
+                        pk = self.pk_serde.from_bytes(ck[len(prefix) :])
+                        out.append(r.with_key_value(pk, Response(sub.hash, new, sub.partition)))
+            except Exception as e:
+                self.ctx.on_error(e, r)
+                continue
+            finally:
+                if task is not None:
+                    task.current = None
+        self.ctx.forward_batch(out)
+
+
+class ResponseResolverProcessor(BuiltinProcessor):
+    """Joins an answer with the left row's current value (Kafka's
+    `ResponseJoinProcessorSupplier`): an answer whose hash is not the current value's is stale
+    and dropped; no foreign value gives a delete, or `joiner(value, None)` in a left join."""
+
+    def __init__(
+        self,
+        left: ValueGetter,
+        value_serde: Serde,
+        joiner: Callable[[Any, Any], Any],
+        left_join: bool,
+        topic: str,
+    ) -> None:
+        self.getter = left
+        self.value_serde = value_serde
+        self.joiner = joiner
+        self.left_join = left_join
+        self.vh_topic = f"{topic}-vh"
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        self.get = self.getter.bind(ctx)
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        out: list[Record] = []
+        for r in records:
+            answer = r.value
+            try:
+                current = self.get(r.key)
+                if value_hash(_bytes(self.value_serde, current, self.vh_topic)) != answer.hash:
+                    self.ctx.record_dropped("stale_response", r)
+                    continue
+                fv = answer.foreign_value
+                if fv is None and (not self.left_join or current is None):
+                    result = None
+                else:
+                    result = self.joiner(current, fv)
+            except Exception as e:
+                self.ctx.on_error(e, r)
+                continue
+            out.append(r.with_value(result))
+        self.ctx.forward_batch(out)
+
+
+class FkJoinResultProcessor(BuiltinProcessor):
+    """The join's results as a table (Kafka's `KTableSource` on the response): each result is
+    kept in the store (None deletes) and forwarded as `Change(result, previous)`."""
+
+    def __init__(self, store: str) -> None:
+        self.store_name = store
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        self.store = ctx.get_store(self.store_name)
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        out: list[Record] = []
+        store, task = self.store, self.task
+        for r in records:
+            k = r.key
+            if k is None:
+                self.ctx.record_dropped("null_key", r)
+                continue
+            if task is not None:
+                task.current = r
+            try:
+                old = store.get(k)
+                store.put(k, r.value)
+            except Exception as e:
+                self.ctx.on_error(e, r)
+                continue
+            finally:
+                if task is not None:
+                    task.current = None
+            out.append(r.with_value(Change(r.value, old)))
+        self.ctx.forward_batch(out)
+
+
+class _DescribedOnDemand:
+    """The result store's "flag" among the table's old-value flags (`InternalBuilder.
+    table_operator`): an operator below that needs the result's values or old values switches
+    it on, and the store becomes Kafka's, shown by `describe()`, as Kafka materializes the
+    result on demand."""
+
+    def __init__(self, b: InternalBuilder, store: str) -> None:
+        self._undescribed = b.topology.undescribed_stores
+        self._store = store
+
+    @property
+    def enabled(self) -> bool:
+        return self._store not in self._undescribed
+
+    @enabled.setter
+    def enabled(self, on: bool) -> None:
+        if on:
+            self._undescribed.discard(self._store)
+
+
+# --- building ------------------------------------------------------------------------------
+
+
+def join_on_foreign_key(
+    left: KTable,
+    other: KTable,
+    extractor: Callable[..., Any],
+    joiner: Callable[[Any, Any], Any],
+    *,
+    left_join: bool,
+    name: str | None,
+    materialized: StoreLike,
+    with_key: bool,
+) -> KTable:
+    """Add a foreign-key join of `left` with `other` (the nodes, topics and stores of Kafka's
+    `KTableImpl.doJoinOnForeignKey`, named in its order); returns the result table."""
+    from kstream import stores
+    from kstream.dsl.table import KTable
+
+    what = "KTable.left_join" if left_join else "KTable.join"
+    if not isinstance(other, KTable):
+        raise TopologyError(
+            f"{what}: a foreign-key join needs a KTable, got {type(other).__name__}"
+        )
+    b = left._builder
+    if other._builder is not b:
+        raise TopologyError(f"{what}: both tables must come from the same StreamBuilder")
+    if not callable(extractor):
+        raise TopologyError(f"{what}: foreign_key_extractor must be callable, got {extractor!r}")
+    if not callable(joiner):
+        raise TopologyError(f"{what}: joiner must be a function (v, fv) -> value, got {joiner!r}")
+
+    def named(suffix: str, op: str) -> str:
+        # Kafka's `NamedInternal.suffixWithOrElseGet`: the given name + suffix, an index taken
+        return b.name(op, None if name is None else f"{name}{suffix}", "KTABLE")
+
+    pk_serde, fk_serde = left._key_serde or AUTO, other._key_serde or AUTO
+    value_serde, foreign_value_serde = left._value_serde or AUTO, other._value_serde or AUTO
+    sub_serde = subscription_serde(pk_serde)
+    topo = b.topology
+
+    registration = "FK-JOIN-SUBSCRIPTION-REGISTRATION"
+    sub_topic = named("-subscription-registration", registration) + "-topic"
+    topo.add_repartition_topic(sub_topic)
+    send = named("-subscription-registration-processor", registration)
+    b.processor(
+        send,
+        processor_factory(
+            SubscriptionSendProcessor,
+            extractor,
+            with_key,
+            fk_serde,
+            value_serde,
+            left_join,
+            sub_topic,
+        ),
+        left._node,
+    )
+    sub_sink = named("-subscription-registration-sink", "SINK")
+    topo.add_sink(sub_sink, sub_topic, send, fk_serde, sub_serde)
+    sub_source = named("-subscription-registration-source", "SOURCE")
+    topo.add_source(sub_source, sub_topic, fk_serde, sub_serde)
+
+    store = named("-subscription-store", "FK-JOIN-SUBSCRIPTION-STATE-STORE")
+    processor = "FK-JOIN-SUBSCRIPTION-PROCESSOR"
+    receive = named("-subscription-receive", processor)
+    factory = processor_factory(SubscriptionReceiveProcessor, store, fk_serde, pk_serde, sub_topic)
+    b.processor(receive, factory, sub_source)
+    b.add_store(stores.key_value(store, key_serde="bytes", value_serde=sub_serde), [receive])
+
+    join_foreign = named("-subscription-join-foreign", processor)
+    foreign_join = named("-foreign-join-subscription", processor)
+    stamps = f"{foreign_join}-timestamps-store"
+    factory = processor_factory(SubscriptionJoinProcessor, other._getter, stamps)
+    b.processor(join_foreign, factory, receive)
+    for s in other._getter.stores:
+        b.connect(join_foreign, s)
+    factory = processor_factory(
+        ForeignTableJoinProcessor, store, stamps, fk_serde, pk_serde, sub_topic
+    )
+    b.processor(foreign_join, factory, other._node)
+    b.connect(foreign_join, store)
+    # Kafka reads the foreign row's timestamp from its table's timestamped store
+    stamps_spec = stores.key_value(stamps, key_serde=fk_serde, value_serde="long")
+    b.add_store(stamps_spec, [foreign_join, join_foreign], described=False)
+
+    response_topic = named("-subscription-response", "FK-JOIN-SUBSCRIPTION-RESPONSE") + "-topic"
+    topo.add_repartition_topic(response_topic)
+    resp_serde = response_serde(foreign_value_serde)
+    response_sink = named("-subscription-response-sink", "SINK")
+    # an answer goes back to the partition its subscription came from
+    topo.add_sink(
+        response_sink,
+        response_topic,
+        [join_foreign, foreign_join],
+        pk_serde,
+        resp_serde,
+        _to_subscriber,
+    )
+    response_source = named("-subscription-response-source", "SOURCE")
+    topo.add_source(response_source, response_topic, pk_serde, resp_serde)
+    resolver = named(
+        "-subscription-response-resolver", "FK-JOIN-SUBSCRIPTION-RESPONSE-RESOLVER-PROCESSOR"
+    )
+    factory = processor_factory(
+        ResponseResolverProcessor, left._getter, value_serde, joiner, left_join, sub_topic
+    )
+    b.processor(resolver, factory, response_source)
+    for s in left._getter.stores:
+        b.connect(resolver, s)
+
+    result = named("-result", "FK-JOIN-OUTPUT")
+    spec = table_store(b, materialized, "FK-JOIN-OUTPUT", left._key_serde, None)
+    b.processor(result, processor_factory(FkJoinResultProcessor, spec.name), resolver)
+    b.add_store(spec, [result], described=materialized is not None)
+    vs = value_serde_of(spec, None)
+    table = KTable(b, result, left._key_serde, vs, ValueGetter(spec.name), materialized is not None)
+    if materialized is None:
+        b.table_operator(result, result, _DescribedOnDemand(b, spec.name))
+    return table
+
+
+def _to_subscriber(_key: Any, response: Response, _partitions: int) -> int:
+    return response.partition
+
+
+# --- the arguments of KTable.join / left_join -----------------------------------------------
+
+
+def _key_join(
+    joiner: Callable[[Any, Any], Any], name: str | None = None, materialized: StoreLike = None
+) -> None: ...
+
+
+def _fk_join(
+    foreign_key_extractor: Callable[..., Any],
+    joiner: Callable[[Any, Any], Any],
+    *,
+    name: str | None = None,
+    materialized: StoreLike = None,
+    with_key: bool = False,
+) -> None: ...
+
+
+_KEY_JOIN = inspect.signature(_key_join)
+_FK_JOIN = inspect.signature(_fk_join)
+
+
+class JoinArgs(NamedTuple):
+    """`KTable.join`'s arguments sorted out: `extractor` is None for a join on the key."""
+
+    extractor: Callable[..., Any] | None
+    joiner: Callable[[Any, Any], Any]
+    name: str | None
+    materialized: StoreLike
+    with_key: bool
+
+
+def parse_join_args(what: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> JoinArgs:
+    """Tell the two forms of `KTable.join(other, ...)` apart, as Java's overloads do: a
+    foreign-key join is `(foreign_key_extractor, joiner, *, name, materialized, with_key)` (two
+    functions, or either named), the join on the key `(joiner, name, materialized)`."""
+    fk_form = (
+        "foreign_key_extractor" in kwargs
+        or "with_key" in kwargs
+        or (len(args) >= 2 and callable(args[1]))
+        or (len(args) >= 1 and "joiner" in kwargs)
+    )
+    sig = _FK_JOIN if fk_form else _KEY_JOIN
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"{what}(other, {_form(sig)}): {e}") from None
+    bound.apply_defaults()
+    a = bound.arguments
+    if fk_form:
+        return JoinArgs(
+            a["foreign_key_extractor"], a["joiner"], a["name"], a["materialized"], a["with_key"]
+        )
+    return JoinArgs(None, a["joiner"], a["name"], a["materialized"], False)
+
+
+def _form(sig: inspect.Signature) -> str:
+    return ", ".join(sig.parameters)

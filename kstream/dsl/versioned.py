@@ -1,0 +1,172 @@
+"""Versioned tables (KIP-889/914): a table whose store keeps every value a key had.
+
+`StreamBuilder.table(topic, versioned=history_retention)` (or a table or `to_table` given a
+`kstream.stores.versioned_key_value` store) materializes the topic in a versioned store
+(kstream.state.versioned). What changes against a plain table, as in Kafka Streams 4.x:
+
+- the source (Kafka's `KTableSource` over a versioned store) puts each update at its
+  timestamp. An update older than the key's latest version goes into history only: nothing is
+  forwarded for it, so downstream operators (filters, joins, aggregations, `to_stream`) see
+  the latest value change only when it does. An update older than history retention is dropped
+  (counted as `late_record`);
+- a stream-table join reads the table as of each stream record's timestamp (KIP-914): a
+  stream record joins the value the table had when the record happened, not the one it has
+  when the record arrives. With `Joined.with_grace_period` the stream side is held back for the
+  grace period first (KIP-923; kstream.dsl.grace_join).
+
+Filters and `map_values` of a versioned table keep it versioned (their getters replay the
+transforms on the version read). Kafka's source also forwards an out-of-order update, marked as
+not the latest, and only `to_stream` and filters let it through; kstream does not forward it
+at all (docs/differences.md would say so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from kstream.dsl.graph import InternalBuilder, StoreLike, ValueGetter
+from kstream.dsl.processors import BuiltinProcessor, Change
+from kstream.duration import DurationLike
+from kstream.errors import TopologyError
+from kstream.records import Record
+from kstream.state.versioned import PUT_RETURN_CODE_NOT_PUT, PUT_RETURN_CODE_VALID_TO_UNDEFINED
+from kstream.topology.processor import ProcessorContext
+
+if TYPE_CHECKING:
+    from kstream.serde import Serde
+    from kstream.state.spec import StoreSpec
+
+__all__ = [
+    "VERSIONED",
+    "VersionedTableSourceProcessor",
+    "VersionedValueGetter",
+    "is_versioned",
+    "versioned_spec",
+]
+
+VERSIONED = "versioned_key_value"
+"""The store kind of a versioned table (`kstream.stores.versioned_key_value`)."""
+
+SPARK_REFUSAL = (
+    "versioned tables are not supported on Spark (Spark's state holds one value per key, not "
+    "its history); run the app on the native engine, or use a plain table"
+)
+
+
+def is_versioned(store: StoreLike) -> bool:
+    """`store` is a versioned store spec."""
+    return getattr(store, "kind", None) == VERSIONED
+
+
+def versioned_spec(
+    b: InternalBuilder,
+    store: StoreLike,
+    versioned: DurationLike | None,
+    op: str,
+    key_serde: Serde | None,
+    value_serde: Serde | None,
+) -> StoreSpec | None:
+    """The versioned store of a table given `store=` and `versioned=`, or None for a plain
+    table. `versioned` (a history retention) makes a versioned store named `store` (or named
+    after `op`, as `InternalBuilder.store_spec` names stores); a versioned spec is used as
+    given, and giving both is refused."""
+    if versioned is None and not is_versioned(store):
+        return None
+    if versioned is not None and store is not None and not isinstance(store, str):
+        raise TopologyError(
+            f"store {getattr(store, 'name', store)!r}: give versioned= or a versioned store "
+            "spec (kstream.stores.versioned_key_value), not both"
+        )
+    extra: dict[str, Any] = {} if versioned is None else {"history_retention": versioned}
+    return b.store_spec(
+        store, op, kind=VERSIONED, key_serde=key_serde, value_serde=value_serde, **extra
+    )
+
+
+class VersionedValueGetter(ValueGetter):
+    """Reads a versioned table: the latest value (`bind`, for table-table joins and lookups
+    that want the current value) or the value as of a time (`bind_as_of`, for stream-table
+    joins). Transforms of filters and `map_values` above the table apply to either."""
+
+    def __init__(
+        self,
+        store: str,
+        history_retention: int,
+        transforms: tuple[Callable[[Any, Any], Any], ...] = (),
+    ) -> None:
+        super().__init__(store, transforms)
+        self.history_retention = history_retention
+
+    def then(self, fn: Callable[[Any, Any], Any]) -> ValueGetter:
+        return VersionedValueGetter(self.store, self.history_retention, (*self.transforms, fn))
+
+    def bind(self, ctx: ProcessorContext) -> Callable[[Any], Any]:
+        get = self.bind_as_of(ctx)
+        return lambda key: get(key, None)
+
+    def bind_as_of(self, ctx: ProcessorContext) -> Callable[[Any, int | None], Any]:
+        """`get(key, as_of) -> value | None` (`as_of` None: the latest value)."""
+        read = ctx.get_store(self.store).get
+        fns = self.transforms
+
+        def value(key: Any, as_of: int | None) -> Any:
+            found = read(key) if as_of is None else read(key, as_of)
+            v = None if found is None else found.value
+            for fn in fns:
+                if v is None:
+                    return None
+                v = fn(key, v)
+            return v
+
+        return value
+
+
+def as_of_getter(getter: ValueGetter, ctx: ProcessorContext) -> Callable[[Any, int], Any] | None:
+    """`get(key, as_of)` when `getter` reads a versioned table (None otherwise)."""
+    if isinstance(getter, VersionedValueGetter):
+        return getter.bind_as_of(ctx)
+    return None
+
+
+class VersionedTableSourceProcessor(BuiltinProcessor):
+    """Kafka's `KTableSource` over a versioned store: puts each update at its timestamp and
+    forwards `Change(new, old latest)` only when the update became the latest version."""
+
+    spark_refusal: ClassVar[str] = SPARK_REFUSAL
+
+    def __init__(self, store: str) -> None:
+        self.store_name = store
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        self.store = ctx.get_store(self.store_name)
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        store, task, on_error, dropped = (
+            self.store,
+            self.task,
+            self.ctx.on_error,
+            self.ctx.record_dropped,
+        )
+        out = []
+        for r in records:
+            k = r.key
+            if k is None:
+                dropped("null_key", r)
+                continue
+            if task is not None:
+                task.current = r
+            try:
+                old = store.get(k)
+                code = store.put(k, r.value, r.timestamp)
+            except Exception as e:
+                on_error(e, r)
+                continue
+            if code == PUT_RETURN_CODE_NOT_PUT:
+                dropped("late_record", r)
+            elif code == PUT_RETURN_CODE_VALID_TO_UNDEFINED:
+                out.append(r.with_value(Change(r.value, None if old is None else old.value)))
+        if task is not None:
+            task.current = None
+        self.ctx.forward_batch(out)
