@@ -10,15 +10,18 @@ from kstream.dsl.builder import StreamBuilder
 from kstream.dsl.grouped import KGroupedStream
 from kstream.dsl.processors import Change
 from kstream.dsl.stream import KStream
+from kstream.dsl.suppress import BufferConfig, Suppressed
 from kstream.dsl.table import GlobalKTable, KTable
 
 __all__ = [
     "Branched",
     "BranchedKStream",
+    "BufferConfig",
     "Change",
     "GlobalKTable",
     "KGroupedStream",
     "KStream",
     "KTable",
     "StreamBuilder",
+    "Suppressed",
 ]
