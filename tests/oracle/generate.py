@@ -76,7 +76,6 @@ class _Graph:
     wall_clock: bool = False  # a processor punctuates on the wall clock: inputs advance it
     headers: bool = False  # a processor adds headers
     sessions: bool = False  # session windows are drawn
-    joined: set[int] = field(default_factory=set)  # streams that are inputs of a join
     multi: set[int] = field(default_factory=set)  # nodes that may give several records for one
 
     def pick(self, options: Sequence[T]) -> T:
@@ -258,11 +257,7 @@ class _Graph:
         fits = [
             o
             for o in pool
-            if o.id != h.id
-            and not o.windowed
-            and vt in (None, o.vt)
-            and not self.rejoins(h, o)
-            and not self.joins_again(o)
+            if o.id != h.id and not o.windowed and vt in (None, o.vt) and not self.rejoins(h, o)
         ]
         if fits and self.draw(st.booleans()):
             return self.pick(fits)
@@ -311,20 +306,10 @@ class _Graph:
             return False
         return any(self.rekeyed(i) for i in node.get("in", ()))
 
-    def joins_again(self, h: Handle) -> bool:
-        """Known bug (docs/differences.md, "Known bugs"): kstream refuses a re-keyed stream
-        joined twice (each join adds the same repartition topic; Kafka shares one)."""
-        return h.id in self.joined and self.rekeyed(h.id)
-
     def stream_join(self, h: Handle, op: str) -> Handle:
-        if self.joins_again(h):  # see `joins_again`: an explicit repartition, the workaround
-            return self.add("repartition", [h], h.vt, STREAM)
         # outer joins are of two streams only
         right_kind = STREAM if op == "outerJoin" else self.pick((STREAM, TABLE, GLOBAL))
         other = self.other(h, right_kind)
-        self.joined.add(h.id)
-        if right_kind == STREAM:
-            self.joined.add(other.id)
         fields: dict[str, Any] = {"fn": "pair"}
         if self.draw(st.booleans()):  # a ValueJoinerWithKey
             fields.update(fn="key_pair", with_key=True)
