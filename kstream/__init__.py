@@ -12,6 +12,7 @@ from kstream._lazy import lazy_exports
 # bind here as modules on their first import from anywhere.
 from kstream.duration import duration
 from kstream.serde import Serde, SerdeContext, serde
+from kstream.version import __version__  # its own module: the service and the build read it
 
 if TYPE_CHECKING:
     from kstream import errors, stores
@@ -33,8 +34,6 @@ if TYPE_CHECKING:
     from kstream.runtime.fleet import Fleet
     from kstream.runtime.state_lock import StateDirLock
     from kstream.topology import Processor, ProcessorContext, PunctuationType, Topology
-
-__version__ = "0.1.0"
 
 __all__ = [
     "App",

@@ -16,28 +16,35 @@ hold in the engine itself, at a CPU cost per record (bench/, "workarounds on"):
   highest one it has seen from the same source partition on that input topic, so the aborted
   copies a downstream kstream task is shown are processed once. The marks live in a small
   changelogged store per task (`marks_spec`), written once per batch.
-* **Restore filter** (`is_committed`): a changelog record is applied only when its source
-  offset is below the task's committed offset for that source partition (committed offsets
-  are exact: the broker applies transactional offsets only on commit).
-* **Restore provenance check** (`provenance_problem`): every changelog record kstream writes
-  carries the header (`NO_SOURCE` when no input record caused it), so a restore refuses one
-  without it, with one that does not decode, or naming a partition its task does not read:
-  a record some other producer wrote into the changelog (kstream.state.restore_check).
+* **Restore filter** (`kstream.state.restore_check.is_committed`): a changelog record is
+  applied only when its source offset is below the task's committed offset for that source
+  partition (committed offsets are exact: the broker applies transactional offsets only on
+  commit).
+* **Restore provenance check** (`kstream.state.restore_check.provenance_problem`): every
+  changelog record kstream writes carries the header (`NO_SOURCE` when no input record caused
+  it), so a restore refuses one without it, with one that does not decode, or naming a
+  partition its task does not read: a record some other producer wrote into the changelog.
 * **No DeleteRecords**: Tansu's panics, so repartition topics are not purged.
 
 Tansu's other gaps need nothing here: kstream finds the end of a partition from fetch
 responses and end-of-partition events (as Kafka's own consumers do), which both brokers answer
 correctly, and it never asks Tansu for compaction or retention to be right.
+
+Direction: this component sits above the state package and below the runtime. The restore's
+two checks read only the provenance header and the arguments the restore is given, so they are
+the state package's (`kstream.state.restore_check`); the runtime, which holds the switches
+(`ctx.compat`), turns them on by what it passes to the restore (committed offsets, a task's
+source partitions). The high marks' store is an ordinary store spec (`kstream.stores`).
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kstream.state.provenance import HEADER, NO_SOURCE, decode, from_headers, header_value
+from kstream import stores
+from kstream.state.provenance import decode
 
 if TYPE_CHECKING:
     from kstream.config import Config
@@ -48,12 +55,10 @@ __all__ = [
     "HighMarks",
     "Mark",
     "compat_of",
-    "is_committed",
     "load_marks",
     "marks_key",
     "marks_spec",
     "marks_value",
-    "provenance_problem",
 ]
 
 
@@ -150,8 +155,6 @@ class HighMarks:
 def marks_spec(subtopology: int) -> StoreSpec:
     """The store of a sub-topology's provenance high marks: `input|source topic|partition`
     -> offset, output index and the timestamp of the record that set it."""
-    from kstream import stores  # kstream.stores imports the state package, which imports us
-
     return stores.key_value(
         f"kstream-src-marks-{subtopology}", key_serde="string", value_serde="bytes"
     )
@@ -174,41 +177,3 @@ def load_marks(store: Any) -> HighMarks:
             inp, src, part = key.rsplit("|", 2)
             out[(inp, src, int(part))] = _MARK.unpack(value)
     return HighMarks(out)
-
-
-# --- restore filter -------------------------------------------------------------------------
-
-
-def is_committed(headers: Any, committed: Any) -> bool:
-    """True when a changelog record may be applied under the committed source offsets
-    (`committed`: (topic, partition) -> next offset; None applies every record)."""
-    if committed is None:
-        return True
-    src = from_headers(headers)
-    if src is None:
-        return True
-    done = committed.get((src.topic, src.partition))
-    return done is not None and src.offset < done
-
-
-def provenance_problem(headers: Any, sources: Collection[tuple[str, int]]) -> str | None:
-    """Why a changelog record's provenance is not that of a write of its task (None when it
-    is): `sources` are the (topic, partition) pairs the task reads."""
-    value = header_value(headers)
-    if value is None:
-        return (
-            f"it has no {HEADER} header, which every changelog record kstream writes under "
-            "broker_compat='tansu' carries: another producer wrote it"
-        )
-    if value == NO_SOURCE:
-        return None
-    src = decode(value)
-    if src is None:
-        return f"its {HEADER} header {value[:40]!r} does not decode"
-    if (src.topic, src.partition) not in sources:
-        reads = ", ".join(f"{t}[{p}]" for t, p in sorted(sources))
-        return (
-            f"its {HEADER} header names {src.topic}[{src.partition}] offset {src.offset}, "
-            f"which its task does not read (it reads {reads})"
-        )
-    return None

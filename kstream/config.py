@@ -17,7 +17,7 @@ from typing import Any
 from kstream.duration import duration
 from kstream.errors import ConfigError
 from kstream.internal_topics import WINDOWSTORE_CHANGELOG_ADDITIONAL_RETENTION
-from kstream.kafka.security import validate_security
+from kstream.security import validate_security
 
 ERROR_POLICIES = ("fail", "skip", "dlq")
 RESTORE_POLICIES = ("fail", "skip")

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from kstream.errors import ConfigError, SerdeError
-from kstream.serde import ContextSerde, SerdeContext
+from kstream.serde_base import ContextSerde, SerdeContext
 
 Format = Literal["avro", "protobuf", "json_schema"]
 FORMATS: tuple[str, ...] = ("avro", "protobuf", "json_schema")

@@ -37,11 +37,11 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import lmdb
-import orjson
 
 from kstream.errors import ConfigError, StoreCorruptedError, StoreError
 from store_backends import lmdb_keys as lk
 from store_backends.base import BatchedPoints, Cursor, check_bytes, prefix_upper_bound
+from store_backends.checkpoint import decode_checkpoint, encode_checkpoint
 from store_backends.disk import allocate, describe, free_bytes
 
 FORMAT = b"kstream-lmdb-1"
@@ -208,7 +208,7 @@ class LMDBBackend(BatchedPoints):
                 items.append((k, _seal(k, v)))
             else:
                 odd.append((k, _seal(k, v)))
-        cp = None if checkpoint is None else orjson.dumps(checkpoint)
+        cp = encode_checkpoint(checkpoint)
         while True:
             try:
                 with self._env.begin(write=True) as txn:
@@ -371,15 +371,7 @@ class LMDBBackend(BatchedPoints):
                 raw = txn.get(b"checkpoint")
         except lmdb.Error as e:
             raise StoreCorruptedError(f"{self._where()}: cannot read checkpoint: {e}") from e
-        if raw is None:
-            return {}
-        try:
-            cp = orjson.loads(raw)
-        except orjson.JSONDecodeError as e:
-            raise StoreCorruptedError(f"{self._where()}: checkpoint is not JSON: {e}") from e
-        if not isinstance(cp, dict):
-            raise StoreCorruptedError(f"{self._where()}: checkpoint is not an object: {cp!r}")
-        return cp
+        return decode_checkpoint(raw, self._where())
 
     def approximate_num_entries(self) -> int:
         self._check_open()

@@ -40,10 +40,9 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
-import orjson
-
-from kstream.errors import ConfigError, StoreCorruptedError, StoreError, StoreLostError
+from kstream.errors import ConfigError, StoreError, StoreLostError
 from store_backends.base import BatchedPoints, Cursor, check_bytes, prefix_upper_bound
+from store_backends.checkpoint import decode_checkpoint, encode_checkpoint
 
 log = logging.getLogger("kstream.store_backends.redis")
 T = TypeVar("T")
@@ -254,7 +253,7 @@ class RedisBackend(BatchedPoints):
         for k in dels:
             check_bytes("key", k)
         dels = [k for k in dels if k not in puts]
-        cp = None if checkpoint is None else orjson.dumps(checkpoint)
+        cp = encode_checkpoint(checkpoint)
         if not puts and not dels and cp is None:
             return
 
@@ -347,15 +346,7 @@ class RedisBackend(BatchedPoints):
     def checkpoint(self) -> dict[str, Any]:
         self._claim()
         raw: bytes | None = self._retry("checkpoint", lambda: self._r.get(self._cp))
-        if raw is None:
-            return {}
-        try:
-            cp = orjson.loads(raw)
-        except orjson.JSONDecodeError as e:
-            raise StoreCorruptedError(f"{self._where()}: checkpoint is not JSON: {e}") from e
-        if not isinstance(cp, dict):
-            raise StoreCorruptedError(f"{self._where()}: checkpoint is not an object: {cp!r}")
-        return cp
+        return decode_checkpoint(raw, self._where())
 
     def approximate_num_entries(self) -> int:
         return int(self._read("zcard", lambda: self._r.zcard(self._k)))

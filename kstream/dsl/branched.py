@@ -31,13 +31,15 @@ class Branched:
     branch is handed over and left out of the dict.
 
     Example:
-        branches = (
-            orders.split("orders-")
-            .branch(lambda k, v: v["eu"], Branched.as_("eu"))
-            .branch(lambda k, v: v["test"], Branched.with_consumer(lambda s: s.to("test")))
-            .default_branch(Branched.with_function(lambda s: s.map_values(tag), "rest"))
-        )
-        branches["orders-eu"].to("eu-orders")
+        >>> from kstream.dsl import Branched
+        >>> split = StreamBuilder().stream("orders", "str", "json").split("orders-")
+        >>> branches = (
+        ...     split.branch(lambda k, v: v["eu"], Branched.as_("eu"))
+        ...     .branch(lambda k, v: v["test"], Branched.with_consumer(lambda s: s.to("test")))
+        ...     .default_branch(Branched.with_function(lambda s: s.to("rest")))
+        ... )
+        >>> list(branches)  # a consumed branch, and one whose function gave None: left out
+        ['orders-eu']
     """
 
     name: str | None = None
@@ -49,7 +51,10 @@ class Branched:
         """A branch named `name` (Kafka's `Branched.as`).
 
         Example:
-            orders.split("o-").branch(is_big, Branched.as_("big")).no_default_branch()["o-big"]
+            >>> from kstream.dsl import Branched
+            >>> split = StreamBuilder().stream("orders").split("o-")
+            >>> list(split.branch(lambda k, v: True, Branched.as_("all")).no_default_branch())
+            ['o-all']
         """
         return Branched(name=name)
 
@@ -60,7 +65,16 @@ class Branched:
         """A branch whose dict entry is `function(branch)`: chain its operators inline.
 
         Example:
-            orders.split().branch(is_big, Branched.with_function(lambda s: s.map_values(flag)))
+            >>> from kstream.dsl import Branched
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> twice = Branched.with_function(lambda s: s.map_values(lambda v: 2 * v), "x2")
+            >>> parts = b.stream("in", "str", "long").split("s-").branch(lambda k, v: v > 0, twice)
+            >>> parts.no_default_branch()["s-x2"].to("out", "str", "long")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("in", "str", "long").pipe_many([("a", 1), ("b", -1)])
+            ...     d.output_topic("out", "str", "long").read_values()
+            [2]
         """
         return Branched(name=name, function=function)
 
@@ -69,7 +83,11 @@ class Branched:
         """A branch handed to `consumer(branch)` and left out of the dict (a terminal branch).
 
         Example:
-            orders.split().branch(is_test, Branched.with_consumer(lambda s: s.to("test-orders")))
+            >>> from kstream.dsl import Branched
+            >>> split = StreamBuilder().stream("orders", "str", "str").split()
+            >>> to_test = Branched.with_consumer(lambda s: s.to("test-orders"))
+            >>> split.branch(lambda k, v: v == "test", to_test).no_default_branch()
+            {}
         """
         return Branched(name=name, consumer=consumer)
 
@@ -83,9 +101,16 @@ class BranchedKStream:
     before a stateful operator only if the split stream would have.
 
     Example:
-        parts = s.split("s-").branch(lambda k, v: v > 0, Branched.as_("pos")).default_branch()
-        parts["s-pos"].to("positive")
-        parts["s-0"].to("others")
+        >>> from kstream.dsl import Branched
+        >>> from kstream.testing import TopologyTestDriver
+        >>> b = StreamBuilder()
+        >>> split = b.stream("s", "str", "long").split("s-")
+        >>> parts = split.branch(lambda k, v: v > 0, Branched.as_("pos")).default_branch()
+        >>> parts["s-pos"].to("positive"); parts["s-0"].to("others")
+        >>> with TopologyTestDriver(b) as d:
+        ...     d.input_topic("s", "str", "long").pipe_many([("a", 1), ("b", -1)])
+        ...     d.output_topic("others", "str", "long").read_key_values()
+        [('b', -1)]
     """
 
     def __init__(self, source: KStream, name: str | None) -> None:
@@ -107,7 +132,10 @@ class BranchedKStream:
         branch took); returns this splitter, to chain the next branch.
 
         Example:
-            s.split().branch(lambda k, v: v > 0).branch(lambda k, v: v < 0).no_default_branch()
+            >>> s = StreamBuilder().stream("s", "str", "long")
+            >>> parts = s.split().branch(lambda k, v: v > 0).branch(lambda k, v: v < 0)
+            >>> list(parts.no_default_branch())
+            ['KSTREAM-BRANCH-00000000011', 'KSTREAM-BRANCH-00000000012']
         """
         self._check_open()
         self._predicates.append(predicate)
@@ -118,7 +146,14 @@ class BranchedKStream:
         """Add the branch of the records no predicate took, and return the branches by name.
 
         Example:
-            rest = s.split("s-").branch(lambda k, v: v > 0).default_branch()["s-0"]
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> split = b.stream("s", "str", "long").split("s-").branch(lambda k, v: v > 0)
+            >>> split.default_branch()["s-0"].to("rest")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("s", "str", "long").pipe_many([("a", 1), ("b", -1)])
+            ...     d.output_topic("rest", "str", "long").read_key_values()
+            [('b', -1)]
         """
         self._check_open()
         self._add(branched or Branched(), 0)
@@ -129,7 +164,16 @@ class BranchedKStream:
         """Return the branches by name; records no predicate took are dropped.
 
         Example:
-            big = s.split("s-").branch(is_big, Branched.as_("big")).no_default_branch()["s-big"]
+            >>> from kstream.dsl import Branched
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> split = b.stream("s", "str", "long").split("s-")
+            >>> parts = split.branch(lambda k, v: v > 9, Branched.as_("big")).no_default_branch()
+            >>> parts["s-big"].to("big")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("s", "str", "long").pipe_many([("a", 10), ("b", 1)])
+            ...     d.output_topic("big", "str", "long").read_key_values()
+            [('a', 10)]
         """
         self._check_open()
         self._done = True

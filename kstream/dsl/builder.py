@@ -10,7 +10,7 @@ from kstream.dsl import processors as p
 from kstream.dsl.graph import InternalBuilder, StoreLike, ValueGetter, processor_factory
 from kstream.dsl.stream import KStream
 from kstream.dsl.table import GlobalKTable, KTable
-from kstream.dsl.timestamps import TimestampExtractor, TimestampExtractorProcessor, extractor_node
+from kstream.dsl.timestamps import TimestampExtractor
 from kstream.dsl.versioned import (
     VERSIONED,
     VersionedTableSourceProcessor,
@@ -148,7 +148,16 @@ class StreamBuilder:
         `timestamp_extractor` as in `stream` (a record it extracts negative is not loaded).
 
         Example:
-            countries = b.global_table("countries", key_serde="str", value_serde="json")
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> countries = b.global_table("countries", "str", "str")
+            >>> orders = b.stream("orders", "str", "str")  # value: a country code
+            >>> orders.join(countries, lambda k, o: o, lambda o, c: c).to("out", "str", "str")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("countries", "str", "str").pipe("no", "Norway")
+            ...     d.input_topic("orders", "str", "str").pipe("o1", "no")
+            ...     d.output_topic("out", "str", "str").read_key_values()
+            [('o1', 'Norway')]
         """
         b = self._builder
         ks, vs = serde(key_serde), serde(value_serde)
@@ -166,9 +175,10 @@ class StreamBuilder:
             topic,
             ks,
             vs,
-            processor_factory(p.GlobalTableProcessor, spec.name, _checked(timestamp_extractor)),
+            processor_factory(p.GlobalTableProcessor, spec.name),
             source_name=src,
             processor_name=proc,
+            timestamp_extractor=_checked(timestamp_extractor),
         )
         return GlobalKTable(spec.name, topic, ks, vs)
 
@@ -176,8 +186,18 @@ class StreamBuilder:
         """The `Topology` to run, or to test with `kstream.testing.driver.TopologyTestDriver`.
 
         Example:
-            topology = b.build()
-            print(topology.describe())
+            >>> b = StreamBuilder()
+            >>> b.stream("in", "str", "str").filter(lambda k, v: v).to("out")
+            >>> print(str(b.build().describe()).strip())
+            Topologies:
+               Sub-topology: 0
+                Source: KSTREAM-SOURCE-0000000000 (topics: [in])
+                  --> KSTREAM-FILTER-0000000001
+                Processor: KSTREAM-FILTER-0000000001 (stores: [])
+                  --> KSTREAM-SINK-0000000002
+                  <-- KSTREAM-SOURCE-0000000000
+                Sink: KSTREAM-SINK-0000000002 (topic: out)
+                  <-- KSTREAM-FILTER-0000000001
         """
         return self._builder.topology
 
@@ -192,12 +212,12 @@ def _checked(extractor: TimestampExtractor | None) -> TimestampExtractor | None:
 
 
 def _extracting(b: InternalBuilder, source: str, extractor: TimestampExtractor | None) -> str:
-    """The node below `source` that stamps records with `extractor`'s timestamps (`source`
-    itself without one)."""
-    if _checked(extractor) is None:
-        return source
-    factory = processor_factory(TimestampExtractorProcessor, extractor)
-    return b.processor(extractor_node(source), factory, source)
+    """`source`, given `extractor` as its timestamp extractor (the task applies it, as Kafka's
+    `Consumed.withTimestampExtractor`: no node of its own)."""
+    checked = _checked(extractor)
+    if checked is not None:
+        b.topology.set_timestamp_extractor(source, checked)
+    return source
 
 
 def _spec(

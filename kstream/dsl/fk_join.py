@@ -155,7 +155,9 @@ def response_serde(foreign_value_serde: Serde) -> Serde:
 
     def to_bytes(r: Response) -> bytes:
         value = foreign_value_serde.to_bytes(r.foreign_value)
-        flags = (_FLAG_HASH if r.hash is not None else 0) | (_FLAG_VALUE if value else 0)
+        flags = (_FLAG_HASH if r.hash is not None else 0) | (
+            _FLAG_VALUE if value is not None else 0
+        )
         head = _HEAD.pack(_VERSION, flags, r.partition) + (r.hash or b"")
         return head if value is None else head + value
 
@@ -415,13 +417,16 @@ class ForeignTableJoinProcessor(BuiltinProcessor):
                     self.timestamps.delete(fk)
                 else:
                     self.timestamps.put(fk, r.timestamp)
-                fkb = _bytes(self.fk_serde, fk, self.fk_topic)
-                assert fkb is not None
-                prefix = combined_prefix(fkb)
+                prefix = combined_prefix(_bytes(self.fk_serde, fk, self.fk_topic) or b"")
                 with self.store.prefix_scan(prefix) as found:
-                    for ck, sub in found:
-                        pk = self.pk_serde.from_bytes(ck[len(prefix) :])
-                        out.append(r.with_key_value(pk, Response(sub.hash, new, sub.partition)))
+                    answers = [
+                        r.with_key_value(
+                            self.pk_serde.from_bytes(ck[len(prefix) :]),
+                            Response(sub.hash, new, sub.partition),
+                        )
+                        for ck, sub in found
+                    ]
+                out.extend(answers)
             except Exception as e:
                 self.ctx.on_error(e, r)
                 continue

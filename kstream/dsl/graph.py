@@ -330,16 +330,25 @@ class InternalBuilder:
         return src
 
     def regroup_repartition(
-        self, parent: str, base: str, *, key_serde: Serde, value_serde: Serde
+        self,
+        parent: str,
+        base: str,
+        *,
+        key_serde: Serde,
+        value_serde: Serde,
+        name: str | None = None,
     ) -> str:
         """Route a regrouped table's updates through `<base>-repartition`; returns its source.
 
         As Kafka's `GroupedTableOperationRepartitionNode`: a sink and a source with generated
-        names, and no filter (the regroup processor above drops None keys itself).
+        names, or `<name>-sink` and `<name>-source` for an aggregation named `name`
+        (KGroupedTableImpl), and no filter (the regroup processor above drops None keys).
         """
         topic = f"{base}-repartition"
         self.topology.add_repartition_topic(topic, None)
-        sink, src = self.name("SINK"), self.name("SOURCE")
+        # a given name still takes its index (Kafka's NamedInternal.suffixWithOrElseGet)
+        sink = self.name("SINK", None if name is None else f"{name}-sink")
+        src = self.name("SOURCE", None if name is None else f"{name}-source")
         self.topology.add_sink(sink, topic, parent, key_serde, value_serde, None)
         self.topology.add_source(src, topic, key_serde, value_serde)
         return src

@@ -24,7 +24,14 @@ class KGroupedStream(Handle):
     Each aggregation returns a `KTable` and repartitions first if the key changed upstream.
 
     Example:
-        b.stream("clicks").group_by(lambda k, v: v["page"]).count()
+        >>> from kstream.testing import TopologyTestDriver
+        >>> b = StreamBuilder()
+        >>> pages = b.stream("clicks", "str", "json").group_by(lambda k, v: v["page"], "str")
+        >>> pages.count(store="per-page").to_stream().to("page-counts")
+        >>> with TopologyTestDriver(b) as d:
+        ...     d.input_topic("clicks", "str", "json").pipe_many([("ann", {"page": "/"})] * 2)
+        ...     d.output_topic("page-counts", "str", "long").read_key_values()
+        [('/', 1), ('/', 2)]
     """
 
     def __init__(
@@ -77,8 +84,14 @@ class KGroupedStream(Handle):
         generated) and can be queried.
 
         Example:
-            counts = clicks.group_by(lambda k, v: v["page"]).count(store="clicks-per-page")
-            counts.to_stream().to("page-counts", value_serde="long")
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> clicks = b.stream("clicks", "str", "str")
+            >>> counts = clicks.group_by_key().count(store="clicks-per-user")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("clicks", "str", "str").pipe_many([("ann", "/"), ("ann", "/a")])
+            ...     d.get_store("clicks-per-user").get("ann")
+            2
         """
         return self._aggregate("AGGREGATE", p.count_step, store, LONG, name, p.count_initial)
 
@@ -91,7 +104,15 @@ class KGroupedStream(Handle):
         keys and values are dropped, as in `count`; the result's value serde is the stream's.
 
         Example:
-            totals = amounts.group_by_key().reduce(lambda total, v: total + v)
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> amounts = b.stream("amounts", "str", "long")
+            >>> totals = amounts.group_by_key().reduce(lambda total, v: total + v)
+            >>> totals.to_stream().to("totals")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("amounts", "str", "long").pipe_many([("ann", 5), ("ann", 7)])
+            ...     d.output_topic("totals", "str", "long").read_key_values()
+            [('ann', 5), ('ann', 12)]
         """
         return self._aggregate("REDUCE", p.reduce_step(reducer), store, self._value_serde, name)
 
@@ -109,7 +130,15 @@ class KGroupedStream(Handle):
         as in `count`. Pass `value_serde` when the aggregate's type differs from the values'.
 
         Example:
-            seen = clicks.group_by_key().aggregate(set, lambda k, v, pages: pages | {v["page"]})
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> clicks = b.stream("clicks", "str", "str").group_by_key()
+            >>> seen = clicks.aggregate(list, lambda k, v, pages: [*pages, v], value_serde="json")
+            >>> seen.to_stream().to("pages")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("clicks", "str", "str").pipe_many([("ann", "/"), ("ann", "/a")])
+            ...     d.output_topic("pages", "str", "json").read_values()
+            [['/'], ['/', '/a']]
         """
         vs = None if value_serde is None else serde(value_serde)
         step = p.aggregate_step(initializer, aggregator)
@@ -150,7 +179,16 @@ class KGroupedStream(Handle):
         are dropped and counted.
 
         Example:
-            minutes = TimeWindows.of("1m", grace="10s")
-            per_minute = clicks.group_by_key().windowed_by(minutes).count()
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> from kstream.dsl.windows import TimeWindows
+            >>> clicks = b.stream("clicks", "str", "str").group_by_key()
+            >>> per_minute = clicks.windowed_by(TimeWindows.of("1m", grace="10s")).count()
+            >>> per_minute.to_stream(lambda w, n: (w.key, w.start, w.end)).to("out", "json")
+            >>> with TopologyTestDriver(b) as d:
+            ...     src = d.input_topic("clicks", "str", "str")
+            ...     src.pipe_many([("a", "/", 5), ("a", "/", 65_000)])
+            ...     d.output_topic("out", "json", "long").read_key_values()
+            [(['a', 0, 60000], 1), (['a', 60000, 120000], 1)]
         """
         return windowed_by(self, windows)

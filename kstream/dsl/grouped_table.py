@@ -36,24 +36,34 @@ def group_table(
     selector: Callable[[Any, Any], tuple[Any, Any]],
     key_serde: SerdeLike = None,
     value_serde: SerdeLike = None,
+    name: str | None = None,
 ) -> KGroupedTable:
     """What `KTable.group_by(selector)` builds: a regroup processor below `table` that turns
     each `Change` into the records for the groups it leaves and joins (no topic yet: the
-    repartition topic is added by the aggregation, named after its store)."""
+    repartition topic is added by the aggregation, named after its store).
+
+    With `name` (Kafka's `Grouped.as(name)`, KTableImpl.groupBy) the regroup processor is
+    `name` and the repartition topic `<name>-repartition`, whatever the store is called, so
+    adding an operator upstream renames neither."""
     if not callable(selector):
         raise TopologyError(
             f"KTable.group_by: selector must be a function (k, v) -> (k2, v2), got {selector!r}"
         )
     b = table._builder
-    node = b.name("SELECT", None, "KTABLE")
+    node = b.name("SELECT", name, "KTABLE")
     b.processor(node, processor_factory(TableRegroupProcessor, selector), table._node)
     ks = None if key_serde is None else serde(key_serde)
     vs = None if value_serde is None else serde(value_serde)
-    return KGroupedTable(b, node, ks, vs)
+    return KGroupedTable(b, node, ks, vs, name)
 
 
 class KGroupedTable:
-    """Rows of a table grouped by a new key: `count`, `reduce`, `aggregate`."""
+    """Rows of a table grouped by a new key: `count`, `reduce`, `aggregate`.
+
+    `name`: the user's name for the grouping, which names the repartition topic; its
+    aggregations then share that one topic, as Kafka's `KGroupedTableImpl` reuses its
+    repartition node when the grouping is named (unnamed, each gets `<store>-repartition`).
+    """
 
     def __init__(
         self,
@@ -61,11 +71,14 @@ class KGroupedTable:
         node: str,
         key_serde: Serde | None,
         value_serde: Serde | None,
+        name: str | None = None,
     ) -> None:
         self._builder = builder
         self._node = node
         self._key_serde = key_serde
         self._value_serde = value_serde
+        self._name = name
+        self._repartition_source: str | None = None
 
     def __repr__(self) -> str:
         return f"KGroupedTable({self._node})"
@@ -85,17 +98,32 @@ class KGroupedTable:
         spec = b.timestamped_store_spec(
             store, "AGGREGATE", key_serde=self._key_serde, value_serde=value_serde, prefix="KTABLE"
         )
-        src = b.regroup_repartition(
-            self._node,
-            spec.name,
-            key_serde=self._key_serde or AUTO,
-            value_serde=ChangeSerde(self._value_serde or AUTO),
-        )
+        src = self._repartition(spec.name, name)
         node = b.name(op, name, "KTABLE")
         factory = processor_factory(TableAggregateProcessor, spec.name, add, subtract)
         b.processor(node, factory, src)
         b.add_store(spec, [node])
         return KTable(b, node, self._key_serde, value_serde, ValueGetter(spec.name))
+
+    def _repartition(self, store: str, name: str | None) -> str:
+        """The source of the repartition topic the aggregation reads: a new one named after
+        `store`, or the named grouping's, made by its first aggregation; its sink and source
+        are named after the aggregation's `name` if it has one."""
+        b = self._builder
+        if self._repartition_source is not None:
+            b.name("SINK")  # Kafka burns the indices of the names it does not use
+            b.name("SOURCE")
+            return self._repartition_source
+        src = b.regroup_repartition(
+            self._node,
+            store if self._name is None else self._name,
+            key_serde=self._key_serde or AUTO,
+            value_serde=ChangeSerde(self._value_serde or AUTO),
+            name=name,
+        )
+        if self._name is not None:
+            self._repartition_source = src
+        return src
 
     def count(self, store: Any = None, name: str | None = None) -> KTable:
         """Rows per group: a table of ints (value serde "long").
@@ -104,7 +132,15 @@ class KGroupedTable:
         count that drops to 0 stays 0 (it is not deleted), as in Kafka Streams.
 
         Example:
-            users.group_by(lambda k, v: (v["city"], v)).count()
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> users = b.table("users", "str", "str")
+            >>> per_city = users.group_by(lambda user, city: (city, user), "str", "str").count()
+            >>> per_city.to_stream().to("per-city", "str", "long")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("users", "str", "str").pipe_many([("a", "Oslo"), ("a", "Rome")])
+            ...     d.output_topic("per-city", "str", "long").read_key_values()
+            [('Oslo', 1), ('Oslo', 0), ('Rome', 1)]
         """
         return self._aggregate("AGGREGATE", _count_add, _count_subtract, store, LONG, name)
 
@@ -122,8 +158,18 @@ class KGroupedTable:
         group whose value disappears entirely is deleted.
 
         Example:
-            totals = balances.group_by(lambda k, v: (v["branch"], v["amount"]))
-            per_branch = totals.reduce(lambda a, v: a + v, lambda a, v: a - v)
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> balances = b.table("balances", "str", "json")
+            >>> g = balances.group_by(lambda k, v: (v["branch"], v["amount"]), "str", "long")
+            >>> per_branch = g.reduce(lambda a, v: a + v, lambda a, v: a - v, store="per-branch")
+            >>> with TopologyTestDriver(b) as d:
+            ...     src = d.input_topic("balances", "str", "json")
+            ...     src.pipe("ann", {"branch": "x", "amount": 5})
+            ...     src.pipe("bo", {"branch": "x", "amount": 3})
+            ...     src.pipe("ann", {"branch": "x", "amount": 1})  # 5 out, 1 in
+            ...     d.get_store("per-branch").get("x")
+            4
         """
         _check_fn(adder, "reduce", "adder(agg, value)")
         _check_fn(subtractor, "reduce", "subtractor(agg, value)")
@@ -152,8 +198,17 @@ class KGroupedTable:
         is the larger of the update's and the stored aggregate's.
 
         Example:
-            g = users.group_by(lambda k, v: (v["city"], k))
-            names = g.aggregate(set, lambda c, u, s: s | {u}, lambda c, u, s: s - {u})
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> g = b.table("user-city", "str", "str").group_by(lambda u, c: (c, u), "str", "str")
+            >>> def add(city, user, names): return sorted([*names, user])
+            >>> def remove(city, user, names): return [n for n in names if n != user]
+            >>> names = g.aggregate(list, add, remove, store="names", value_serde="json")
+            >>> with TopologyTestDriver(b) as d:
+            ...     moves = [("bo", "Oslo"), ("ann", "Oslo"), ("bo", "Rome")]
+            ...     d.input_topic("user-city", "str", "str").pipe_many(moves)
+            ...     d.get_store("names").get("Oslo"), d.get_store("names").get("Rome")
+            (['ann'], ['bo'])
         """
         _check_fn(initializer, "aggregate", "initializer()")
         _check_fn(adder, "aggregate", "adder(key, value, agg)")

@@ -537,14 +537,10 @@ class TableSourceProcessor(BuiltinProcessor):
 
 
 class GlobalTableProcessor(BuiltinProcessor):
-    """Keeps a global store equal to its topic (upserts, None deletes); with a timestamp
-    extractor (`kstream.dsl.timestamps`), records it extracts negative are dropped."""
+    """Keeps a global store equal to its topic (upserts, None deletes)."""
 
-    def __init__(self, store: str, extractor: Callable[[Record, int], int] | None = None) -> None:
-        from kstream.dsl.timestamps import PartitionTimes
-
+    def __init__(self, store: str) -> None:
         self.store_name = store
-        self.times = None if extractor is None else PartitionTimes(extractor)
 
     def init(self, ctx: ProcessorContext) -> None:
         super().init(ctx)
@@ -552,10 +548,6 @@ class GlobalTableProcessor(BuiltinProcessor):
 
     def process_batch(self, records: Sequence[Record]) -> None:
         put, task = self.store.put, self.task
-        if self.times is not None:
-            from kstream.dsl.timestamps import stamped
-
-            records = stamped(records, self.times, self.ctx)
         for r in records:
             if r.key is None:
                 self.ctx.record_dropped("null_key", r)

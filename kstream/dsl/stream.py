@@ -35,8 +35,15 @@ class KStream(Handle):
     nodes to the builder's topology at once.
 
     Example:
-        words = b.stream("lines", value_serde="str").flat_map_values(str.split)
-        words.group_by(lambda k, w: w).count().to_stream().to("word-counts")
+        >>> from kstream.testing import TopologyTestDriver
+        >>> b = StreamBuilder()
+        >>> words = b.stream("lines", "str", "str").flat_map_values(str.split)
+        >>> counts = words.group_by(lambda k, w: w, "str", "str").count()
+        >>> counts.to_stream().to("word-counts", "str", "long")
+        >>> with TopologyTestDriver(b) as d:
+        ...     d.input_topic("lines", "str", "str").pipe(None, "to be or not to be")
+        ...     d.output_topic("word-counts", "str", "long").read_key_values_to_map()
+        {'to': 2, 'be': 2, 'or': 1, 'not': 1}
 
     `_key_serde`/`_value_serde` are the serdes known to fit the records here (None: unknown,
     e.g. after `map`); `_repartition_required` is True once the key may have changed, so the
@@ -82,7 +89,13 @@ class KStream(Handle):
         A predicate that raises goes to the application's error handler (raise, or skip the record).
 
         Example:
-            orders.filter(lambda k, v: v["amount"] > 100).to("big-orders")
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> b.stream("orders", "str", "long").filter(lambda k, v: v > 100).to("big-orders")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("orders", "str", "long").pipe_many([("a", 50), ("b", 150)])
+            ...     d.output_topic("big-orders", "str", "long").read_key_values()
+            [('b', 150)]
         """
         return self._then("FILTER", processor_factory(p.FilterProcessor, predicate), name)
 
@@ -90,7 +103,14 @@ class KStream(Handle):
         """Keep the records for which `predicate(key, value)` is falsy (the complement of `filter`).
 
         Example:
-            events.filter_not(lambda k, v: v.get("test")).to("real-events")
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> b.stream("events", "str", "json").filter_not(lambda k, v: v.get("test")).to("real")
+            >>> with TopologyTestDriver(b) as d:
+            ...     events = d.input_topic("events", "str", "json")
+            ...     events.pipe_many([("a", {"test": 1}), ("b", {})])
+            ...     d.output_topic("real", "str", "json").read_key_values()
+            [('b', {})]
         """
         return self._then("FILTER", processor_factory(p.FilterProcessor, predicate, True), name)
 
@@ -102,7 +122,14 @@ class KStream(Handle):
         The known serdes are forgotten (pass serdes to `to`, `group_by_key`, ... downstream).
 
         Example:
-            clicks.map(lambda k, v: (v["user"], v["page"])).group_by_key().count()
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> clicks = b.stream("clicks", "str", "json")
+            >>> clicks.map(lambda k, v: (v["user"], v["page"])).to("pages", "str", "str")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("clicks", "str", "json").pipe("c1", {"user": "ann", "page": "/"})
+            ...     d.output_topic("pages", "str", "str").read_key_values()
+            [('ann', '/')]
         """
         factory = processor_factory(p.MapProcessor, fn)
         return self._then("MAP", factory, name, key_changed=True, value_changed=True)
@@ -117,8 +144,18 @@ class KStream(Handle):
         reads the key but cannot change it, so still no repartition follows.
 
         Example:
-            orders.map_values(lambda v: v["amount"]).to("amounts", value_serde="double")
-            orders.map_values(lambda k, v: {**v, "id": k}, with_key=True).to("orders-with-id")
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> orders = b.stream("orders", "str", "json")
+            >>> orders.map_values(lambda v: v["amount"]).to("amounts", value_serde="double")
+            >>> ids = orders.map_values(lambda k, v: f"{k}:{v['amount']}", with_key=True)
+            >>> ids.to("ids", "str", "str")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("orders", "str", "json").pipe("o1", {"amount": 2.5})
+            ...     d.output_topic("amounts", "str", "double").read_values()
+            ...     d.output_topic("ids", "str", "str").read_values()
+            [2.5]
+            ['o1:2.5']
         """
         factory = processor_factory(p.MapValuesProcessor, fn, with_key)
         return self._then("MAPVALUES", factory, name, value_changed=True)
@@ -132,7 +169,15 @@ class KStream(Handle):
         stateful operator repartitions first.
 
         Example:
-            lines.flat_map(lambda k, line: [(w, 1) for w in line.split()]).group_by_key().count()
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> lines = b.stream("lines", "str", "str")
+            >>> words = lines.flat_map(lambda k, line: [(w, len(w)) for w in line.split()])
+            >>> words.to("w", "str", "int")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("lines", "str", "str").pipe(None, "to be")
+            ...     d.output_topic("w", "str", "int").read_key_values()
+            [('to', 2), ('be', 2)]
         """
         factory = processor_factory(p.FlatMapProcessor, fn)
         return self._then("FLATMAP", factory, name, key_changed=True, value_changed=True)
@@ -146,8 +191,19 @@ class KStream(Handle):
         `fn(key, value)` (Kafka's `ValueMapperWithKey`).
 
         Example:
-            sentences.flat_map_values(str.split).to("words")
-            carts.flat_map_values(lambda k, v: [f"{k}/{i}" for i in v], with_key=True)
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> b.stream("lines", "str", "str").flat_map_values(str.split).to("words", "str", "str")
+            >>> carts = b.stream("carts", "str", "json")
+            >>> items = carts.flat_map_values(lambda k, v: [f"{k}/{i}" for i in v], with_key=True)
+            >>> items.to("items", "str", "str")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("lines", "str", "str").pipe("l1", "to be")
+            ...     d.input_topic("carts", "str", "json").pipe("c1", ["tea", "jam"])
+            ...     d.output_topic("words", "str", "str").read_key_values()
+            ...     d.output_topic("items", "str", "str").read_values()
+            [('l1', 'to'), ('l1', 'be')]
+            ['c1/tea', 'c1/jam']
         """
         factory = processor_factory(p.FlatMapValuesProcessor, fn, with_key)
         return self._then("FLATMAPVALUES", factory, name, value_changed=True)
@@ -160,7 +216,14 @@ class KStream(Handle):
         `null_key`) unless a left/outer join reads the stream further down.
 
         Example:
-            orders.select_key(lambda k, v: v["customer"]).group_by_key().count()
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> orders = b.stream("orders", "str", "json")
+            >>> orders.select_key(lambda k, v: v["customer"]).to("by-customer", "str", "json")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("orders", "str", "json").pipe("o1", {"customer": "ann"})
+            ...     d.output_topic("by-customer", "str", "json").read_key_values()
+            [('ann', {'customer': 'ann'})]
         """
         factory = processor_factory(p.SelectKeyProcessor, fn)
         return self._then("KEY-SELECT", factory, name, key_changed=True)
@@ -171,7 +234,14 @@ class KStream(Handle):
         A record whose `fn` raised goes to the error handler and, when skipped, is not forwarded.
 
         Example:
-            orders.peek(lambda k, v: log.info("order %s", k)).to("orders-copy")
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> b.stream("orders", "str", "str").peek(lambda k, v: print("saw", k)).to("copy")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("orders", "str", "str").pipe("o1", "tea")
+            ...     d.output_topic("copy", "str", "str").read_values()
+            saw o1
+            ['tea']
         """
         return self._then("PEEK", processor_factory(p.PeekProcessor, fn), name)
 
@@ -182,7 +252,14 @@ class KStream(Handle):
         be seen again. Write to a topic with `to` when the output must be exactly once.
 
         Example:
-            alerts.foreach(lambda k, v: notify(k, v))
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> seen = []
+            >>> b.stream("alerts", "str", "str").foreach(lambda k, v: seen.append((k, v)))
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("alerts", "str", "str").pipe("disk", "full")
+            >>> seen
+            [('disk', 'full')]
         """
         self._then("FOREACH", processor_factory(p.PeekProcessor, fn), name)
 
@@ -198,8 +275,15 @@ class KStream(Handle):
         and `<name>0`, `<name>1`, ... in list order.
 
         Example:
-            big, small = orders.branch(lambda k, v: v["amount"] > 100, default=True)
-            big.to("big-orders")
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> orders = b.stream("orders", "str", "long")
+            >>> big, small = orders.branch(lambda k, v: v > 100, default=True)
+            >>> big.to("big-orders"); small.to("small-orders")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("orders", "str", "long").pipe_many([("a", 50), ("b", 150)])
+            ...     d.output_topic("big-orders", "str", "long").read_key_values()
+            [('b', 150)]
         """
         if not predicates and not default:
             raise TopologyError("branch needs at least one predicate (or default=True)")
@@ -243,12 +327,12 @@ class KStream(Handle):
         chained inline (`with_function`) or consumed (`with_consumer`).
 
         Example:
-            parts = (
-                orders.split("orders-")
-                .branch(lambda k, v: v["amount"] > 100, Branched.as_("big"))
-                .default_branch(Branched.as_("small"))
-            )
-            parts["orders-big"].to("big-orders")
+            >>> from kstream.dsl import Branched
+            >>> b = StreamBuilder()
+            >>> orders = b.stream("orders", "str", "long").split("orders-")
+            >>> parts = orders.branch(lambda k, v: v > 100, Branched.as_("big")).default_branch()
+            >>> sorted(parts)
+            ['orders-0', 'orders-big']
         """
         from kstream.dsl.branched import BranchedKStream
 
@@ -262,7 +346,14 @@ class KStream(Handle):
         same one; the result repartitions before a stateful operator if either side would have.
 
         Example:
-            b.stream("eu-orders").merge(b.stream("us-orders")).to("orders")
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> b.stream("eu", "str", "str").merge(b.stream("us", "str", "str")).to("orders")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("eu", "str", "str").pipe("o1", "tea")
+            ...     d.input_topic("us", "str", "str").pipe("o2", "jam")
+            ...     d.output_topic("orders", "str", "str").read_key_values()
+            [('o1', 'tea'), ('o2', 'jam')]
         """
         if other._builder is not self._builder:
             raise TopologyError("merge: both streams must come from the same StreamBuilder")
@@ -291,7 +382,13 @@ class KStream(Handle):
         repartition topic keeps them).
 
         Example:
-            by_user = clicks.select_key(lambda k, v: v["user"]).repartition(partitions=12)
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> clicks = b.stream("clicks", "str", "json").select_key(lambda k, v: v["user"])
+            >>> by_user = clicks.repartition("by-user", partitions=12, key_serde="str")
+            >>> with TopologyTestDriver(b, app_id="app") as d:
+            ...     d.compiled.repartition_topics["app-by-user-repartition"].partitions
+            12
         """
         b = self._builder
         base = b.name("REPARTITION", name)
@@ -368,7 +465,21 @@ class KStream(Handle):
         repartitions. It reads its stores with `ctx.get_store(name)` in `init`.
 
         Example:
-            s.process(MyProcessor, stores=[kstream.stores.key_value("seen")]).to("out")
+            >>> from kstream import Processor, stores
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> class FirstSeen(Processor):
+            ...     def process(self, record):
+            ...         seen = self.ctx.get_store("seen")
+            ...         if seen.get(record.key) is None:
+            ...             seen.put(record.key, record.value)
+            ...             self.ctx.forward(record)
+            >>> firsts = b.stream("s", "str", "str").process(FirstSeen, [stores.key_value("seen")])
+            >>> firsts.to("out", "str", "str")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("s", "str", "str").pipe_many([("a", "1"), ("a", "2"), ("b", "3")])
+            ...     d.output_topic("out", "str", "str").read_key_values()
+            [('a', '1'), ('b', '3')]
         """
         b = self._builder
         node = b.processor(b.name("PROCESSOR", name), processor_factory, self._node)
@@ -391,11 +502,16 @@ class KStream(Handle):
         from a punctuation are not checked: forward only records kept from earlier inputs.
 
         Example:
-            class Stamp(kstream.Processor):
-                def process(self, record):
-                    self.ctx.forward(record.with_value({**record.value, "seen": self.ctx.offset}))
-
-            orders.process_values(Stamp).group_by_key().count()  # no repartition topic
+            >>> from kstream import Processor
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> class Upper(Processor):
+            ...     def process(self, record):
+            ...         self.ctx.forward(record.with_value(record.value.upper()))
+            >>> counts = b.stream("s", "str", "str").process_values(Upper).group_by_key().count()
+            >>> with TopologyTestDriver(b, app_id="app") as d:  # the key is kept: no repartition
+            ...     list(d.compiled.repartition_topics)
+            []
         """
         b = self._builder
         node = b.name("PROCESSVALUES", name)
@@ -429,7 +545,13 @@ class KStream(Handle):
         a versioned table (see `StreamBuilder.table`).
 
         Example:
-            profiles = b.stream("profiles").to_table(store="profiles")
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> profiles = b.stream("profiles", "str", "str").to_table(store="profiles")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("profiles", "str", "str").pipe_many([("a", "v1"), ("a", "v2")])
+            ...     d.get_store("profiles").get("a")
+            'v2'
         """
         from kstream.dsl.table import KTable
         from kstream.dsl.versioned import (
@@ -519,7 +641,15 @@ class KStream(Handle):
         names the key selector and the topic, `<name>-repartition` (see `group_by_key`).
 
         Example:
-            per_page = clicks.group_by(lambda k, v: v["page"], name="by-page").count()
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> clicks = b.stream("clicks", "str", "json")
+            >>> by_page = clicks.group_by(lambda k, v: v["page"], "str", name="by-page")
+            >>> per_page = by_page.count(store="n")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("clicks", "str", "json").pipe_many([("ann", {"page": "/"})] * 2)
+            ...     d.get_store("n").get("/")
+            2
         """
         return self.select_key(fn, name).group_by_key(
             key_serde, value_serde or self._value_serde, name
@@ -543,7 +673,14 @@ class KStream(Handle):
         co-partition.
 
         Example:
-            payments.deduplicate(lambda k, v: v["payment_id"], within="1h").to("payments-once")
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> payments = b.stream("payments", "str", "json")
+            >>> payments.deduplicate(lambda k, v: v["id"], within="1h").to("payments-once")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("payments", "str", "json").pipe_many([("a", {"id": 7})] * 2)
+            ...     d.output_topic("payments-once", "str", "json").read_key_values()
+            [('a', {'id': 7})]
         """
         return _deduplicate(self, id_fn, within, store, name)
 
@@ -606,7 +743,16 @@ class KStream(Handle):
         3.7+, KIP-962), and repartition topics above keep None keys.
 
         Example:
-            orders.left_join(customers, lambda o, c: {**o, "customer": c}).to("orders-enriched")
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> customers = b.table("customers", "str", "str")
+            >>> orders = b.stream("orders", "str", "str")
+            >>> orders.left_join(customers, lambda o, c: f"{o} for {c}").to("out", "str", "str")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("customers", "str", "str").pipe("c1", "ann")
+            ...     d.input_topic("orders", "str", "str").pipe_many([("c1", "tea"), ("c2", "jam")])
+            ...     d.output_topic("out", "str", "str").read_values()
+            ['tea for ann', 'jam for None']
         """
         return self._join("left", other, args, window, name, kwargs, with_key, joined)
 
@@ -624,7 +770,18 @@ class KStream(Handle):
         `joiner(None, ov)`; see `join` and `left_join` for timestamps and None keys.
 
         Example:
-            both = a.outer_join(b, lambda x, y: (x, y), window=JoinWindows.of("1m", grace="10s"))
+            >>> from kstream.dsl.windows import JoinWindows
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> left, right = b.stream("left", "str", "str"), b.stream("right", "str", "str")
+            >>> both = left.outer_join(right, lambda x, y: f"{x}+{y}", window=JoinWindows.of(10))
+            >>> both.to("out", "str", "str")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("left", "str", "str").pipe_many([("k", "a", 0), ("j", "b", 0)])
+            ...     d.input_topic("right", "str", "str").pipe("k", "x", timestamp=5)
+            ...     d.input_topic("left", "str", "str").pipe("k", "c", timestamp=50)  # closes 0..10
+            ...     d.output_topic("out", "str", "str").read_values()
+            ['a+x', 'b+None']
         """
         return self._join("outer", other, args, window, name, kwargs, with_key)
 

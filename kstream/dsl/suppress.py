@@ -83,6 +83,7 @@ class BufferConfig:
     `.emit_early_when_full()`, `.shut_down_when_full()`, `.with_logging_disabled()`.
 
     Example:
+        >>> from kstream.dsl.suppress import BufferConfig
         >>> BufferConfig.max_records(1000).with_max_bytes(1 << 20).shut_down_when_full()
         BufferConfig(record_limit=1000, byte_limit=1048576, full_strategy=<BufferFullStrategy.SHUT_DOWN: 'shut_down'>, logging=True)
     """  # noqa: E501
@@ -150,6 +151,7 @@ class Suppressed:
     """How `KTable.suppress` holds updates back: `until_window_closes` or `until_time_limit`.
 
     Example:
+        >>> from kstream.dsl.suppress import BufferConfig, Suppressed
         >>> Suppressed.until_time_limit("5s", BufferConfig.max_records(10)).time_limit_ms
         5000
     """
@@ -546,6 +548,7 @@ def suppress(table: KTable, suppressed: Suppressed) -> KTable:
 
     Example:
         >>> from kstream.dsl import StreamBuilder
+        >>> from kstream.dsl.suppress import BufferConfig, Suppressed, suppress
         >>> from kstream.dsl.windows import TimeWindows
         >>> from kstream.testing import TopologyTestDriver
         >>> b = StreamBuilder()
@@ -570,7 +573,8 @@ def suppress(table: KTable, suppressed: Suppressed) -> KTable:
         if suppressed.time_limit_ms is None
         else suppressed.time_limit_ms
     )
-    node = b.name(OP, suppressed.name, prefix="KTABLE")
+    # a given name takes no index (KTableImpl.suppress names it without NamedInternal)
+    node = suppressed.name or b.name(OP, None, prefix="KTABLE")
     store = (
         f"{suppressed.name}-store"
         if suppressed.name is not None

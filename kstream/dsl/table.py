@@ -30,8 +30,15 @@ class KTable(Handle):
     deletes the key. From `StreamBuilder.table`, `KStream.to_table` or an aggregation.
 
     Example:
-        users = b.table("users", value_serde="json")
-        users.filter(lambda k, u: u["active"]).to_stream().to("active-users")
+        >>> from kstream.testing import TopologyTestDriver
+        >>> b = StreamBuilder()
+        >>> users = b.table("users", "str", "json")
+        >>> users.filter(lambda k, u: u["active"]).to_stream().to("active-users")
+        >>> with TopologyTestDriver(b) as d:
+        ...     d.input_topic("users", "str", "json").pipe_many(
+        ...         [("ann", {"active": True}), ("ann", {"active": False})])
+        ...     d.output_topic("active-users", "str", "json").read_key_values()
+        [('ann', {'active': True}), ('ann', None)]
 
     `_getter` reads its current value for a key (for joins). `_sends_old_values` is what
     Kafka's `enableSendingOldValues(false)` answers for the table: True when it is materialized
@@ -293,8 +300,17 @@ class KTable(Handle):
         mapper also sees deletes (value None).
 
         Example:
-            counts.to_stream().to("counts", value_serde="long")
-            per_minute.to_stream(lambda wk, v: f"{wk.key}@{wk.start}").to("counts-by-window")
+            >>> from kstream.dsl.windows import TimeWindows
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> clicks = b.stream("clicks", "str", "str").group_by_key()
+            >>> per_minute = clicks.windowed_by(TimeWindows.of("1m")).count()
+            >>> per_minute.to_stream(lambda wk, n: f"{wk.key}@{wk.start}").to("out", "str", "long")
+            >>> with TopologyTestDriver(b) as d:
+            ...     src = d.input_topic("clicks", "str", "str")
+            ...     src.pipe_many([("a", "/", 0), ("a", "/", 61_000)])
+            ...     d.output_topic("out", "str", "long").read_key_values()
+            [('a@0', 1), ('a@60000', 1)]
         """
         from kstream.dsl.stream import KStream
 
@@ -492,7 +508,16 @@ class KTable(Handle):
         missing side, `joiner(v, None)` or `joiner(None, ov)` (see `join`).
 
         Example:
-            merged = old_prices.outer_join(new_prices, lambda a, b: b if b is not None else a)
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> old, new = b.table("old", "str", "long"), b.table("new", "str", "long")
+            >>> merged = old.outer_join(new, lambda a, n: n if n is not None else a)
+            >>> merged.to_stream().to("prices", "str", "long")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("old", "str", "long").pipe("tea", 3)
+            ...     d.input_topic("new", "str", "long").pipe("tea", 4)
+            ...     d.output_topic("prices", "str", "long").read_key_values()
+            [('tea', 3), ('tea', 4)]
         """
         from kstream.dsl.joins import join_tables
 
@@ -503,20 +528,31 @@ class KTable(Handle):
         selector: Callable[[Any, Any], tuple[Any, Any]],
         key_serde: SerdeLike = None,
         value_serde: SerdeLike = None,
+        name: str | None = None,
     ) -> KGroupedTable:
         """Regroup the rows by `selector(key, value) -> (new_key, new_value)`, for `count`, `reduce`
         or `aggregate` with an adder and a subtractor.
 
         Every update goes through a repartition topic: the old value leaves its group (subtractor),
         the new value joins its group (adder). A selected pair that is None or has a None key or
-        value is dropped and counted.
+        value is dropped and counted. `name` (Kafka's `Grouped.as`) names the select node and
+        the repartition topic, `<name>-repartition`; else the topic is named after the store.
 
         Example:
-            users_per_city = users.group_by(lambda k, v: (v["city"], v)).count()
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> users = b.table("users", "str", "json")
+            >>> per_city = users.group_by(lambda k, v: (v["city"], k), "str", "str").count("n")
+            >>> with TopologyTestDriver(b) as d:
+            ...     users = d.input_topic("users", "str", "json")
+            ...     users.pipe_many([("a", {"city": "Oslo"}), ("b", {"city": "Oslo"})])
+            ...     users.pipe("a", {"city": "Rome"})  # moves: -1 in Oslo, +1 in Rome
+            ...     d.get_store("n").get("Oslo"), d.get_store("n").get("Rome")
+            (1, 1)
         """
         from kstream.dsl.grouped_table import group_table
 
-        return group_table(self, selector, key_serde, value_serde)
+        return group_table(self, selector, key_serde, value_serde, name)
 
 
 def _joined(table: KTable, materialized: StoreLike) -> KTable:
@@ -551,8 +587,17 @@ class GlobalKTable:
     repartition and no co-partitioning; `store_name` names its store for queries.
 
     Example:
-        countries = b.global_table("countries", value_serde="json")
-        orders.join(countries, lambda k, o: o["country"], lambda o, c: {**o, "c": c})
+        >>> from kstream.testing import TopologyTestDriver
+        >>> b = StreamBuilder()
+        >>> countries = b.global_table("countries", "str", "str")
+        >>> orders = b.stream("orders", "str", "json")
+        >>> named = orders.join(countries, lambda k, o: o["country"], lambda o, c: c)
+        >>> named.to("out", "str", "str")
+        >>> with TopologyTestDriver(b) as d:
+        ...     d.input_topic("countries", "str", "str").pipe("no", "Norway")
+        ...     d.input_topic("orders", "str", "json").pipe("o1", {"country": "no"})
+        ...     d.output_topic("out", "str", "str").read_key_values()
+        [('o1', 'Norway')]
     """
 
     def __init__(

@@ -6,8 +6,13 @@ is the record itself (its `topic`, `partition`, `offset`, `timestamp` and `heade
 of the input record it came from). The chosen topics are written as a plain sink writes its
 topic: per topic, through a `kstream.topology.nodes.SinkNode` of its own, so serialization,
 partitioners, error handling and the collector are the same. As in Kafka, the topics must
-exist: the app does not create them, and a record for a topic the producer does not know
-fails the task with an error naming the topic.
+exist: the app does not create them. A chosen topic the app did not count at start-up is
+looked up once in the producer's metadata (`kstream.runtime.collector.Collector
+.partitions_for`); one the cluster does not have fails the task with an error naming the
+topic.
+
+`describe()` prints the node as Kafka prints a sink with a `TopicNameExtractor`:
+`Sink: KSTREAM-SINK-n (extractor class: <the chooser's str()>)`.
 """
 
 from __future__ import annotations
@@ -34,6 +39,12 @@ class TopicChooserSinkProcessor(BuiltinProcessor):
         "to() with a topic chooser cannot run on Spark: the Spark sink writes the topics the "
         "topology names, with their partition counts known before the query starts"
     )
+
+    @staticmethod
+    def topic_name_extractor(chooser: TopicNameExtractor, *_: Any) -> TopicNameExtractor:
+        """The chooser, from this processor's factory arguments: `describe()` prints the node
+        as Kafka prints a sink with a `TopicNameExtractor` (kstream.topology.describe)."""
+        return chooser
 
     def __init__(
         self,

@@ -259,7 +259,18 @@ class TimeWindowedKStream(_Windowed):
         value, and records too late for every window, are dropped and counted.
 
         Example:
-            clicks.group_by_key().windowed_by(TimeWindows.of("1m")).count(emit="final")
+            >>> from kstream.dsl.windows import TimeWindows
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> clicks = b.stream("clicks", "str", "str").group_by_key()
+            >>> counts = clicks.windowed_by(TimeWindows.of("1m")).count(emit="final")
+            >>> counts.to_stream(lambda w, n: f"{w.key}@{w.start}").to("out", "str", "long")
+            >>> with TopologyTestDriver(b) as d:
+            ...     src = d.input_topic("clicks", "str", "str")
+            ...     src.pipe_many([("a", "/", 0), ("a", "/", 30_000)])
+            ...     src.pipe("a", "/", 60_000)  # stream time reaches the end of [0, 1m)
+            ...     d.output_topic("out", "str", "long").read_key_values()
+            [('a@0', 2)]
         """
         return self._build("COUNT", p.count_step, store, LONG, emit, name, idle_close)
 
@@ -280,7 +291,16 @@ class TimeWindowedKStream(_Windowed):
         clock, one to two `idle_close` after the input goes quiet (None: stream time only).
 
         Example:
-            amounts.group_by_key().windowed_by(TimeWindows.of("1h")).reduce(lambda a, b: a + b)
+            >>> from kstream.dsl.windows import TimeWindows
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> amounts = b.stream("amounts", "str", "long").group_by_key()
+            >>> hourly = amounts.windowed_by(TimeWindows.of("1h")).reduce(lambda a, v: a + v)
+            >>> hourly.to_stream(lambda w, n: f"{w.key}@{w.start}").to("out", "str", "long")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("amounts", "str", "long").pipe_many([("a", 5, 0), ("a", 7, 10)])
+            ...     d.output_topic("out", "str", "long").read_key_values()
+            [('a@0', 5), ('a@0', 12)]
         """
         vs = self._grouped._value_serde
         return self._build("REDUCE", p.reduce_step(reducer), store, vs, emit, name, idle_close)
@@ -302,8 +322,17 @@ class TimeWindowedKStream(_Windowed):
         clock, one to two `idle_close` after the input goes quiet (None: stream time only).
 
         Example:
-            w = s.group_by_key().windowed_by(SlidingWindows.of("5m"))
-            maxima = w.aggregate(lambda: 0, lambda k, v, m: max(m, v))
+            >>> from kstream.dsl.windows import SlidingWindows
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> temps = b.stream("temps", "str", "long").group_by_key()
+            >>> w = temps.windowed_by(SlidingWindows.of(10))
+            >>> maxima = w.aggregate(lambda: 0, lambda k, v, m: max(m, v), value_serde="long")
+            >>> maxima.to_stream(lambda w, m: f"{w.start}..{w.end}").to("out", "str", "long")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("temps", "str", "long").pipe_many([("k", 3, 20), ("k", 5, 25)])
+            ...     d.output_topic("out", "str", "long").read_key_values()
+            [('10..20', 3), ('21..31', 5), ('15..25', 5)]
         """
         step = p.aggregate_step(initializer, aggregator)
         vs = _opt_serde(value_serde)
@@ -385,7 +414,16 @@ class SessionWindowedKStream(_Windowed):
         session's count, as in Kafka Streams. A session's result timestamp is its end.
 
         Example:
-            visits = clicks.group_by_key().windowed_by(SessionWindows.with_gap("30m")).count()
+            >>> from kstream.dsl.windows import SessionWindows
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> clicks = b.stream("clicks", "str", "str").group_by_key()
+            >>> visits = clicks.windowed_by(SessionWindows.with_gap(10)).count()
+            >>> visits.to_stream(lambda w, n: f"{w.start}..{w.end}").to("out", "str", "long")
+            >>> with TopologyTestDriver(b) as d:
+            ...     d.input_topic("clicks", "str", "str").pipe_many([("a", "/", 0), ("a", "/", 5)])
+            ...     d.output_topic("out", "str", "long").read_key_values()
+            [('0..0', 1), ('0..0', None), ('0..5', 2)]
         """
         return self._build(
             "COUNT", _zero, _plus_one, _sum_merger, store, LONG, emit, name, idle_close
@@ -409,7 +447,18 @@ class SessionWindowedKStream(_Windowed):
         clock, one to two `idle_close` after the input goes quiet (None: stream time only).
 
         Example:
-            s.group_by_key().windowed_by(SessionWindows.with_gap("5m")).reduce(lambda a, b: a + b)
+            >>> from kstream.dsl.windows import SessionWindows
+            >>> from kstream.testing import TopologyTestDriver
+            >>> b = StreamBuilder()
+            >>> words = b.stream("words", "str", "str").group_by_key()
+            >>> sessions = words.windowed_by(SessionWindows.with_gap(10))
+            >>> phrases = sessions.reduce(lambda a, w: f"{a} {w}")
+            >>> phrases.to_stream(lambda w, p: w.start).to("out", "long", "str")
+            >>> with TopologyTestDriver(b) as d:
+            ...     src = d.input_topic("words", "str", "str")
+            ...     src.pipe_many([("a", "hi", 0), ("a", "there", 5), ("a", "bye", 50)])
+            ...     d.output_topic("out", "long", "str").read_values()
+            ['hi', None, 'hi there', 'bye']
         """
 
         def merger(_k: Any, a: Any, b: Any) -> Any:

@@ -35,8 +35,12 @@ class TimeWindows:
         later ones are dropped and counted as late. Windows are aligned to the epoch.
 
         Example:
-            TimeWindows.of("1m")                              # tumbling minutes
-            TimeWindows.of("5m", advance="1m", grace="10s")   # hopping, 5 windows per record
+            >>> from kstream.dsl.windows import TimeWindows
+            >>> TimeWindows.of("1m")  # tumbling minutes
+            TimeWindows(size_ms=60000, advance_ms=60000, grace_ms=0)
+            >>> hopping = TimeWindows.of("5m", advance="1m", grace="10s")
+            >>> hopping.window_starts(150_000)  # the windows of a record at 2m30s
+            [0, 60000, 120000]
         """
         size_ms = duration(size, name="TimeWindows size")
         if size_ms <= 0:
@@ -83,7 +87,9 @@ class SlidingWindows:
         `TimeWindows` (Kafka's `SlidingWindows.ofTimeDifferenceAndGrace`).
 
         Example:
-            SlidingWindows.of("5m", grace="30s")
+            >>> from kstream.dsl.windows import SlidingWindows
+            >>> SlidingWindows.of("5m", grace="30s")
+            SlidingWindows(max_difference_ms=300000, grace_ms=30000)
         """
         diff = duration(max_difference, name="SlidingWindows max_difference")
         if diff <= 0:
@@ -109,7 +115,9 @@ class SessionWindows:
         """Sessions that close after `gap` without records of the key; `grace` as for `TimeWindows`.
 
         Example:
-            SessionWindows.with_gap("30m")
+            >>> from kstream.dsl.windows import SessionWindows
+            >>> SessionWindows.with_gap("30m")
+            SessionWindows(gap_ms=1800000, grace_ms=0)
         """
         gap_ms = duration(gap, name="SessionWindows gap")
         if gap_ms <= 0:
@@ -138,7 +146,11 @@ class JoinWindows:
         window has passed in stream time, and delays unmatched left/outer results as long.
 
         Example:
-            orders.join(payments, lambda o, p: (o, p), window=JoinWindows.of("10m", grace="1m"))
+            >>> from kstream.dsl.windows import JoinWindows
+            >>> JoinWindows.of("10m", grace="1m")
+            JoinWindows(before_ms=600000, after_ms=600000, grace_ms=60000)
+            >>> JoinWindows.of(0, after="5s").size_ms  # only later records of the other side
+            5000
         """
         before_ms = duration(before, name="JoinWindows before")
         after_ms = before_ms if after is None else duration(after, name="JoinWindows after")

@@ -1,8 +1,8 @@
 """Thin adapters over confluent-kafka: Admin, Producer, Consumer and the embedded broker; the
 client supplier the runtime gets them from, and `client_config` (one settings dict per role).
 
-Names are loaded on first use: `kstream.config` imports `kstream.kafka.security` at start-up,
-and that should not pull in the client classes.
+Names are loaded on first use: a process that imports one module of the package (the client
+supplier's settings, the partitioner) should not pull in every client class.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from kstream.duration import DurationLike, duration
 from kstream.errors import BrokerUnreachableError, ConfigError, KafkaClientError
 from kstream.kafka.errors import AuthenticationError
 from kstream.kafka.log_repeats import RepeatFilter
-from kstream.kafka.security import validate_security
+from kstream.security import validate_security
 
 __all__ = ["DEFAULT_CONNECT_TIMEOUT_MS", "ErrorLog", "build_config", "check_connected"]
 

@@ -26,6 +26,7 @@ from confluent_kafka import Producer as _RawProducer
 from kstream.duration import DurationLike
 from kstream.errors import ConfigError, KafkaClientError, ProduceError, TopicError
 from kstream.kafka.client import ErrorLog, build_config, check_connected, connect_timeout_s
+from kstream.kafka.delivered import DeliveredOffsets
 from kstream.kafka.errors import FatalTransactionError, TransactionAbortableError, map_error
 from kstream.kafka.roles import client_config
 
@@ -88,8 +89,7 @@ class Producer:
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.transactional_id = transactional_id
-        self._tracked = frozenset(track_offsets or ())
-        self._offsets: dict[tuple[str, int], int] = {}
+        self._tracked = DeliveredOffsets(track_offsets)
         self._errors = ErrorLog()
         self._failures: list[DeliveryFailure] = []
         self._failed_total = 0
@@ -100,7 +100,7 @@ class Producer:
         self._txn_timeout = connect_timeout_s(transaction_timeout)
         forced: dict[str, Any] = {
             "on_delivery": self._on_delivery,
-            "delivery.report.only.error": not self._tracked,
+            "delivery.report.only.error": not self._tracked.topics,
         }
         if transactional_id is not None:
             if not isinstance(transactional_id, str) or not transactional_id:
@@ -170,11 +170,10 @@ class Producer:
     def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
         if err is None:
             topic = msg.topic()
-            if topic in self._tracked:
-                tp = (topic, msg.partition())
+            if topic in self._tracked.topics:
                 off = msg.offset()
-                if off is not None and off > self._offsets.get(tp, -1):  # type: ignore[arg-type]
-                    self._offsets[tp] = off  # type: ignore[index]
+                if off is not None:
+                    self._tracked.delivered(topic, msg.partition(), off)  # type: ignore[arg-type]
             return
         with self._lock:
             self._failed_total += 1
@@ -188,8 +187,7 @@ class Producer:
 
     def take_offsets(self) -> dict[tuple[str, int], int]:
         """Highest delivered offset per partition of the tracked topics since the last call."""
-        out, self._offsets = self._offsets, {}
-        return out
+        return self._tracked.take()
 
     def produce(
         self,
@@ -368,7 +366,7 @@ class Producer:
             raise map_error(e, self._ctx("aborting a transaction"), transactional=True) from None
         finally:
             self._take_failures()
-            self._offsets = {}
+            self._tracked.drop()
             self._in_txn = False
 
     def _take_failures(self) -> str:

@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kstream.errors import ProduceError
+from confluent_kafka import KafkaException
+
+from kstream.errors import ProduceError, TopicError
 from kstream.kafka.producer import UNASSIGNED
 from kstream.records import Headers, Record, derive
 from kstream.state.provenance import HEADER, encoder
@@ -204,4 +206,35 @@ class Collector:
         self.send(topic, key, value, timestamp, headers, None)
 
     def partitions_for(self, topic: str) -> int:
-        return self.rt.ctx.partition_counts[topic]
+        """The partition count of `topic`: counted at start-up for the topology's topics; a
+        topic only a topic chooser names (`KStream.to(chooser)`) is looked up once through
+        the producer's metadata and remembered, for every task of the app.
+
+        Raises TopicError naming the topic if the cluster does not have it (the app creates
+        no such topic: on a broker with auto-creation on, the producer's lookup creates it,
+        as a Kafka Streams producer's metadata request does)."""
+        counts = self.rt.ctx.partition_counts
+        n = counts.get(topic)
+        if n is None:
+            n = counts[topic] = self._look_up(topic)
+        return n
+
+    def _look_up(self, topic: str) -> int:
+        raw = getattr(self.rt.producer, "raw", None)  # the confluent-kafka client, if any
+        if raw is not None:
+            timeout = self.rt.ctx.config.connect_timeout / 1000
+            try:
+                md = raw.list_topics(topic, timeout=timeout).topics.get(topic)
+            except KafkaException as e:
+                raise TopicError(
+                    f"cannot read the metadata of topic {topic!r} (a topic chooser named it): "
+                    f"{e.args[0] if e.args else e}",
+                    code="METADATA",
+                ) from e
+            if md is not None and md.error is None and md.partitions:
+                return len(md.partitions)
+        raise TopicError(
+            f"topic {topic!r}, named by a topic chooser, does not exist (to() with a chooser "
+            "writes existing topics only: create it before the app writes to it)",
+            code="UNKNOWN_TOPIC_OR_PART",
+        )

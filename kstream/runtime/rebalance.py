@@ -6,11 +6,15 @@ Cooperative (the default, as in Kafka Streams since 2.4): the consumer uses conf
 that stay keep running with their stores open. Eager (`range`): every rebalance revokes every
 partition and closes every task (stop-the-world).
 
-The group assignor hands out partitions, not tasks: Kafka Streams assigns whole tasks with an
-assignor of its own, which confluent-kafka cannot plug in. `range` gives partition n of every
-topic to one member, so a task that reads several co-partitioned topics (a join, a merge) gets
-all its partitions; `cooperative-sticky` balances partitions one by one and may split such a
-task between two instances. A topology with such a sub-topology therefore runs eager whatever
+The group assignor hands out partitions, not tasks: Kafka Streams assigns whole tasks, spread
+evenly per sub-topology, with an assignor of its own, which confluent-kafka cannot plug in.
+`range` gives partition n of every topic to one member and splits every topic evenly, so each
+task gets all its partitions (a join, a merge) and every sub-topology's tasks are spread over
+the instances. `cooperative-sticky` balances the count of partitions only: it may split a
+task that reads several topics between two instances, and it may leave all of one
+sub-topology's tasks (all the stateful ones, say) on one instance. So the cooperative protocol
+is used when the group reads one topic, where its placement is the same as range's; a
+topology that reads more (a repartition topic, a join) rebalances eagerly whatever
 `rebalance_protocol` says, and says so in the log at start-up.
 
 Static membership (`group_instance_id`, Kafka's `group.instance.id`): a member that restarts
@@ -37,17 +41,18 @@ _STRATEGY = {COOPERATIVE: "cooperative-sticky", EAGER: "range"}
 
 
 def effective_protocol(compiled: CompiledTopology, cfg: Config) -> str:
-    """The protocol the stream thread runs: `cfg.rebalance_protocol`, or eager when a
-    sub-topology reads several topics (see the module docstring)."""
+    """The protocol the stream thread runs: `cfg.rebalance_protocol`, or eager when the
+    topology's group reads more than one topic (see the module docstring)."""
     if cfg.rebalance_protocol != COOPERATIVE:
         return cfg.rebalance_protocol
-    shared = compiled.copartition_groups()
-    if shared:
-        log.warning(
-            "rebalance_protocol=cooperative: the sub-topologies reading %s need all their "
-            "partitions on one instance, which only the eager protocol's range assignor "
-            "guarantees; rebalancing eagerly (every task closes on a rebalance)",
-            "; ".join(", ".join(g) for g in shared),
+    topics = compiled.source_topics
+    if len(topics) > 1:
+        log.info(
+            "rebalance_protocol=cooperative: the group reads %d topics (%s), which the "
+            "cooperative-sticky assignor may place without regard to tasks and sub-topologies; "
+            "rebalancing eagerly (every task closes on a rebalance)",
+            len(topics),
+            ", ".join(topics),
         )
         return EAGER
     return COOPERATIVE

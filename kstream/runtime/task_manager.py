@@ -84,6 +84,8 @@ class TaskManager:
         self.tasks_closed = 0
         # the group generation of the last assignment (None: unknown)
         self._generation: int | None = None
+        # partition -> offset: seeks deferred while the group rebalances (seek_back)
+        self._seeks: dict[TP, int] = {}
         self.host = host
         self.commits = commits
         self.metrics = metrics
@@ -418,16 +420,39 @@ class TaskManager:
 
     def seek_back(self, tasks: list[RuntimeTask]) -> None:
         """Seek the tasks' partitions back to their committed offsets. Only tasks that were
-        rolled back: the others still have this batch's records to process."""
+        rolled back: the others still have this batch's records to process.
+
+        While the group moves to a new generation (`rebalancing`: a commit that raced the
+        join failed and was rolled back) the seeks wait for its assignment: librdkafka holds
+        the partitions paused then, and a partition sought meanwhile was seen to fetch
+        nothing for most of a second after the rebalance. Until sought, its records are not
+        processed (`awaiting_seek`).
+        """
         assert self.consumer is not None
         for rt in tasks:
-            for t, p in rt.tps:
-                off = rt.committed.get((t, p), OFFSET_BEGINNING)
-                try:
-                    self.consumer.seek(t, p, off)
-                except KafkaClientError as e:
-                    # Not fetching yet (just assigned): it starts from the committed offset.
-                    log.debug("seek %s[%d] to %d: %s", t, p, off, e)
+            for tp in rt.tps:
+                self._seeks[tp] = rt.committed.get(tp, OFFSET_BEGINNING)
+        if not self.rebalancing:
+            self.apply_seeks()
+
+    @property
+    def awaiting_seek(self) -> dict[TP, int]:
+        """Partitions rolled back whose seek waits for the rebalance to end (their records
+        are skipped until then), with the offset they go back to."""
+        return self._seeks
+
+    def apply_seeks(self) -> None:
+        """Carry out the seeks `seek_back` deferred."""
+        assert self.consumer is not None
+        seeks, self._seeks = self._seeks, {}
+        for (t, p), off in seeks.items():
+            if (t, p) not in self.task_of:
+                continue  # revoked meanwhile: its next owner starts from the committed offset
+            try:
+                self.consumer.seek(t, p, off)
+            except KafkaClientError as e:
+                # Not fetching yet (just assigned): it starts from the committed offset.
+                log.debug("seek %s[%d] to %d: %s", t, p, off, e)
 
 
 def _unique(tasks: list[RuntimeTask]) -> list[RuntimeTask]:

@@ -39,7 +39,7 @@ from kstream.config import Config
 from kstream.kafka.producer import Producer
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.metrics import STORE_TIMING_SAMPLE_EVERY
-from kstream.records import KAFKA_TIMESTAMP_TYPES, Record, merge_by_head
+from kstream.records import KAFKA_TIMESTAMP_TYPES, Record
 from kstream.runtime.collector import Collector
 from kstream.runtime.policies import ErrorCounts, make_handler
 from kstream.state.changelog import CHANGELOG_OFFSET, changelog_records
@@ -311,10 +311,8 @@ class RuntimeTask:
             lists.append(recs)
         if marks is not None and marks.dropped != dropped:
             self.ctx.duplicates_dropped += marks.dropped - dropped
-        records = lists[0] if len(lists) == 1 else merge_by_head(lists, _timestamp)
         try:
-            if records:
-                self.task.process(records)
+            self.task.process_queues(lists)  # stamped, then merged by head timestamp
             if marks is not None and marks.changed:
                 self._save_marks(marks)
         finally:
@@ -408,7 +406,3 @@ class RuntimeTask:
     def close(self) -> None:
         """Close the task's stores (its producer is the commit protocol's to release)."""
         self.task.close()
-
-
-def _timestamp(r: Record) -> int:
-    return r.timestamp

@@ -202,6 +202,9 @@ class StreamThread:
             log.info("leaving and rejoining the group")
             self.consumer.unsubscribe()
             self.task_manager.subscribe(self.consumer)
+        tm = self.task_manager
+        if tm.awaiting_seek and not tm.rebalancing:
+            tm.apply_seeks()
         try:
             msgs = self.consumer.consume_batch(self._max, self._wait_s)
         except KafkaClientError as e:
@@ -268,9 +271,11 @@ class StreamThread:
             lst.append(m)
         per_task: dict[RuntimeTask, dict[TP, list[Any]]] = {}
         task_of = self.task_of
+        # rolled back, their seek deferred: the records read meanwhile are read again later
+        skip = self.task_manager.awaiting_seek
         for tp, lst in groups.items():
             rt = task_of.get(tp)
-            if rt is None:
+            if rt is None or tp in skip:
                 continue
             per_task.setdefault(rt, {})[tp] = lst
         processed = 0

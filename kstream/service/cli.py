@@ -14,13 +14,13 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
-from kstream import __version__
 from kstream.config import GUARANTEES
 from kstream.duration import duration
 from kstream.errors import ConfigError, KStreamError
 from kstream.service import dashboards
 from kstream.service.logs import add_logging_flags, configured_logging
 from kstream.spark import cli as spark_cli
+from kstream.version import __version__
 
 __all__ = ["build_parser", "main"]
 

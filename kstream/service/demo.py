@@ -49,7 +49,8 @@ def build_topology(
     clicks: str = "clicks", users: str = "users", output: str = "clicks-per-user"
 ) -> Any:
     """Clicks joined with users (region), counted per user in tumbling 10 s windows."""
-    from kstream import StreamBuilder, TimeWindows
+    from kstream.dsl import StreamBuilder
+    from kstream.dsl.windows import TimeWindows
 
     b = StreamBuilder()
     profiles = b.table(users, key_serde="string", value_serde="json", store="users")

@@ -21,7 +21,6 @@ appending the raw target to the worker's address: `@host:port/x` appended to
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import urllib.error
@@ -30,13 +29,13 @@ import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any, Protocol
 
 from prometheus_client.core import Metric
 
 from kstream.service.background import BackgroundServer
-from kstream.service.http import BACKLOG, READ_TIMEOUT_S
+from kstream.service.http import BACKLOG, JsonHandler
 from kstream.service.merge import Scrape, merge_expositions
 
 log = logging.getLogger("kstream.service")
@@ -139,11 +138,8 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = BACKLOG
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     gateway: Gateway
-    protocol_version = "HTTP/1.1"
-    timeout = READ_TIMEOUT_S
-    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("gateway %s: " + format, self.address_string(), *args)
@@ -163,11 +159,6 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as e:
             log.exception("gateway: %s failed", self.path)
             self._json(500, {"error": "internal", "message": f"{type(e).__name__}: {e}"})
-
-    def _method_not_allowed(self) -> None:
-        self._json(405, {"error": "method_not_allowed", "message": "only GET is supported"})
-
-    do_POST = do_PUT = do_DELETE = do_PATCH = _method_not_allowed
 
     def _route(self) -> None:
         gw = self.gateway
@@ -227,20 +218,6 @@ class _Handler(BaseHTTPRequestHandler):
                 + (f" ({'; '.join(tried)})" if tried else " (all are starting)"),
             },
         )
-
-    def _json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        self._send(status, json.dumps(body, sort_keys=True).encode(), "application/json", headers)
-
-    def _send(
-        self, status: int, body: bytes, ctype: str, headers: dict[str, str] | None = None
-    ) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(body)
 
 
 _SAFE = "/%:@!$&'()*+,;=-._~"

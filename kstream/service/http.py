@@ -33,7 +33,7 @@ from kstream.service.background import BackgroundServer
 
 log = logging.getLogger("kstream.service")
 
-__all__ = ["HttpServer", "Problem", "Served"]
+__all__ = ["HttpServer", "JsonHandler", "Problem", "Served"]
 
 _METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _FORMATS = ("text", "mermaid", "dot")
@@ -152,13 +152,39 @@ class HttpServer(BackgroundServer):
         super().__init__(_PooledHTTPServer((host, port), handler), host, token)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server_ref: HttpServer
+class JsonHandler(BaseHTTPRequestHandler):
+    """What the app's server and the supervisor's gateway answer alike: keep-alive HTTP/1.1
+    with a read timeout, GET only (other methods 405), and JSON or raw bodies with their
+    length."""
+
     protocol_version = "HTTP/1.1"
     timeout = READ_TIMEOUT_S
     # headers and body go out in two writes: with Nagle's algorithm the body waits for the
     # client's delayed ACK of the headers (about 40 ms on Linux)
     disable_nagle_algorithm = True
+
+    def _method_not_allowed(self) -> None:
+        self._json(405, {"error": "method_not_allowed", "message": "only GET is supported"})
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = _method_not_allowed
+
+    def _json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        self._send(status, json.dumps(body, sort_keys=True).encode(), "application/json", headers)
+
+    def _send(
+        self, status: int, body: bytes, ctype: str, headers: dict[str, str] | None = None
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class _Handler(JsonHandler):
+    server_ref: HttpServer
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("http %s: " + format, self.address_string(), *args)
@@ -179,11 +205,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(code, {"error": "bad_request", "message": message or "malformed request"})
         except OSError:
             pass
-
-    def _method_not_allowed(self) -> None:
-        self._json(405, {"error": "method_not_allowed", "message": "only GET is supported"})
-
-    do_POST = do_PUT = do_DELETE = do_PATCH = _method_not_allowed
 
     def _route(self) -> None:
         url = urllib.parse.urlsplit(self.path)
@@ -328,21 +349,6 @@ class _Handler(BaseHTTPRequestHandler):
                 502, "owner_unreachable", f"the owning instance at {endpoint} did not answer: {e}"
             ) from None
         return status, body, ctype
-
-    def _json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(body, sort_keys=True).encode()
-        self._send(status, data, "application/json", headers)
-
-    def _send(
-        self, status: int, body: bytes, ctype: str, headers: dict[str, str] | None = None
-    ) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(body)
 
 
 def _error_code(body: bytes) -> str | None:

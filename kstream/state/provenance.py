@@ -24,7 +24,7 @@ _V1 = 1
 NO_SOURCE = b"\x00"
 """The header value of a changelog record no input record caused (a punctuation's write, an
 expiry): with every changelog record stamped, one without a header was not written by kstream
-(restore refuses it, kstream.broker_compat.provenance_problem). `decode` reads it as None."""
+(restore refuses it, kstream.state.restore_check.provenance_problem). `decode` reads it as None."""
 _FMT = struct.Struct(">BiqI")
 
 

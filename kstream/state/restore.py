@@ -5,9 +5,9 @@ the changelog partition, where "the end" is what the consumer's fetches reach (p
 kstream.kafka.read_to_end), never a ListOffsets answer. The consumer reads `read_committed`, so
 on Apache Kafka it sees committed records only and every one is applied; later records for a
 key win. With the broker-compatibility component on (`broker_compat="tansu"`,
-kstream.broker_compat) a record is applied only when its provenance says its source offset was
-committed: `offset < committed[(topic, partition)]`, as that broker shows records of aborted
-transactions.
+kstream.broker_compat; the runtime turns it on here by passing `committed`) a record is applied
+only when its provenance says its source offset was committed:
+`offset < committed[(topic, partition)]`, as that broker shows records of aborted transactions.
 
 Local state is wiped and rebuilt from offset 0 when it is missing its checkpoint but holds
 data, is of an incompatible format, or is corrupt (`StoreCorruptedError` from the backend).
@@ -30,13 +30,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Required, TypedDict, Unpack
 
-from kstream.broker_compat import is_committed
 from kstream.errors import StoreCorruptedError, StoreError, StoreLostError
 from kstream.state import Store, open_backend, open_store
 from kstream.state.changelog import CHANGELOG_OFFSET
-from kstream.state.restore_check import refusal, refuse
+from kstream.state.restore_check import is_committed, refusal, refuse
 from kstream.state.spec import StoreSpec
 
 if TYPE_CHECKING:
@@ -268,36 +267,29 @@ def _checked(
     return out
 
 
+class ReadOptions(TypedDict, total=False):
+    """`restore_all`'s keywords, which its one-store form `restore` passes on as given."""
+
+    bootstrap_servers: Required[str]
+    app_id: Required[str]
+    committed: Required[Committed | None]
+    kafka: Mapping[str, Any] | None
+    batch: int
+    idle_timeout: float
+    progress: Progress | None
+    client_supplier: ClientSupplier | None
+    on_error: str
+
+
 def restore(
     store: Store,
     *,
-    bootstrap_servers: str,
-    app_id: str,
-    committed: Committed | None,
-    kafka: Mapping[str, Any] | None = None,
-    batch: int = 5000,
-    idle_timeout: float = 60.0,
-    progress: Progress | None = None,
     wiped: bool = False,
-    client_supplier: ClientSupplier | None = None,
-    on_error: str = "fail",
     sources: Collection[tuple[str, int]] | None = None,
+    **options: Unpack[ReadOptions],
 ) -> RestoreResult:
-    """Bring `store` up to the end of its changelog partition (see `restore_all`)."""
-    return restore_all(
-        [store],
-        bootstrap_servers=bootstrap_servers,
-        app_id=app_id,
-        committed=committed,
-        kafka=kafka,
-        batch=batch,
-        idle_timeout=idle_timeout,
-        progress=progress,
-        wiped=[wiped],
-        client_supplier=client_supplier,
-        on_error=on_error,
-        sources=[sources],
-    )[0]
+    """Bring `store` up to the end of its changelog partition (`restore_all` of one store)."""
+    return restore_all([store], wiped=[wiped], sources=[sources], **options)[0]
 
 
 def open_and_restore_all(
@@ -379,32 +371,28 @@ def open_and_restore_all(
         raise
 
 
+class OpenOptions(TypedDict, total=False):
+    """`open_and_restore_all`'s keywords, which its one-store form `open_and_restore` passes
+    on as given."""
+
+    app_id: Required[str]
+    state_dir: Required[str]
+    bootstrap_servers: Required[str]
+    committed: Required[Committed | None]
+    default_backend: str
+    kafka: Mapping[str, Any] | None
+    progress: Progress | None
+    client_supplier: ClientSupplier | None
+    on_error: str
+
+
 def open_and_restore(
     spec: StoreSpec,
     *,
-    app_id: str,
     partition: int,
-    state_dir: str,
-    bootstrap_servers: str,
-    committed: Committed | None,
-    default_backend: str = "memory",
-    kafka: Mapping[str, Any] | None = None,
-    progress: Progress | None = None,
-    client_supplier: ClientSupplier | None = None,
-    on_error: str = "fail",
     sources: Collection[tuple[str, int]] | None = None,
+    **options: Unpack[OpenOptions],
 ) -> RestoreResult:
-    """Open one store partition and restore it from its changelog (`open_and_restore_all`)."""
-    return open_and_restore_all(
-        [(spec, partition)],
-        app_id=app_id,
-        state_dir=state_dir,
-        bootstrap_servers=bootstrap_servers,
-        committed=committed,
-        default_backend=default_backend,
-        kafka=kafka,
-        progress=progress,
-        client_supplier=client_supplier,
-        on_error=on_error,
-        sources=[sources],
-    )[0]
+    """Open one store partition and restore it from its changelog (`open_and_restore_all` of
+    one part)."""
+    return open_and_restore_all([(spec, partition)], sources=[sources], **options)[0]

@@ -10,8 +10,12 @@ blamed, again after every restart. So a restore checks every record it is about 
   (`StateStore.check_changelog`: the store's key and value serdes, and the layout of window,
   session and dedup keys). A record without a key is refused too.
 * **Provenance** (with `broker_compat="tansu"`, whose writers stamp every changelog record,
-  kstream.broker_compat.provenance_problem): its `kstream.src` header names an input partition
-  of the store's task, or says no input record caused it.
+  `provenance_problem`): its `kstream.src` header names an input partition of the store's
+  task, or says no input record caused it.
+
+And the restore filter of the same component (`is_committed`): a record that passes is applied
+only when its source offset was committed. Both read the provenance header only; the runtime
+turns them on (kstream.broker_compat's switches) by what it passes to the restore.
 
 What no check catches: a well-formed value of the store's type (an 8-byte long in a count
 store), and under `broker_compat="tansu"` one that also carries a header copied from a real
@@ -28,12 +32,12 @@ and counts it in `RestoreResult.refused`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from kstream.broker_compat import provenance_problem
 from kstream.errors import ChangelogRecordError
 from kstream.state import Store
+from kstream.state.provenance import HEADER, NO_SOURCE, decode, from_headers, header_value
 
 log = logging.getLogger("kstream.state.restore")
 
@@ -58,6 +62,42 @@ def refusal(
     if sources is not None:
         return provenance_problem(headers, sources)
     return None
+
+
+def provenance_problem(headers: Any, sources: Collection[TP]) -> str | None:
+    """Why a changelog record's provenance is not that of a write of its task (None when it
+    is): `sources` are the (topic, partition) pairs the task reads."""
+    value = header_value(headers)
+    if value is None:
+        return (
+            f"it has no {HEADER} header, which every changelog record kstream writes under "
+            "broker_compat='tansu' carries: another producer wrote it"
+        )
+    if value == NO_SOURCE:
+        return None
+    src = decode(value)
+    if src is None:
+        return f"its {HEADER} header {value[:40]!r} does not decode"
+    if (src.topic, src.partition) not in sources:
+        reads = ", ".join(f"{t}[{p}]" for t, p in sorted(sources))
+        return (
+            f"its {HEADER} header names {src.topic}[{src.partition}] offset {src.offset}, "
+            f"which its task does not read (it reads {reads})"
+        )
+    return None
+
+
+def is_committed(headers: Any, committed: Mapping[TP, int] | None) -> bool:
+    """True when a changelog record may be applied under the committed source offsets
+    (`committed`: (topic, partition) -> next offset; None applies every record). Records of
+    aborted transactions that a broker still shows name an offset that was never committed."""
+    if committed is None:
+        return True
+    src = from_headers(headers)
+    if src is None:
+        return True
+    done = committed.get((src.topic, src.partition))
+    return done is not None and src.offset < done
 
 
 def refuse(store: Store, topic: str, partition: int, offset: int, why: str, policy: str) -> None:

@@ -20,6 +20,7 @@ from kstream.errors import (
     ProducerFencedError,
     TransactionError,
 )
+from kstream.kafka.delivered import DeliveredOffsets
 from kstream.kafka.errors import FatalTransactionError, TransactionAbortableError
 from kstream.testing.mock_cluster import Header, MockCluster, MockMessage, Pending
 
@@ -44,8 +45,7 @@ class MockProducer:
     ) -> None:
         self.cluster = cluster if cluster is not None else MockCluster()
         self.transactional_id = transactional_id
-        self._tracked = frozenset(track_offsets or ())
-        self._offsets: dict[tuple[str, int], int] = {}
+        self._tracked = DeliveredOffsets(track_offsets)
         self._fatal: KafkaClientError | None = None
         self.idempotent = idempotent or transactional_id is not None
         self.history: list[MockMessage] = []
@@ -76,8 +76,7 @@ class MockProducer:
 
     def take_offsets(self) -> dict[tuple[str, int], int]:
         """Highest delivered offset per partition of the tracked topics since the last call."""
-        out, self._offsets = self._offsets, {}
-        return out
+        return self._tracked.take()
 
     def produce(
         self,
@@ -122,9 +121,8 @@ class MockProducer:
     def _delivered(self, msgs: list[MockMessage]) -> None:
         self.history.extend(msgs)
         for m in msgs:
-            if m.topic() in self._tracked:
-                tp = (m.topic(), m.partition())
-                self._offsets[tp] = max(self._offsets.get(tp, -1), m.offset())
+            if m.topic() in self._tracked.topics:
+                self._tracked.delivered(m.topic(), m.partition(), m.offset())
 
     def flush(self, timeout: float = 30.0) -> None:
         self._deliver()
@@ -221,7 +219,7 @@ class MockProducer:
             with self.cluster._lock:
                 self.cluster._open_txns.discard((self.transactional_id or "", self._epoch))
             self._txn, self._txn_offsets = None, []
-            self._offsets = {}
+            self._tracked.drop()
 
     def close(self, timeout: float = 30.0, *, drop_undelivered: bool = False) -> None:
         if self._txn is not None:

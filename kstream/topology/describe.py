@@ -15,12 +15,16 @@ from kstream.topology.topology import ProcessorDef, SinkDef, SourceDef
 
 @dataclass(frozen=True)
 class NodeDescription:
+    """One node. A sink that picks its topic per record (`KStream.to(chooser)`) has no topics
+    and its chooser as `topic_name_extractor`, as Kafka's `TopologyDescription.Sink`."""
+
     name: str
     kind: str  # "source" | "processor" | "sink"
     topics: tuple[str, ...]
     stores: tuple[str, ...]
     predecessors: tuple[str, ...]
     successors: tuple[str, ...]
+    topic_name_extractor: object | None = None
 
 
 @dataclass(frozen=True)
@@ -165,13 +169,35 @@ def _subtopology_text(s: SubTopologyDescription) -> str:
             lines.append(f"    Source: {n.name} (topics: [{', '.join(n.topics)}])")
             lines.append(f"      --> {succ}")
         elif n.kind == "sink":
-            lines.append(f"    Sink: {n.name} (topic: {n.topics[0]})")
+            lines.append(f"    Sink: {n.name} ({_sink_target(n)})")
             lines.append(f"      <-- {pred}")
         else:
             lines.append(f"    Processor: {n.name} (stores: [{', '.join(_java_set(n.stores))}])")
             lines.append(f"      --> {succ}")
             lines.append(f"      <-- {pred}")
     return "\n".join(lines) + "\n\n"
+
+
+def _sink_target(n: NodeDescription) -> str:
+    """Kafka's `InternalTopologyBuilder.Sink.toString`: `topic: <topic>`, or for a sink with a
+    `TopicNameExtractor` `extractor class: ` and the extractor's string form (Java's
+    `toString()`, here `str()`)."""
+    if n.topic_name_extractor is not None:
+        return f"extractor class: {n.topic_name_extractor}"
+    return f"topic: {n.topics[0]}"
+
+
+def _topic_name_extractor(node: ProcessorDef) -> object | None:
+    """The chooser of a processor that is a sink picking its topic per record, else None.
+
+    Such a processor's class (built with `kstream.dsl.graph.processor_factory`, which keeps
+    `processor_class` and `processor_args` on the factory) names it with
+    `topic_name_extractor(*args)`."""
+    pick = getattr(getattr(node.factory, "processor_class", None), "topic_name_extractor", None)
+    if pick is None:
+        return None
+    chooser: object = pick(*getattr(node.factory, "processor_args", ()))
+    return chooser
 
 
 def _global_store_text(g: GlobalStoreDescription) -> str:
@@ -392,6 +418,10 @@ def describe(compiled: CompiledTopology) -> TopologyDescription:
                 nodes.append(NodeDescription(name, "sink", (node.topic,), (), node.parents, ()))
             else:
                 assert isinstance(node, ProcessorDef)
+                chooser = _topic_name_extractor(node)
+                if chooser is not None:
+                    nodes.append(NodeDescription(name, "sink", (), (), node.parents, (), chooser))
+                    continue
                 stores = tuple(s for s in node.stores if s not in topo.undescribed_stores)
                 nodes.append(NodeDescription(name, "processor", (), stores, node.parents, kids))
         subs.append(SubTopologyDescription(s.id, tuple(nodes)))

@@ -25,6 +25,7 @@ from kstream.topology.processor import (
     overrides_batch,
 )
 from kstream.topology.schedule import Schedule
+from kstream.topology.topology import TimestampExtractor
 
 if TYPE_CHECKING:
     from kstream.topology.task import Task
@@ -58,26 +59,87 @@ class Node:
 
 
 class SourceNode(Node):
-    __slots__ = ("key_serde", "value_serde")
+    """Deserializes its records and hands them on.
 
-    def __init__(self, name: str, task: Task, key_serde: Serde, value_serde: Serde) -> None:
+    With a timestamp extractor the source also does what Kafka's `RecordQueue` does when a
+    record becomes the head of its partition's queue: the task calls `stamp` on every input
+    record before it orders the partitions or counts stream time, and `stamp` deserializes the
+    records, gives each its extracted timestamp and drops the ones extracted negative. Such a
+    source's `process_batch` then gets records already deserialized. Without an extractor,
+    deserialization waits for `process_batch` (the records keep their Kafka timestamps).
+    """
+
+    __slots__ = ("committed_times", "extractor", "key_serde", "partition_times", "value_serde")
+
+    def __init__(
+        self,
+        name: str,
+        task: Task,
+        key_serde: Serde,
+        value_serde: Serde,
+        extractor: TimestampExtractor | None = None,
+    ) -> None:
         super().__init__(name, task)
         self.key_serde = key_serde
         self.value_serde = value_serde
+        self.extractor = extractor
+        # Kafka's partition time per input partition: the largest timestamp extracted there
+        # (-1 before the first); `committed_times` as of the last commit, for a rollback
+        self.partition_times: dict[tuple[str | None, int | None], int] = {}
+        self.committed_times: dict[tuple[str | None, int | None], int] = {}
+
+    def _deserialized(self, records: list[Record]) -> list[Record]:
+        """`records` deserialized in place, less those the serdes refused (given to the error
+        policy with their bytes as they came)."""
+        bad = deserialize_records(records, self.key_serde, self.value_serde)
+        if not bad:
+            return records
+        for b in bad:
+            self.task.fail_record(
+                DeserializationError,
+                f"source {self.name!r}: cannot deserialize the record's {b.part}: {b.error}",
+                records[b.index],
+                b.error,
+            )
+        skip = {b.index for b in bad}
+        return [r for i, r in enumerate(records) if i not in skip]
+
+    def stamp(self, records: list[Record]) -> list[Record]:
+        """The records to process, each with the timestamp it counts with (Kafka's
+        `RecordQueue.updateHead`). Without an extractor: `records` as they are.
+
+        With one: deserialized, and `extractor(record, partition_time)` gives each its
+        timestamp (in place: the source owns its input records). A negative result drops the
+        record (Kafka's `negative_timestamp` drop, as its default `LogAndSkipOnInvalidTimestamp`
+        handling does), an extractor that raises or returns no int is a processing error for
+        the task's error policy. Partition time moves with the records kept only.
+        """
+        extract = self.extractor
+        if extract is None:
+            return records
+        task, times = self.task, self.partition_times
+        out: list[Record] = []
+        for r in self._deserialized(records):
+            where = (r.topic, r.partition)
+            before = times.get(where, -1)
+            try:
+                ts = extract(r, before)
+                if not isinstance(ts, int):
+                    raise TypeError(f"it returned {ts!r}, not an int (ms)")
+            except Exception as e:
+                task.report(e, r, f"the timestamp extractor of source {self.name!r}")
+                continue
+            if ts < 0:
+                task.record_dropped("negative_timestamp", r, self.name)
+                continue
+            if ts > before:
+                times[where] = ts
+            r.timestamp = ts
+            out.append(r)
+        return out
 
     def process_batch(self, records: list[Record]) -> None:
-        bad = deserialize_records(records, self.key_serde, self.value_serde)
-        if bad:  # dropped: the error policy has them with their bytes as they came
-            for b in bad:
-                self.task.fail_record(
-                    DeserializationError,
-                    f"source {self.name!r}: cannot deserialize the record's {b.part}: {b.error}",
-                    records[b.index],
-                    b.error,
-                )
-            skip = {b.index for b in bad}
-            records = [r for i, r in enumerate(records) if i not in skip]
-        self.emit(records)
+        self.emit(records if self.extractor is not None else self._deserialized(records))
 
 
 class ProcessorNode(Node):

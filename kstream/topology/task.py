@@ -6,10 +6,14 @@ shows is what production does.
 How records move
 ----------------
 `Task.process(records)` takes a time-ordered list of input records whose key and value are still
-bytes. It cuts the list into runs of consecutive records of one source node (and, when
-stream-time punctuations are scheduled, at the points where stream time reaches the next one),
-and hands each run to its source node, which deserializes the run and passes the resulting list
-to its children. Every node takes a list and hands lists on:
+bytes (`Task.process_queues` takes one list per input partition and merges them by head
+timestamp, as Kafka's `PartitionGroup`). A source with a timestamp extractor first deserializes
+its records and stamps each with its extracted timestamp (`SourceNode.stamp`, Kafka's
+`RecordQueue`), so the merge and stream time follow those timestamps. `process` then cuts the
+list into runs of consecutive records of one source node (and, when stream-time punctuations
+are scheduled, at the points where stream time reaches the next one), and hands each run to its
+source node, which deserializes the run (unless stamping did) and passes the resulting list to
+its children. Every node takes a list and hands lists on:
 
 - built-in processors override `Processor.process_batch` and forward with `ctx.forward_batch`;
 - user processors get one `process(record)` call per record; what they `ctx.forward` is
@@ -47,7 +51,7 @@ from kstream.errors import (
     StoreError,
     TopologyError,
 )
-from kstream.records import Headers, Record
+from kstream.records import Headers, Record, merge_by_head
 from kstream.topology.compiled import CompiledTopology
 from kstream.topology.nodes import Node, NodeContext, ProcessorNode, SinkNode, SourceNode
 from kstream.topology.processor import (
@@ -172,6 +176,7 @@ class Task:
                 self.stores[name] = store
             self.nodes: dict[str, Node] = {}
             self._sources: dict[str, SourceNode] = {}
+            self._extracting: list[SourceNode] = []
             for d in defs:
                 self.nodes[d.name] = self._make_node(d, topics)
             for d in defs:
@@ -236,7 +241,9 @@ class Task:
 
     def _make_node(self, d: NodeDef, topics: Mapping[str, list[str]]) -> Node:
         if isinstance(d, SourceDef):
-            node = SourceNode(d.name, self, d.key_serde, d.value_serde)
+            node = SourceNode(d.name, self, d.key_serde, d.value_serde, d.timestamp_extractor)
+            if d.timestamp_extractor is not None:
+                self._extracting.append(node)
             for t in topics[d.name]:
                 self._sources[t] = node
             return node
@@ -301,8 +308,44 @@ class Task:
     def source_topics(self) -> list[str]:
         return list(self._sources)
 
+    def process_queues(self, queues: list[list[Record]]) -> None:
+        """Process the new records of each input partition (each list one partition's, in
+        offset order; keys and values still bytes), as Kafka's `PartitionGroup` takes them:
+        each record first gets the timestamp it counts with (`stamp`), then the partitions
+        are merged by the timestamps of their heads (`kstream.records.merge_by_head`)."""
+        if self._extracting:
+            queues = [self.stamp(q) for q in queues]
+        queues = [q for q in queues if q]
+        if queues:
+            self._process(queues[0] if len(queues) == 1 else merge_by_head(queues, _timestamp))
+
     def process(self, records: list[Record]) -> None:
-        """Process a time-ordered list of input records (key and value still bytes)."""
+        """Process a time-ordered list of input records (key and value still bytes), each
+        stamped first (`stamp`). Records of several partitions are taken in the order given:
+        `process_queues` orders them as Kafka does, by extracted timestamps."""
+        self._process(self.stamp(records) if self._extracting else records)
+
+    def stamp(self, records: list[Record]) -> list[Record]:
+        """`records` with the timestamps they count with: those of a source with a timestamp
+        extractor deserialized and stamped, the ones it drops left out (see
+        `SourceNode.stamp`); the others as they are."""
+        if not self._extracting:
+            return records
+        out: list[Record] = []
+        sources = self._sources
+        n = len(records)
+        i = 0
+        while i < n:
+            src = sources.get(records[i].topic)  # type: ignore[arg-type]
+            j = i + 1
+            while j < n and sources.get(records[j].topic) is src:  # type: ignore[arg-type]
+                j += 1
+            run = records[i:j]
+            out += run if src is None else src.stamp(run)  # no source: `_process` refuses it
+            i = j
+        return out
+
+    def _process(self, records: list[Record]) -> None:
         n = len(records)
         i = 0
         sources = self._sources
@@ -417,6 +460,8 @@ class Task:
         for name, store in self.stores.items():
             cp = checkpoints.get(name) if checkpoints is not None else None
             out[name] = store.flush(cp)
+        for src in self._extracting:
+            src.committed_times = dict(src.partition_times)
         self.commit_requested = False
         return out
 
@@ -426,9 +471,12 @@ class Task:
         Processors that keep state in memory beside their stores (a windowed aggregation's
         stream time, a join's) get `after_discard()` to take it back to what the stores
         hold: else a retried batch's records look late against a stream time that the
-        rolled-back batch had advanced, and are dropped."""
+        rolled-back batch had advanced, and are dropped. Sources with a timestamp extractor
+        take their partition times back to the last commit's."""
         for store in self.stores.values():
             store.discard()
+        for src in self._extracting:  # the partition times of the last commit
+            src.partition_times = dict(src.committed_times)
         for node in self.nodes.values():
             if isinstance(node, ProcessorNode):
                 hook = getattr(node.processor, "after_discard", None)
@@ -454,3 +502,7 @@ class Task:
 
     def __repr__(self) -> str:
         return f"Task({self.id})"
+
+
+def _timestamp(r: Record) -> int:
+    return r.timestamp

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kstream.errors import TopologyError
+from kstream.records import Record
 from kstream.serde import Serde, SerdeLike, serde
 from kstream.topology.processor import ProcessorFactory
 
@@ -24,13 +25,22 @@ if TYPE_CHECKING:
 
 Partitioner = Callable[[Any, Any, int], int]
 
+TimestampExtractor = Callable[[Record, int], int]
+"""Kafka's `TimestampExtractor`: `(record, partition_time) -> timestamp in ms` of a source's
+deserialized record, given the largest timestamp extracted on its partition so far (-1 before
+the first); a negative result drops the record (see `kstream.topology.nodes.SourceNode.stamp`)."""
+
 
 @dataclass
 class SourceDef:
+    """A source node; `timestamp_extractor` (None: the Kafka timestamp) gives each of its
+    records the timestamp it counts with, before the task orders and processes it."""
+
     name: str
     topics: tuple[str, ...]
     key_serde: Serde
     value_serde: Serde
+    timestamp_extractor: TimestampExtractor | None = None
 
 
 @dataclass
@@ -88,6 +98,15 @@ def _check_factory(what: str, factory: Any) -> None:
         )
 
 
+def _check_extractor(what: str, extractor: TimestampExtractor | None) -> TimestampExtractor | None:
+    if extractor is not None and not callable(extractor):
+        raise TopologyError(
+            f"{what}: timestamp_extractor must be a function (record, partition_time) -> ms, "
+            f"got {extractor!r}"
+        )
+    return extractor
+
+
 def _names(value: str | Iterable[str], what: str) -> tuple[str, ...]:
     names = (value,) if isinstance(value, str) else tuple(value)
     if not names or not all(isinstance(n, str) and n for n in names):
@@ -134,9 +153,15 @@ class Topology:
         topics: str | Iterable[str],
         key_serde: SerdeLike = None,
         value_serde: SerdeLike = None,
+        timestamp_extractor: TimestampExtractor | None = None,
     ) -> Topology:
-        """Read `topics` into the graph; each topic may be read by one source only."""
+        """Read `topics` into the graph; each topic may be read by one source only.
+
+        `timestamp_extractor` replaces each record's Kafka timestamp, as Kafka's
+        `addSource(TimestampExtractor, ...)`: the task applies it to the deserialized record
+        before the record counts for stream time or for the choice of the next partition."""
         self._check_new(name)
+        extractor = _check_extractor(f"source {name!r}", timestamp_extractor)
         names = _names(topics, f"source {name!r}: topics")
         for t in names:
             owner = self._topic_owner.get(t)
@@ -146,8 +171,17 @@ class Topology:
                 )
         for t in names:
             self._topic_owner[t] = name
-        self.nodes[name] = SourceDef(name, names, serde(key_serde), serde(value_serde))
+        self.nodes[name] = SourceDef(name, names, serde(key_serde), serde(value_serde), extractor)
         self.children[name] = []
+        return self
+
+    def set_timestamp_extractor(self, source: str, extractor: TimestampExtractor) -> Topology:
+        """Give source node `source` a timestamp extractor (as `add_source`'s): how the DSL
+        applies `Consumed.withTimestampExtractor` to the source it has made."""
+        node = self.nodes.get(source)
+        if not isinstance(node, SourceDef):
+            raise TopologyError(f"timestamp extractor: {source!r} is not a source node")
+        node.timestamp_extractor = _check_extractor(f"source {source!r}", extractor)
         return self
 
     def add_processor(
@@ -236,11 +270,13 @@ class Topology:
         processor_factory: ProcessorFactory,
         source_name: str | None = None,
         processor_name: str | None = None,
+        timestamp_extractor: TimestampExtractor | None = None,
     ) -> Topology:
         """Add a store every instance holds in full, kept up to date from `topic`.
 
         `processor_factory()` gets each record of the topic and is expected to write it into the
         store (`ctx.get_store(spec.name)`); the store has no changelog: the topic is one.
+        `timestamp_extractor` as in `add_source` (a record it extracts negative is dropped).
         """
         name = getattr(spec, "name", None)
         if not isinstance(name, str) or not name:
@@ -256,7 +292,8 @@ class Topology:
         if owner is not None:
             raise TopologyError(f"global store {name!r}: topic {topic!r} is read by {owner!r}")
         self._topic_owner[topic] = src_name
-        src = SourceDef(src_name, (topic,), serde(key_serde), serde(value_serde))
+        extractor = _check_extractor(f"global store {name!r}", timestamp_extractor)
+        src = SourceDef(src_name, (topic,), serde(key_serde), serde(value_serde), extractor)
         proc = ProcessorDef(proc_name, processor_factory, (src_name,), [name])
         self.global_stores[name] = GlobalStoreDef(spec, topic, src, proc, len(self.nodes))
         return self

@@ -31,6 +31,8 @@ def main() -> None:
     ap.add_argument("--delay", type=float, default=0.0)
     # the group session (FAST_GROUP's when unset): how soon a killed worker's tasks move on
     ap.add_argument("--session-ms", type=int, default=None)
+    # "cooperative" or "eager" (the engine's default when unset)
+    ap.add_argument("--rebalance-protocol", default=None)
     # more librdkafka settings, KEY=VALUE (repeatable)
     ap.add_argument("--kafka", action="append", default=[])
     args = ap.parse_args()
@@ -59,6 +61,11 @@ def main() -> None:
                 "commit_interval": 50,
                 "batch_max_wait": 50,
                 "kafka": kafka,
+                **(
+                    {"rebalance_protocol": args.rebalance_protocol}
+                    if args.rebalance_protocol
+                    else {}
+                ),
             }
         ),
     )

@@ -168,11 +168,11 @@ def test_skip_restores_without_the_garbage_record_and_counts_on(
 def test_under_broker_compat_a_well_formed_forged_value_is_refused(
     run: Run, header: bytes | None
 ) -> None:
-    """The forged value (a plain 8-byte long, 999) decodes as a count: only its provenance
-    gives it away."""
+    """The forged value (a count store's layout: an 8-byte timestamp, then the 8-byte long
+    999) decodes as a count: only its provenance gives it away."""
     _produce(run.bs, run.src, 10)
     run.count_to(10, broker_compat="tansu")
-    forged = struct.pack(">q", 999)
+    forged = struct.pack(">qq", 1_000, 999)
     headers = None if header is None else [(HEADER, header)]
     offset = _plain_write(run.bs, run.changelog, b"k0", forged, headers)
     err = _fails_at_restore(run, offset, broker_compat="tansu")

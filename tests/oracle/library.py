@@ -414,3 +414,87 @@ def branch_keys(split: dict[str, Any], branches: dict[str, Any]) -> list[str]:
 def windowed_text(key: Any) -> str:
     """A windowed key as the text both sides render it to: "key@start/end"."""
     return f"{key.key}@{key.start}/{key.end}"
+
+
+# --- the operators of ported applications (issue 37): PortedLibrary.java holds the twins ---
+
+# a sink's topic chooser: the index, in the `to` node's `topics`, of the topic a record goes to
+# (`fn(key, value, record_context)`, Kafka's TopicNameExtractor picking from a fixed list)
+TOPIC_CHOOSERS = _table(
+    Fn("key_is_a", lambda k, v, ctx: 0 if k == "a" else 1),
+    Fn("value_null", lambda k, v, ctx: 1 if v is None else 0),
+    Fn("odd_time", lambda k, v, ctx: ctx.timestamp % 2),
+)
+
+
+def _value_time(record: Any, partition_time: int) -> int:
+    return record.timestamp if record.value is None else int(record.value)
+
+
+# a source's timestamp extractor, `fn(record, partition_time) -> ms` (a negative one drops it)
+TIMESTAMP_EXTRACTORS = _table(
+    Fn("value_time", _value_time, LONG),  # a long value is the time
+    Fn("negative_for_null", lambda r, pt: -1 if r.value is None else r.timestamp),
+    Fn("partition_time_for_null", lambda r, pt: pt if r.value is None else r.timestamp),
+)
+
+# a foreign-key join's extractor: a left value -> the right table's key
+FK_EXTRACTORS = _table(
+    Fn("value_head", head, STRING),
+    Fn("null_for_x", lambda v: None if v == "x" else head(v), STRING),
+    Fn("abc_of_long", lambda v: "abc"[v % 3], LONG),
+)
+
+
+class _KeyEqualsValue:
+    """"key=value" for every update, deletes too (a delete becomes a value)."""
+
+    def transform(self, key: Any, value: Any) -> str:
+        return f"{render(key)}={render(value)}"
+
+
+class _LengthOrNull:
+    """The length of a text; a delete stays a delete."""
+
+    def transform(self, key: Any, value: Any) -> int | None:
+        return None if value is None else len(value)
+
+
+class _CountCalls:
+    """"value#n", n counting the calls per key in the transformer's KV store."""
+
+    def __init__(self, store: str) -> None:
+        self.store_name = store
+
+    def init(self, ctx: Any) -> None:
+        self.calls = ctx.get_store(self.store_name)
+
+    def transform(self, key: Any, value: Any) -> str:
+        n = (self.calls.get(key) or 0) + 1
+        self.calls.put(key, n)
+        return f"{render(value)}#{n}"
+
+
+@dataclass(frozen=True)
+class Transformer:
+    """A library value transformer (`KTable.transform_values`): `factory(store)` gives a
+    transformer factory; `store` says whether it keeps a KV store (of longs)."""
+
+    name: str
+    factory: Callable[[str], Callable[[], Any]]
+    accepts: str | None = None
+    gives: str | None = None
+    store: bool = False
+
+    def output(self, vt: str) -> str:
+        return self.gives or vt
+
+
+VALUE_TRANSFORMERS = {
+    t.name: t
+    for t in (
+        Transformer("key_equals_value", lambda s: _KeyEqualsValue, None, STRING),
+        Transformer("length_or_null", lambda s: _LengthOrNull, STRING, LONG),
+        Transformer("count_calls", lambda s: lambda: _CountCalls(s), None, STRING, store=True),
+    )
+}

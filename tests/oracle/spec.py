@@ -52,7 +52,14 @@ from typing import Any
 
 from kstream import stores
 from kstream.dsl import Branched, KTable, StreamBuilder
+from kstream.dsl.cogroup import (
+    CogroupedKStream,
+    SessionWindowedCogroupedKStream,
+    TimeWindowedCogroupedKStream,
+)
 from kstream.dsl.grouped_table import KGroupedTable
+from kstream.dsl.joined import Joined
+from kstream.dsl.suppress import BufferConfig, BufferFullError, Suppressed
 from kstream.dsl.windows import JoinWindows, SessionWindows, SlidingWindows, TimeWindows
 from kstream.state.spec import StoreSpec
 from kstream.testing.driver import TopologyTestDriver
@@ -88,6 +95,23 @@ class Case:
 # --- kstream's builder -----------------------------------------------------------------------
 
 
+def _window_store(name: str, node: Node, windows: dict[str, Any]) -> str | StoreSpec:
+    """A windowed aggregation's store: a name, or a spec when the node sets a retention."""
+    if "retention" not in node:
+        return name
+    if windows["type"] == "session":
+        return stores.session(name, retention=node["retention"])
+    return stores.window(name, retention=node["retention"], window_size=windows["size"])
+
+
+class _WindowedCogroup:
+    """`windowedBy` of a cogroup on kstream's side: the windowed cogroup and its windows."""
+
+    def __init__(self, cogroup: Any, windows: dict[str, Any]) -> None:
+        self.cogroup = cogroup
+        self.windows = windows
+
+
 class _Windowed:
     """`windowedBy` on kstream's side: the windowed stream and the emit strategy its
     aggregation takes (kstream passes `emit` to count/reduce/aggregate; Kafka sets it on the
@@ -101,11 +125,7 @@ class _Windowed:
 
     def store(self, name: str, node: Node) -> str | StoreSpec:
         """The aggregation's store: a name, or a spec when the node sets a retention."""
-        if "retention" not in node:
-            return name
-        if self.session:
-            return stores.session(name, retention=node["retention"])
-        return stores.window(name, retention=node["retention"], window_size=self.windows["size"])
+        return _window_store(name, node, self.windows)
 
 
 def _branched(br: dict[str, Any]) -> Branched:
@@ -141,36 +161,51 @@ class KstreamBuilder:
 
     def _add(self, node: Node) -> Any:
         op, vt, b = node["op"], node["vt"], self.builder
-        if op == "stream":
-            return b.stream(node["topic"], "string", vt)
-        if op == "table":
-            return b.table(node["topic"], "string", vt, store=node["store"])
-        if op == "globalTable":
-            return b.global_table(node["topic"], "string", vt, store=node["store"])
+        name = node.get("name")
+        if op in ("stream", "table", "globalTable"):
+            return self._source(node)
         if op == "to":
-            self._in(node).to(node["topic"], key_serde="string", value_serde=vt)
+            topic: Any = node.get("topic")
+            if "chooser" in node:
+                topic = _Chooser(node)
+            self._in(node).to(topic, key_serde="string", value_serde=vt, name=name)
             return None
+        if op == "cogroup":
+            agg = lib.AGGREGATIONS[node["fn"]].add
+            if len(node["in"]) > 1:
+                return self._in(node).cogroup(self._in(node, 1), agg)
+            return self._in(node).cogroup(agg)
+        if op == "suppress":
+            return self._in(node).suppress(_suppressed(node))
+        if op == "transformValues":
+            return self._transform_values(node)
         if op == "split":
             return self._split(node)
         if op == "branch":
             return self._in(node)[node["index"]]
         if op == "merge":
-            return self._in(node).merge(self._in(node, 1))
+            return self._in(node).merge(self._in(node, 1), name=name)
         if op == "repartition":
             return self._in(node).repartition(key_serde="string", value_serde=vt)
         if op == "toTable":
             return self._in(node).to_table(store=node["store"])
         if op == "toStream":
             if node.get("windowed"):
-                return self._in(node).to_stream(lambda k, v: lib.windowed_text(k))
+                return self._in(node).to_stream(lambda k, v: lib.windowed_text(k), name=name)
             if "fn" in node:
-                return self._in(node).to_stream(lib.KEY_SELECTORS[node["fn"]].fn)
-            return self._in(node).to_stream()
+                return self._in(node).to_stream(lib.KEY_SELECTORS[node["fn"]].fn, name=name)
+            return self._in(node).to_stream(name=name)
+        grouped = node.get("grouped")
         if op == "groupByKey":
-            return self._in(node).group_by_key(key_serde="string", value_serde=vt)
+            return self._in(node).group_by_key(key_serde="string", value_serde=vt, name=grouped)
         if op == "groupBy":
             fns = lib.KV_MAPPERS if isinstance(self._in(node), KTable) else lib.KEY_SELECTORS
-            return self._in(node).group_by(fns[node["fn"]].fn, key_serde="string", value_serde=vt)
+            return self._in(node).group_by(
+                fns[node["fn"]].fn, key_serde="string", value_serde=vt, name=grouped
+            )
+        if op == "windowedBy" and isinstance(self._in(node), CogroupedKStream):
+            cogroup = self._in(node).windowed_by(_windows(node["windows"]))
+            return _WindowedCogroup(cogroup, node["windows"])
         if op == "windowedBy":
             w = node["windows"]
             stream = self._in(node).windowed_by(_windows(w))
@@ -210,33 +245,67 @@ class KstreamBuilder:
             out = splitter.no_default_branch()
         return [out[k] for k in lib.branch_keys(node, out)]
 
+    def _source(self, node: Node) -> Any:
+        """A stream, table or global table, named, with a timestamp extractor, versioned
+        (a table) as the node says."""
+        op, b = node["op"], self.builder
+        kw: dict[str, Any] = {"name": node.get("name")}
+        if "extractor" in node:
+            kw["timestamp_extractor"] = lib.TIMESTAMP_EXTRACTORS[node["extractor"]].fn
+        if op == "stream":
+            return b.stream(node["topic"], "string", node["vt"], **kw)
+        if op == "globalTable":
+            return b.global_table(node["topic"], "string", node["vt"], store=node["store"], **kw)
+        if "versioned" in node:
+            kw["versioned"] = node["versioned"]
+        return b.table(node["topic"], "string", node["vt"], store=node["store"], **kw)
+
+    def _transform_values(self, node: Node) -> Any:
+        """`KTable.transform_values` with a library transformer, its store (longs) and
+        its result store."""
+        t = lib.VALUE_TRANSFORMERS[node["transformer"]]
+        store = node.get("store", "")
+        specs = [stores.key_value(store, key_serde="string", value_serde="long")] if store else []
+        return self._in(node).transform_values(
+            t.factory(store),
+            stores=specs,
+            name=node.get("name"),
+            materialized=_result_store(node),
+        )
+
     def _stateless(self, node: Node, op: str) -> Any:
         h, fn = self._in(node), node["fn"]
+        kw: dict[str, Any] = {"name": node.get("name")}
+        if isinstance(h, KTable) and "materialized" in node:
+            kw["materialized"] = _result_store(node)
         if node.get("with_key"):  # a ValueMapperWithKey
             if op == "mapValues":
-                return h.map_values(lib.VALUE_MAPPERS_WITH_KEY[fn].fn, with_key=True)
-            return h.flat_map_values(lib.FLAT_VALUE_MAPPERS_WITH_KEY[fn].fn, with_key=True)
+                return h.map_values(lib.VALUE_MAPPERS_WITH_KEY[fn].fn, with_key=True, **kw)
+            return h.flat_map_values(lib.FLAT_VALUE_MAPPERS_WITH_KEY[fn].fn, with_key=True, **kw)
         if op == "filter":
-            return h.filter(lib.PREDICATES[fn].fn)
+            return h.filter(lib.PREDICATES[fn].fn, **kw)
         if op == "filterNot":
-            return h.filter_not(lib.PREDICATES[fn].fn)
+            return h.filter_not(lib.PREDICATES[fn].fn, **kw)
         if op == "mapValues":
-            return h.map_values(lib.VALUE_MAPPERS[fn].fn)
+            return h.map_values(lib.VALUE_MAPPERS[fn].fn, **kw)
         if op == "map":
-            return h.map(lib.KV_MAPPERS[fn].fn)
+            return h.map(lib.KV_MAPPERS[fn].fn, **kw)
         if op == "selectKey":
-            return h.select_key(lib.KEY_SELECTORS[fn].fn)
+            return h.select_key(lib.KEY_SELECTORS[fn].fn, **kw)
         if op == "flatMap":
-            return h.flat_map(lib.FLAT_MAPPERS[fn].fn)
+            return h.flat_map(lib.FLAT_MAPPERS[fn].fn, **kw)
         if op == "flatMapValues":
-            return h.flat_map_values(lib.FLAT_VALUE_MAPPERS[fn].fn)
+            return h.flat_map_values(lib.FLAT_VALUE_MAPPERS[fn].fn, **kw)
         if op == "processValues":
-            return h.process_values(lib.map_values_processor(lib.VALUE_MAPPERS[fn].fn))
+            return h.process_values(lib.map_values_processor(lib.VALUE_MAPPERS[fn].fn), **kw)
         raise ValueError(f"unknown operator {op!r}")
 
     def _aggregation(self, node: Node, op: str) -> Any:
         g, store, vt = self._in(node), node["store"], node["vt"]
         fn: str = node.get("fn", "")
+        name = node.get("name")
+        if isinstance(g, CogroupedKStream | _WindowedCogroup):
+            return _cogroup_aggregate(g, node)
         if isinstance(g, _Windowed):
             kw: dict[str, Any] = {"store": g.store(store, node), "emit": g.emit, "idle_close": None}
             if op == "count":
@@ -249,17 +318,18 @@ class KstreamBuilder:
                 return g.stream.aggregate(agg.init, agg.add, merger, value_serde=vt, **kw)
             return g.stream.aggregate(agg.init, agg.add, value_serde=vt, **kw)
         if op == "count":
-            return g.count(store=store)
+            return g.count(store=store, name=name)
         if isinstance(g, KGroupedTable):
             if op == "reduce":
-                return g.reduce(lib.REDUCERS[fn].fn, lib.REDUCERS[node["subtractor"]].fn, store)
+                subtractor = lib.REDUCERS[node["subtractor"]].fn
+                return g.reduce(lib.REDUCERS[fn].fn, subtractor, store, name=name)
             agg = lib.AGGREGATIONS[fn]
             sub = lib.TABLE_SUBTRACTORS[fn][1]
-            return g.aggregate(agg.init, agg.add, sub, store=store, value_serde=vt)
+            return g.aggregate(agg.init, agg.add, sub, store=store, value_serde=vt, name=name)
         if op == "reduce":
-            return g.reduce(lib.REDUCERS[fn].fn, store=store)
+            return g.reduce(lib.REDUCERS[fn].fn, store=store, name=name)
         agg = lib.AGGREGATIONS[fn]
-        return g.aggregate(agg.init, agg.add, store=store, value_serde=vt)
+        return g.aggregate(agg.init, agg.add, store=store, value_serde=vt, name=name)
 
     def _join(self, node: Node, op: str) -> Any:
         left, right = self._in(node), self._in(node, 1)
@@ -270,6 +340,14 @@ class KstreamBuilder:
             joiners = lib.JOINERS_WITH_KEY
             kw["with_key"] = True
         joiner: Callable[..., Any] = joiners[node["fn"]].fn
+        if isinstance(left, KTable):
+            kw.update(name=node.get("name"), materialized=_result_store(node))
+            if "fk" in node:  # a foreign-key join
+                fk = lib.FK_EXTRACTORS[node["fk"]].fn
+                return getattr(left, method)(right, fk, joiner, **kw)
+            return getattr(left, method)(right, joiner, **kw)
+        if "grace" in node:  # a versioned table's grace period
+            kw["joined"] = Joined.with_grace_period(node["grace"])
         if "window" in node:
             w = node["window"]
             kw["window"] = JoinWindows.of(w["before"], w["after"], grace=w["grace"])
@@ -278,6 +356,61 @@ class KstreamBuilder:
             selector = lib.KEY_SELECTORS[node["selector"]].fn
             return getattr(left, method)(right, selector, joiner, **kw)
         return getattr(left, method)(right, joiner, **kw)
+
+
+def _result_store(node: Node) -> str | None:
+    """The store a table operator's result is kept in (Kafka's `Materialized.as`), if any."""
+    name: str | None = node.get("materialized")
+    return name
+
+
+class _Chooser:
+    """A `to` node's topic chooser: the library's index into the node's `topics`. describe()
+    prints a chooser as text: "chooser <name>", as SpecBuilder.java's twin."""
+
+    def __init__(self, node: Node) -> None:
+        self.name = node["chooser"]
+        self.choose = lib.TOPIC_CHOOSERS[self.name].fn
+        self.topics = node["topics"]
+
+    def __call__(self, key: Any, value: Any, ctx: Any) -> str:
+        return str(self.topics[self.choose(key, value, ctx)])
+
+    def __repr__(self) -> str:
+        return f"chooser {self.name}"
+
+
+def _suppressed(node: Node) -> Suppressed:
+    """A `suppress` node's `Suppressed` (see SpecBuilder.java's twin, NewOperators.java)."""
+    b = node["buffer"]
+    buffer = BufferConfig.unbounded()
+    if "max_records" in b or "max_bytes" in b:
+        if "max_records" in b:
+            buffer = BufferConfig.max_records(b["max_records"])
+            if "max_bytes" in b:
+                buffer = buffer.with_max_bytes(b["max_bytes"])
+        else:
+            buffer = BufferConfig.max_bytes(b["max_bytes"])
+        if node["until"] == "windowCloses" or b.get("full") == "shutdown":
+            buffer = buffer.shut_down_when_full()
+    if node["until"] == "windowCloses":
+        suppressed = Suppressed.until_window_closes(buffer)
+    else:
+        suppressed = Suppressed.until_time_limit(node["time_limit"], buffer)
+    return suppressed.with_name(node["name"]) if node.get("name") else suppressed
+
+
+def _cogroup_aggregate(g: Any, node: Node) -> Any:
+    """`aggregate {init, merger?}` of a cogroup, windowed or not."""
+    init = lib.AGGREGATIONS[node["init"]].init
+    kw: dict[str, Any] = {"value_serde": node["vt"], "name": node.get("name")}
+    if isinstance(g, CogroupedKStream):
+        return g.aggregate(init, store=node["store"], **kw)
+    kw["store"] = _window_store(node["store"], node, g.windows)
+    if isinstance(g.cogroup, SessionWindowedCogroupedKStream):
+        return g.cogroup.aggregate(init, lib.MERGERS[node["merger"]].fn, **kw)
+    assert isinstance(g.cogroup, TimeWindowedCogroupedKStream)
+    return g.cogroup.aggregate(init, **kw)
 
 
 # --- running ---------------------------------------------------------------------------------
@@ -303,22 +436,59 @@ def run(case: Case) -> Answer:
     answer in the harness's shape (stores' rows in the order the store iterates them)."""
     builder = KstreamBuilder().build(case)
     sources = {n["topic"]: n["vt"] for n in case.nodes if "topic" in n and n["op"] != "to"}
-    sinks = {n["topic"]: n["vt"] for n in case.nodes if n["op"] == "to"}
-    with TopologyTestDriver(builder, initial_wall_clock=0) as driver:
+    sinks = {
+        t: n["vt"] for n in case.nodes if n["op"] == "to" for t in n.get("topics", [n.get("topic")])
+    }
+    answer: Answer = {}
+    # the harness's application id: a suppress buffer's max_bytes counts topic names
+    with TopologyTestDriver(builder, initial_wall_clock=0, app_id="oracle") as driver:
         inputs = {t: driver.input_topic(t, "string", vt) for t, vt in sources.items()}
-        for row in case.records:
-            if row[0] is None:  # [None, ms]: the wall clock moves ms forward
-                driver.advance_wall_clock(row[1])
-                continue
-            topic, key, value, ts = row[:4]
-            inputs[topic].pipe(key, value, ts, _input_headers(row[4] if len(row) > 4 else []))
+        at = [-1]  # the row being piped
+        try:
+            _pipe(case, driver, inputs, at)
+        except Exception as e:  # a failure a case may expect is answered by its kind
+            kind = expected_failure(e)
+            if kind is None:
+                raise
+            answer.update(error=kind, failed_at=at[0])
         outputs = {}
         for topic, vt in sinks.items():
             records = driver.output_topic(topic, "string", vt).read_records()
             outputs[topic] = [[r.key, r.value, r.timestamp, _headers(r.headers)] for r in records]
         stores = {
-            n["store"]: _store_rows(driver.get_store(n["store"]), n["store_kind"])
-            for n in case.nodes
-            if "store" in n and "store_kind" in n  # a deduplicate node's ids are no answer
+            name: _store_rows(driver.get_store(name), kind) for name, kind in answer_stores(case)
         }
-    return {"outputs": outputs, "stores": stores}
+    return {**answer, "outputs": outputs, "stores": stores}
+
+
+def answer_stores(case: Case) -> list[tuple[str, str]]:
+    """The stores an answer lists, with their kinds: the nodes' stores (not a deduplicate
+    node's ids, which have no `store_kind`, nor a versioned table's, which has no iterator)
+    and the result stores of `materialized` table operators."""
+    out = [
+        (n["store"], n["store_kind"])
+        for n in case.nodes
+        if "store" in n and "store_kind" in n and "versioned" not in n
+    ]
+    return out + [(n["materialized"], "kv") for n in case.nodes if "materialized" in n]
+
+
+def _pipe(case: Case, driver: TopologyTestDriver, inputs: dict[str, Any], at: list[int]) -> None:
+    for row in case.records:
+        at[0] += 1
+        if row[0] is None:  # [None, ms]: the wall clock moves ms forward
+            driver.advance_wall_clock(row[1])
+            continue
+        topic, key, value, ts = row[:4]
+        inputs[topic].pipe(key, value, ts, _input_headers(row[4] if len(row) > 4 else []))
+
+
+def expected_failure(e: BaseException) -> str | None:
+    """The kind of a failure a case may expect ("buffer_full": a suppress buffer that shuts
+    down when full), or None for any other; the cause chain is searched."""
+    seen: BaseException | None = e
+    while seen is not None:
+        if isinstance(seen, BufferFullError):
+            return "buffer_full"
+        seen = seen.__cause__ or seen.__context__
+    return None

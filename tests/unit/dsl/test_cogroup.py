@@ -9,13 +9,10 @@ Kafka's. Kafka's `MockAggregator.TOSTRING_ADDER` / `TOSTRING_REMOVER` and
 
 from __future__ import annotations
 
-import doctest
 from typing import Any
 
 import pytest
 
-import kstream.dsl.cogroup as cogroup_module
-import kstream.dsl.grouped as grouped_module
 from kstream.dsl import StreamBuilder
 from kstream.dsl.grouped import KGroupedStream
 from kstream.dsl.table import KTable
@@ -68,11 +65,6 @@ def run(
 
 def parents(nodes: dict[str, Any], name: str) -> list[str]:
     return list(nodes[name].parents)
-
-
-def test_docstring_examples_run() -> None:
-    assert doctest.testmod(cogroup_module).failed == 0
-    assert doctest.testmod(grouped_module).failed == 0
 
 
 # --- CogroupedKStreamImplTest ------------------------------------------------------------------

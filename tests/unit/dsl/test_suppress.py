@@ -8,12 +8,10 @@ outputs are Kafka's (key, value, timestamp) triples, written as Kafka writes win
 
 from __future__ import annotations
 
-import doctest
 from typing import Any
 
 import pytest
 
-import kstream.dsl.suppress as suppress_module
 from kstream.dsl import StreamBuilder
 from kstream.dsl.suppress import BufferConfig, BufferFullError, Suppressed
 from kstream.dsl.table import KTable
@@ -53,10 +51,6 @@ def value_counts(b: StreamBuilder) -> KTable:
         .group_by(lambda k, v: (v, k), key_serde="string", value_serde="string")
         .count()
     )
-
-
-def test_docstring_examples_run() -> None:
-    assert doctest.testmod(suppress_module).failed == 0
 
 
 # --- SuppressScenarioTest ----------------------------------------------------------------------
@@ -478,11 +472,3 @@ def test_spark_refuses_suppress_when_the_plan_is_built() -> None:
     b = _table_suppressed(until_time_limit(10, unbounded()))
     with pytest.raises(TopologyError, match=r"KTABLE-SUPPRESS-\d+.*not supported on Spark"):
         build_task_plan(b.build(), "app")
-
-
-def test_ktable_suppress_docstring_example_runs() -> None:
-    finder, runner = doctest.DocTestFinder(), doctest.DocTestRunner()
-    for test in finder.find(KTable.suppress, "KTable.suppress", globs={}):
-        runner.run(test)
-    assert runner.summarize(verbose=False).attempted > 0
-    assert runner.summarize(verbose=False).failed == 0

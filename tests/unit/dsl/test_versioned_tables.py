@@ -8,7 +8,6 @@ mirrors): `StreamTableJoinIntegrationTest` and `StreamTableJoinWithGraceIntegrat
 
 from __future__ import annotations
 
-import doctest
 from typing import Any
 
 import pytest
@@ -262,22 +261,6 @@ def test_versioned_refusals() -> None:
     s = b.stream("s")
     with pytest.raises(TopologyError, match="Joined is for a stream-table join"):
         s.join(s, lambda a, c: a, joined=Joined.with_grace_period(1))
-
-
-@pytest.mark.parametrize(
-    "obj",
-    [StreamBuilder.table, Joined, stores.versioned_key_value],
-    ids=["StreamBuilder.table", "Joined", "stores.versioned_key_value"],
-)
-def test_docstring_examples_run(obj: Any) -> None:
-    finder, runner = doctest.DocTestFinder(), doctest.DocTestRunner()
-    tests = finder.find(
-        obj, obj.__qualname__, globs={"StreamBuilder": StreamBuilder, "Joined": Joined}
-    )
-    assert sum(len(t.examples) for t in tests) > 0
-    for t in tests:
-        runner.run(t)
-    assert runner.summarize(verbose=False).failed == 0
 
 
 def test_grace_buffer_and_stream_time_roll_back_with_the_batch() -> None:

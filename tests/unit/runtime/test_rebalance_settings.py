@@ -38,22 +38,30 @@ def test_bad_values_are_config_errors_naming_the_key(config: dict[str, object], 
         Config.from_mapping(config)
 
 
-def _compiled(join: bool) -> CompiledTopology:
+def _compiled(shape: str) -> CompiledTopology:
     b = StreamBuilder()
     s = b.stream("left", key_serde="string", value_serde="string")
-    if join:
+    if shape == "join":
         t = b.table("right", key_serde="string", value_serde="string", store="t")
         s = s.join(t, lambda v, w: v)
-    s.to("out")
+    if shape == "repartition":
+        s.group_by(lambda k, v: v, key_serde="string").count(store="c").to_stream().to(
+            "out", key_serde="string", value_serde="long"
+        )
+    else:
+        s.to("out")
     return b.build().compile("app")
 
 
-def test_a_sub_topology_reading_several_topics_rebalances_eagerly() -> None:
+def test_only_a_group_reading_one_topic_rebalances_cooperatively() -> None:
     cfg = Config()
-    assert effective_protocol(_compiled(join=False), cfg) == "cooperative"
-    assert effective_protocol(_compiled(join=True), cfg) == "eager"
+    assert effective_protocol(_compiled("plain"), cfg) == "cooperative"
+    # a join's task needs both topics' partition n; a repartition topic's tasks must be spread
+    # apart from the source's: cooperative-sticky does not know either
+    assert effective_protocol(_compiled("join"), cfg) == "eager"
+    assert effective_protocol(_compiled("repartition"), cfg) == "eager"
     eager = Config.from_mapping({"rebalance_protocol": "eager"})
-    assert effective_protocol(_compiled(join=False), eager) == "eager"
+    assert effective_protocol(_compiled("plain"), eager) == "eager"
 
 
 def test_the_group_consumer_gets_the_assignor_and_the_static_id() -> None:

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from kstream import stores
-from kstream.broker_compat import provenance_problem
 from kstream.records import Windowed
 from kstream.serde import serde
 from kstream.state import StateStore, StoreSpec, open_store
 from kstream.state.changelog import changelog_records
 from kstream.state.keyvalue import timestamped
 from kstream.state.provenance import HEADER, NO_SOURCE, encode
+from kstream.state.restore_check import provenance_problem
 from kstream.state.window import TimestampedSerde as WindowTimestamped
 
 

@@ -12,6 +12,7 @@ import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.kstream.BranchedKStream;
 import org.apache.kafka.streams.kstream.Branched;
+import org.apache.kafka.streams.kstream.CogroupedKStream;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.EmitStrategy;
 import org.apache.kafka.streams.kstream.GlobalKTable;
@@ -27,13 +28,19 @@ import org.apache.kafka.streams.kstream.Named;
 import org.apache.kafka.streams.kstream.Predicate;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.Repartitioned;
+import org.apache.kafka.streams.kstream.SessionWindowedCogroupedKStream;
 import org.apache.kafka.streams.kstream.SessionWindowedKStream;
 import org.apache.kafka.streams.kstream.SessionWindows;
 import org.apache.kafka.streams.kstream.SlidingWindows;
 import org.apache.kafka.streams.kstream.StreamJoined;
+import org.apache.kafka.streams.kstream.TableJoined;
+import org.apache.kafka.streams.kstream.TimeWindowedCogroupedKStream;
 import org.apache.kafka.streams.kstream.TimeWindowedKStream;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.ValueMapper;
+import org.apache.kafka.streams.kstream.ValueMapperWithKey;
+import org.apache.kafka.streams.processor.RecordContext;
+import org.apache.kafka.streams.processor.TopicNameExtractor;
 import org.apache.kafka.streams.kstream.Windowed;
 import org.apache.kafka.streams.processor.api.FixedKeyProcessor;
 import org.apache.kafka.streams.processor.api.FixedKeyProcessorContext;
@@ -82,11 +89,11 @@ final class SpecBuilder {
         return nodes.get(node.get("in").get(i).asInt()).get("vt").asText();
     }
 
-    private static String text(JsonNode node, String field) {
+    static String text(JsonNode node, String field) {
         return node.get(field).asText();
     }
 
-    private static Duration ms(JsonNode node, String field) {
+    static Duration ms(JsonNode node, String field) {
         return Duration.ofMillis(node.get(field).asLong());
     }
 
@@ -102,21 +109,22 @@ final class SpecBuilder {
         Serde<Object> vs = serde(text(node, "vt"));
         switch (op) {
             case "stream":
-                return builder.stream(text(node, "topic"), Consumed.with(KEY, vs));
+                return builder.stream(text(node, "topic"), consumed(node, vs));
             case "table":
-                return builder.table(text(node, "topic"), Consumed.with(KEY, vs), materialized(node));
+                return builder.table(text(node, "topic"), consumed(node, vs), tableStore(node));
             case "globalTable":
-                return builder.globalTable(
-                    text(node, "topic"), Consumed.with(KEY, vs), materialized(node));
+                return builder.globalTable(text(node, "topic"), consumed(node, vs), materialized(node));
             case "to":
-                ((KStream) in(node, 0)).to(text(node, "topic"), Produced.with(KEY, vs));
+                to(node, vs);
                 return null;
             case "split":
                 return split(node);
             case "branch":
                 return ((List<KStream>) in(node, 0)).get(node.get("index").asInt());
             case "merge":
-                return ((KStream) in(node, 0)).merge((KStream) in(node, 1));
+                return named(node) == null
+                    ? ((KStream) in(node, 0)).merge((KStream) in(node, 1))
+                    : ((KStream) in(node, 0)).merge((KStream) in(node, 1), named(node));
             case "repartition":
                 return ((KStream) in(node, 0)).repartition(Repartitioned.with(KEY, vs));
             case "toTable":
@@ -124,7 +132,7 @@ final class SpecBuilder {
             case "toStream":
                 return toStream(node);
             case "groupByKey":
-                return ((KStream) in(node, 0)).groupByKey(Grouped.with(KEY, vs));
+                return ((KStream) in(node, 0)).groupByKey(grouped(node, vs));
             case "groupBy":
                 return groupBy(node, vs);
             case "windowedBy":
@@ -141,6 +149,12 @@ final class SpecBuilder {
                 return process(node);
             case "deduplicate":
                 return deduplicate(node);
+            case "cogroup":
+                return NewOperators.cogroup(node, in(node, 0), node.get("in").size() > 1 ? in(node, 1) : null);
+            case "suppress":
+                return NewOperators.suppress(node, (KTable) in(node, 0));
+            case "transformValues":
+                return transformValues(node, vs);
             default:
                 return stateless(node, op);
         }
@@ -149,40 +163,163 @@ final class SpecBuilder {
     private Object stateless(JsonNode node, String op) {
         Object input = in(node, 0);
         String fn = text(node, "fn");
-        if (node.path("with_key").asBoolean()) {  // a ValueMapperWithKey
-            if (input instanceof KTable) {
-                return ((KTable) input).mapValues(
-                    Library.get(Library.VALUE_MAPPERS_WITH_KEY, fn));
-            }
-            KStream s = (KStream) input;
-            return "mapValues".equals(op)
-                ? s.mapValues(Library.get(Library.VALUE_MAPPERS_WITH_KEY, fn))
-                : s.flatMapValues(Library.get(Library.FLAT_VALUE_MAPPERS_WITH_KEY, fn));
-        }
-        if (input instanceof KTable) {
-            KTable t = (KTable) input;
-            switch (op) {
-                case "filter": return t.filter(Library.get(Library.PREDICATES, fn));
-                case "filterNot": return t.filterNot(Library.get(Library.PREDICATES, fn));
-                case "mapValues": return t.mapValues(Library.get(Library.VALUE_MAPPERS, fn));
-                default: throw new IllegalArgumentException("no table operator " + op);
-            }
-        }
+        Named n = named(node);
+        if (input instanceof KTable) return tableOp(node, op, (KTable) input, fn, n);
         KStream s = (KStream) input;
+        if (node.path("with_key").asBoolean()) {  // a ValueMapperWithKey
+            if ("mapValues".equals(op)) {
+                ValueMapperWithKey m = Library.get(Library.VALUE_MAPPERS_WITH_KEY, fn);
+                return n == null ? s.mapValues(m) : s.mapValues(m, n);
+            }
+            ValueMapperWithKey m = Library.get(Library.FLAT_VALUE_MAPPERS_WITH_KEY, fn);
+            return n == null ? s.flatMapValues(m) : s.flatMapValues(m, n);
+        }
         switch (op) {
-            case "filter": return s.filter(Library.get(Library.PREDICATES, fn));
-            case "filterNot": return s.filterNot(Library.get(Library.PREDICATES, fn));
-            case "mapValues": return s.mapValues(Library.get(Library.VALUE_MAPPERS, fn));
-            case "map": return s.map(Library.get(Library.KV_MAPPERS, fn));
-            case "selectKey": return s.selectKey(Library.get(Library.KEY_SELECTORS, fn));
-            case "flatMap": return s.flatMap(Library.get(Library.FLAT_MAPPERS, fn));
-            case "flatMapValues":
-                return s.flatMapValues(Library.get(Library.FLAT_VALUE_MAPPERS, fn));
-            case "processValues":
-                return s.processValues(() -> new MapValuesProcessor(
-                    Library.get(Library.VALUE_MAPPERS, fn)));
+            case "filter": {
+                Predicate p = Library.get(Library.PREDICATES, fn);
+                return n == null ? s.filter(p) : s.filter(p, n);
+            }
+            case "filterNot": {
+                Predicate p = Library.get(Library.PREDICATES, fn);
+                return n == null ? s.filterNot(p) : s.filterNot(p, n);
+            }
+            case "mapValues": {
+                ValueMapper m = Library.get(Library.VALUE_MAPPERS, fn);
+                return n == null ? s.mapValues(m) : s.mapValues(m, n);
+            }
+            case "map": {
+                var m = Library.get(Library.KV_MAPPERS, fn);
+                return n == null ? s.map(m) : s.map(m, n);
+            }
+            case "selectKey": {
+                var m = Library.get(Library.KEY_SELECTORS, fn);
+                return n == null ? s.selectKey(m) : s.selectKey(m, n);
+            }
+            case "flatMap": {
+                var m = Library.get(Library.FLAT_MAPPERS, fn);
+                return n == null ? s.flatMap(m) : s.flatMap(m, n);
+            }
+            case "flatMapValues": {
+                ValueMapper m = Library.get(Library.FLAT_VALUE_MAPPERS, fn);
+                return n == null ? s.flatMapValues(m) : s.flatMapValues(m, n);
+            }
+            case "processValues": {
+                ValueMapper m = Library.get(Library.VALUE_MAPPERS, fn);
+                return n == null
+                    ? s.processValues(() -> new MapValuesProcessor(m))
+                    : s.processValues(() -> new MapValuesProcessor(m), n);
+            }
             default: throw new IllegalArgumentException("no stream operator " + op);
         }
+    }
+
+    /** A table's filter, filterNot or mapValues, named and materialized as the node says. */
+    private Object tableOp(JsonNode node, String op, KTable t, String fn, Named n) {
+        Materialized m = node.has("materialized") ? resultStore(node) : null;
+        if (node.path("with_key").asBoolean() || "mapValues".equals(op)) {
+            if (node.path("with_key").asBoolean()) {
+                ValueMapperWithKey f = Library.get(Library.VALUE_MAPPERS_WITH_KEY, fn);
+                if (m == null) return n == null ? t.mapValues(f) : t.mapValues(f, n);
+                return n == null ? t.mapValues(f, m) : t.mapValues(f, n, m);
+            }
+            ValueMapper f = Library.get(Library.VALUE_MAPPERS, fn);
+            if (m == null) return n == null ? t.mapValues(f) : t.mapValues(f, n);
+            return n == null ? t.mapValues(f, m) : t.mapValues(f, n, m);
+        }
+        Predicate p = Library.get(Library.PREDICATES, fn);
+        switch (op) {
+            case "filter":
+                if (m == null) return n == null ? t.filter(p) : t.filter(p, n);
+                return n == null ? t.filter(p, m) : t.filter(p, n, m);
+            case "filterNot":
+                if (m == null) return n == null ? t.filterNot(p) : t.filterNot(p, n);
+                return n == null ? t.filterNot(p, m) : t.filterNot(p, n, m);
+            default: throw new IllegalArgumentException("no table operator " + op);
+        }
+    }
+
+    /** A node's Named (Named.as), or null when it has no "name". */
+    static Named named(JsonNode node) {
+        return node.hasNonNull("name") ? Named.as(text(node, "name")) : null;
+    }
+
+    /** A groupBy's Grouped: its serdes, and its "grouped" name (Grouped.as) if any. */
+    private static Grouped grouped(JsonNode node, Serde<Object> vs) {
+        return node.hasNonNull("grouped")
+            ? Grouped.with(text(node, "grouped"), KEY, vs) : Grouped.with(KEY, vs);
+    }
+
+    /** A source's Consumed: its name and its timestamp extractor, as the node says. */
+    private static Consumed consumed(JsonNode node, Serde<Object> vs) {
+        Consumed c = Consumed.with(KEY, vs);
+        if (node.has("extractor")) {
+            c = c.withTimestampExtractor(PortedLibrary.extractor(text(node, "extractor")));
+        }
+        return node.hasNonNull("name") ? c.withName(text(node, "name")) : c;
+    }
+
+    /** A table source's store: a versioned one ("versioned": its history retention) or not. */
+    private Materialized tableStore(JsonNode node) {
+        if (!node.has("versioned")) return materialized(node);
+        return Materialized.as(Stores.persistentVersionedKeyValueStore(
+                text(node, "store"), ms(node, "versioned")))
+            .withKeySerde(KEY)
+            .withValueSerde(serde(text(node, "vt")));
+    }
+
+    /** The store a table operator's result is kept in ("materialized": its name). */
+    static Materialized resultStore(JsonNode node) {
+        return Materialized.as(text(node, "materialized"))
+            .withKeySerde(KEY)
+            .withValueSerde(serde(text(node, "vt")));
+    }
+
+    /** to(topic) or, with a "chooser", to(TopicNameExtractor) over the node's "topics". */
+    private void to(JsonNode node, Serde<Object> vs) {
+        KStream s = (KStream) in(node, 0);
+        Produced p = Produced.with(KEY, vs);
+        if (node.hasNonNull("name")) p = p.withName(text(node, "name"));
+        if (!node.has("chooser")) {
+            s.to(text(node, "topic"), p);
+            return;
+        }
+        PortedLibrary.Chooser chooser =
+            Library.get(PortedLibrary.TOPIC_CHOOSERS, text(node, "chooser"));
+        List<String> topics = new ArrayList<>();
+        node.get("topics").forEach(t -> topics.add(t.asText()));
+        String name = text(node, "chooser");
+        TopicNameExtractor<Object, Object> extractor = new TopicNameExtractor<>() {
+            @Override
+            public String extract(Object k, Object v, RecordContext context) {
+                return topics.get(chooser.choose(k, v, context));
+            }
+
+            @Override
+            public String toString() {  // describe() prints it: the same text as spec.py's
+                return "chooser " + name;
+            }
+        };
+        s.to(extractor, p);
+    }
+
+    /** KTable.transformValues with a library transformer, its store and result store. */
+    private KTable transformValues(JsonNode node, Serde<Object> vs) {
+        KTable t = (KTable) in(node, 0);
+        String store = node.has("store") ? text(node, "store") : null;
+        var supplier = PortedLibrary.transformer(text(node, "transformer"), store);
+        String[] stores = store == null ? new String[0] : new String[] {store};
+        if (store != null) {
+            builder.addStateStore(Stores.keyValueStoreBuilder(
+                Stores.inMemoryKeyValueStore(store), KEY, Serdes.Long()));
+        }
+        Named n = named(node);
+        if (!node.has("materialized")) {
+            return n == null ? t.transformValues(supplier, stores)
+                : t.transformValues(supplier, n, stores);
+        }
+        Materialized m = resultStore(node);
+        return n == null ? t.transformValues(supplier, m, stores)
+            : t.transformValues(supplier, m, n, stores);
     }
 
     /**
@@ -269,13 +406,18 @@ final class SpecBuilder {
 
     private KStream toStream(JsonNode node) {
         KTable t = (KTable) in(node, 0);
-        if (node.has("fn")) return t.toStream(Library.get(Library.KEY_SELECTORS, text(node, "fn")));
-        if (!node.path("windowed").asBoolean()) return t.toStream();
+        Named n = named(node);
+        if (node.has("fn")) {
+            var m = Library.get(Library.KEY_SELECTORS, text(node, "fn"));
+            return n == null ? t.toStream(m) : t.toStream(m, n);
+        }
+        if (!node.path("windowed").asBoolean()) return n == null ? t.toStream() : t.toStream(n);
         // a windowed key becomes the text "key@start/end", as in tests/oracle/spec.py
-        return t.toStream((wk, v) -> {
+        org.apache.kafka.streams.kstream.KeyValueMapper<Object, Object, Object> m = (wk, v) -> {
             Windowed<String> w = (Windowed<String>) wk;
             return w.key() + "@" + w.window().start() + "/" + w.window().end();
-        });
+        };
+        return n == null ? t.toStream(m) : t.toStream(m, n);
     }
 
     private Object groupBy(JsonNode node, Serde<Object> vs) {
@@ -283,13 +425,16 @@ final class SpecBuilder {
         String fn = text(node, "fn");
         if (input instanceof KTable) {
             return ((KTable) input).groupBy(
-                Library.get(Library.KV_MAPPERS, fn), Grouped.with(KEY, vs));
+                Library.get(Library.KV_MAPPERS, fn), grouped(node, vs));
         }
         return ((KStream) input).groupBy(
-            Library.get(Library.KEY_SELECTORS, fn), Grouped.with(KEY, vs));
+            Library.get(Library.KEY_SELECTORS, fn), grouped(node, vs));
     }
 
     private Object windowedBy(JsonNode node) {
+        if (in(node, 0) instanceof CogroupedKStream) {
+            return NewOperators.windowedCogroup((CogroupedKStream) in(node, 0), node.get("windows"));
+        }
         KGroupedStream g = (KGroupedStream) in(node, 0);
         JsonNode w = node.get("windows");
         boolean fin = "final".equals(text(node, "emit"));
@@ -321,18 +466,28 @@ final class SpecBuilder {
         Object g = in(node, 0);
         Materialized m = materialized(node);
         String fn = node.path("fn").asText();
+        Named n = named(node);
+        if (g instanceof CogroupedKStream || g instanceof TimeWindowedCogroupedKStream
+                || g instanceof SessionWindowedCogroupedKStream) {
+            return NewOperators.cogroupAggregate(node, g, m);
+        }
         if (g instanceof KGroupedTable) {
             KGroupedTable t = (KGroupedTable) g;
             String sub = node.path("subtractor").asText();
             switch (op) {
-                case "count": return t.count(m);
-                case "reduce":
-                    return t.reduce(Library.get(Library.REDUCERS, fn),
-                        Library.get(Library.REDUCERS, sub), m);
-                default:
-                    return t.aggregate(Library.get(Library.INITIALIZERS, fn),
-                        Library.get(Library.AGGREGATORS, fn),
-                        Library.get(Library.AGGREGATORS, sub), m);
+                case "count": return n == null ? t.count(m) : t.count(n, m);
+                case "reduce": {
+                    var add = Library.get(Library.REDUCERS, fn);
+                    var minus = Library.get(Library.REDUCERS, sub);
+                    return n == null ? t.reduce(add, minus, m) : t.reduce(add, minus, n, m);
+                }
+                default: {
+                    var init = Library.get(Library.INITIALIZERS, fn);
+                    var add = Library.get(Library.AGGREGATORS, fn);
+                    var minus = Library.get(Library.AGGREGATORS, sub);
+                    return n == null ? t.aggregate(init, add, minus, m)
+                        : t.aggregate(init, add, minus, n, m);
+                }
             }
         }
         if (g instanceof SessionWindowedKStream) {
@@ -358,11 +513,16 @@ final class SpecBuilder {
         }
         KGroupedStream s = (KGroupedStream) g;
         switch (op) {
-            case "count": return s.count(m);
-            case "reduce": return s.reduce(Library.get(Library.REDUCERS, fn), m);
-            default:
-                return s.aggregate(Library.get(Library.INITIALIZERS, fn),
-                    Library.get(Library.AGGREGATORS, fn), m);
+            case "count": return n == null ? s.count(m) : s.count(n, m);
+            case "reduce": {
+                var r = Library.get(Library.REDUCERS, fn);
+                return n == null ? s.reduce(r, m) : s.reduce(r, n, m);
+            }
+            default: {
+                var init = Library.get(Library.INITIALIZERS, fn);
+                var add = Library.get(Library.AGGREGATORS, fn);
+                return n == null ? s.aggregate(init, add, m) : s.aggregate(init, add, n, m);
+            }
         }
     }
 
@@ -372,13 +532,7 @@ final class SpecBuilder {
         if (node.path("with_key").asBoolean()) return joinWithKey(node, op);
         var joiner = Library.get(Library.JOINERS, text(node, "fn"));
         if (left instanceof KTable) {
-            KTable l = (KTable) left;
-            KTable r = (KTable) right;
-            switch (op) {
-                case "join": return l.join(r, joiner);
-                case "leftJoin": return l.leftJoin(r, joiner);
-                default: return l.outerJoin(r, joiner);
-            }
+            return NewOperators.tableJoin(node, op, (KTable) left, (KTable) right, joiner);
         }
         KStream l = (KStream) left;
         if (right instanceof GlobalKTable) {
@@ -390,7 +544,7 @@ final class SpecBuilder {
         Serde<Object> rvs = serde(vtOf(node, 1));
         if (right instanceof KTable) {
             KTable r = (KTable) right;
-            Joined joined = Joined.with(KEY, lvs, rvs);
+            Joined joined = joined(node, lvs, rvs);
             return "join".equals(op) ? l.join(r, joiner, joined) : l.leftJoin(r, joiner, joined);
         }
         KStream r = (KStream) right;
@@ -404,6 +558,12 @@ final class SpecBuilder {
             case "leftJoin": return l.leftJoin(r, joiner, jw, sj);
             default: return l.outerJoin(r, joiner, jw, sj);
         }
+    }
+
+    /** A stream-table join's Joined: with the node's "grace" (a versioned table's) if any. */
+    private static Joined joined(JsonNode node, Serde<Object> lvs, Serde<Object> rvs) {
+        Joined joined = Joined.with(KEY, lvs, rvs);
+        return node.has("grace") ? joined.withGracePeriod(ms(node, "grace")) : joined;
     }
 
     /** processValues's processor: forwards each record with its value mapped (spec.py's twin). */
@@ -440,7 +600,7 @@ final class SpecBuilder {
         Serde<Object> rvs = serde(vtOf(node, 1));
         if (right instanceof KTable) {
             KTable r = (KTable) right;
-            Joined joined = Joined.with(KEY, lvs, rvs);
+            Joined joined = joined(node, lvs, rvs);
             return "join".equals(op) ? l.join(r, joiner, joined) : l.leftJoin(r, joiner, joined);
         }
         KStream r = (KStream) right;

@@ -2,6 +2,9 @@
 
 librdkafka reports a missing CA file only when it first connects, as a log line; we check the
 files and the mechanism settings before any client is created so the error names the key.
+The rules are settings rules, so they live beside `kstream.config`, which checks an app's
+`kafka` table with them when it is built; the clients (`kstream.kafka.client`) check the
+settings they are handed with the same function.
 """
 
 from __future__ import annotations
