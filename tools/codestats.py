@@ -3,7 +3,8 @@
 Run `python tools/codestats.py` (or `make codestats`) from the repository root. It reads the
 product's sources (`kstream/`, `store_backends/`, `cmd/`) with `ast` and prints:
 
-- the largest functions and classes, by lines from their `def`/`class` line to their last;
+- the largest functions and classes, by their lines of code (docstrings, comments and blank
+  lines not counted);
 - the repeated blocks: runs of at least `--window` consecutive lines that appear, after
   stripping indentation and skipping blank and comment lines, in more than one place.
 
@@ -34,16 +35,36 @@ def sources(root: Path) -> Iterator[Path]:
             yield path
 
 
+def _code_lines(text: str, tree: ast.AST) -> list[bool]:
+    """Per line (1-based; index 0 unused): whether it carries code, i.e. is neither blank, a
+    comment, nor part of a docstring (docstrings grow with runnable examples, code does not)."""
+    lines = text.splitlines()
+    code = [False] + [bool(t.strip()) and not t.strip().startswith("#") for t in lines]
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list) or not body:
+            continue
+        first = body[0]
+        docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+        if docstring and isinstance(first.value.value, str):  # type: ignore[attr-defined]
+            for n in range(first.lineno, (first.end_lineno or first.lineno) + 1):
+                code[n] = False
+    return code
+
+
 def sizes(path: Path, rel: str) -> Iterator[tuple[int, str, str]]:
-    """(lines, kind, qualified name) of each function and class of one file."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    """(code lines, kind, qualified name) of each function and class of one file: the lines
+    from its `def`/`class` line to its last that carry code (no docstring, comment or blank)."""
+    text = path.read_text()
+    tree = ast.parse(text, filename=str(path))
+    code = _code_lines(text, tree)
 
     def walk(node: ast.AST, prefix: str) -> Iterator[tuple[int, str, str]]:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 kind = "class" if isinstance(child, ast.ClassDef) else "function"
                 name = f"{prefix}{child.name}"
-                lines = (child.end_lineno or child.lineno) - child.lineno + 1
+                lines = sum(code[child.lineno : (child.end_lineno or child.lineno) + 1])
                 yield lines, kind, f"{rel}:{child.lineno} {name}"
                 yield from walk(child, name + ".")
             else:
@@ -102,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path.cwd()
     found = [s for path in sources(root) for s in sizes(path, str(path.relative_to(root)))]
     for kind in ("function", "class"):
-        print(f"largest {kind}{'es' if kind == 'class' else 's'} (lines):")
+        print(f"largest {kind}{'es' if kind == 'class' else 's'} (lines of code):")
         for lines, _, name in sorted((s for s in found if s[1] == kind), reverse=True)[: args.top]:
             print(f"  {lines:5d}  {name}")
     groups = repeats(root, args.window)
