@@ -5,8 +5,9 @@ product's sources (`kstream/`, `store_backends/`, `cmd/`) with `ast` and prints:
 
 - the largest functions and classes, by their lines of code (docstrings, comments and blank
   lines not counted);
-- the repeated blocks: runs of at least `--window` consecutive lines that appear, after
-  stripping indentation and skipping blank and comment lines, in more than one place.
+- the repeated blocks: runs of at least `--window` consecutive lines of code that appear,
+  after stripping indentation (docstrings, `def` headers, blank and comment lines skipped), in
+  more than one place.
 
 Why: "one implementation per concept" is a claim about the code that a reviewer should be able
 to check with one command, before and after a change, instead of trusting a description.
@@ -74,13 +75,17 @@ def sizes(path: Path, rel: str) -> Iterator[tuple[int, str, str]]:
 
 
 def _normalised(path: Path) -> list[tuple[int, str]]:
-    """(line number, stripped text) of the lines that carry code."""
-    out = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        text = line.strip()
-        if text and not text.startswith("#"):
-            out.append((n, text))
-    return out
+    """(line number, stripped text) of the lines that carry code (not docstrings)."""
+    text = path.read_text()
+    tree = ast.parse(text, filename=str(path))
+    code = _code_lines(text, tree)
+    # a signature repeated is an API kept parallel (reduce of time and session windows), not
+    # logic written twice: the lines of `def` headers do not count either
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for n in range(node.lineno, node.body[0].lineno):
+                code[n] = False
+    return [(n, line.strip()) for n, line in enumerate(text.splitlines(), 1) if code[n]]
 
 
 def repeats(root: Path, window: int) -> list[list[str]]:
