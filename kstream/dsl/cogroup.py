@@ -39,6 +39,8 @@ from kstream.dsl.windowed import (
     WindowedValueGetter,
     _add_stream_time_store,
     _timestamped,
+    check_session_store,
+    check_window_store,
     session_windowed_serde,
     time_windowed_serde,
 )
@@ -348,12 +350,7 @@ class TimeWindowedCogroupedKStream(_WindowedCogroup):
             window_size=size,
             prefix=PREFIX,
         )
-        if spec.window_size != size or (spec.retention or 0) < retention:
-            raise TopologyError(
-                f"store {spec.name!r}: a window store for these windows needs window_size={size} "
-                f"and retention >= {retention}, got "
-                f"window_size={spec.window_size}, retention={spec.retention}"
-            )
+        check_window_store(spec, size, retention)
         parents = co._sources(spec.name)
         nodes = []
         cls: type = (
@@ -422,11 +419,7 @@ class SessionWindowedCogroupedKStream(_WindowedCogroup):
             retention=retention,
             prefix=PREFIX,
         )
-        if (spec.retention or 0) < retention:
-            raise TopologyError(
-                f"store {spec.name!r}: a session store for these windows needs retention >= "
-                f"{retention} (gap + grace), got {spec.retention}"
-            )
+        check_session_store(spec, retention)
         parents = co._sources(spec.name)
         nodes = []
         for i, (parent, aggregator) in enumerate(zip(parents, co._patterns.values(), strict=True)):

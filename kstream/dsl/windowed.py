@@ -370,12 +370,7 @@ class TimeWindowedKStream(_Windowed):
             retention=retention,
             window_size=size,
         )
-        if spec.window_size != size or (spec.retention or 0) < retention:
-            raise TopologyError(
-                f"store {spec.name!r}: a window store for these windows needs window_size={size} "
-                f"and retention >= {retention}, got "
-                f"window_size={spec.window_size}, retention={spec.retention}"
-            )
+        check_window_store(spec, size, retention)
         parent = self._source(spec.name)
         if isinstance(w, SlidingWindows):
             factory = processor_factory(
@@ -521,11 +516,7 @@ class SessionWindowedKStream(_Windowed):
             value_serde=value_serde,
             retention=retention,
         )
-        if (spec.retention or 0) < retention:
-            raise TopologyError(
-                f"store {spec.name!r}: a session store for these windows needs retention >= "
-                f"{retention} (gap + grace), got {spec.retention}"
-            )
+        check_session_store(spec, retention)
         parent = self._source(spec.name)
         factory = processor_factory(
             SessionWindowAggregateProcessor,
@@ -554,3 +545,23 @@ def _add_stream_time_store(b: InternalBuilder, store: str, node: str) -> None:
     """Give the processor `node` the store where it keeps its stream time (see the processors)."""
     spec = b.store_spec(stream_time_store(store), "WINDOW-STREAM-TIME", kind="key_value")
     b.add_store(spec, [node], described=False)
+
+
+def check_window_store(spec: StoreSpec, size: int, retention: int) -> None:
+    """Refuse a user-given window store that cannot hold these windows (a windowed
+    aggregation's or a windowed cogroup's)."""
+    if spec.window_size != size or (spec.retention or 0) < retention:
+        raise TopologyError(
+            f"store {spec.name!r}: a window store for these windows needs window_size={size} "
+            f"and retention >= {retention}, got "
+            f"window_size={spec.window_size}, retention={spec.retention}"
+        )
+
+
+def check_session_store(spec: StoreSpec, retention: int) -> None:
+    """Refuse a user-given session store that forgets sessions before they close."""
+    if (spec.retention or 0) < retention:
+        raise TopologyError(
+            f"store {spec.name!r}: a session store for these windows needs retention >= "
+            f"{retention} (gap + grace), got {spec.retention}"
+        )
