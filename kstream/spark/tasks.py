@@ -62,7 +62,7 @@ from kstream.config import Config
 from kstream.dsl import processors as p
 from kstream.errors import TopologyError
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
-from kstream.records import Headers, Record, merge_by_head
+from kstream.records import Headers, Record
 from kstream.spark.failure import in_worker
 from kstream.spark.packing import output_batch, pack_by_slot
 from kstream.spark.policy import Origin, RecordPolicy
@@ -85,7 +85,7 @@ __all__ = [
     "TaskPlan",
     "TaskRun",
     "build_task_plan",
-    "merge_by_time",
+    "partition_queues",
     "stateless_function",
 ]
 
@@ -353,17 +353,17 @@ def _contents(store: Any) -> dict[bytes, bytes]:
     return dict(store.backend.range(None, None))
 
 
-def merge_by_time(records: Sequence[Record]) -> list[Record]:
-    """Kafka Streams' choice among partitions: smallest head timestamp first.
-
-    Each (topic, partition) stays in offset order; ties go to the topic that sorts first.
-    """
+def partition_queues(records: Sequence[Record]) -> list[list[Record]]:
+    """`records` as one queue per (topic, partition), each in offset order, the queues in
+    (topic, partition) order, which breaks ties between equal head timestamps; the task
+    merges them by head timestamp (Kafka Streams' choice among partitions, `Task.order_queues`)
+    after its timestamp extractors have stamped them."""
     queues: dict[tuple[str, int], list[Record]] = {}
     for r in records:
         queues.setdefault((r.topic or "", r.partition or 0), []).append(r)
     for q in queues.values():
         q.sort(key=lambda r: r.offset or 0)
-    return merge_by_head([queues[tp] for tp in sorted(queues)], lambda r: r.timestamp)
+    return [queues[tp] for tp in sorted(queues)]
 
 
 def _read_globals(
@@ -489,11 +489,12 @@ class TaskRun:
                     self.global_task.process(recs)
             self.global_task.flush_stores()
         self.policy.remember(records)
-        ordered = self._drop_seen(merge_by_time(records))
+        # a repeat is told by its input partition's marks, so each queue is checked alone
+        ordered = self.task.order_queues([self._drop_seen(q) for q in partition_queues(records)])
         if ordered:
             last = ordered[-1]
             self.collector.fallback = (last.topic or "", last.partition or 0, last.offset or 0)
-            self.task.process(ordered)
+            self.task.process_ordered(ordered)
         self.task.punctuate_wall_clock(self.now)
         self.task.flush_stores()
         return self.collector.take()

@@ -313,11 +313,22 @@ class Task:
         offset order; keys and values still bytes), as Kafka's `PartitionGroup` takes them:
         each record first gets the timestamp it counts with (`stamp`), then the partitions
         are merged by the timestamps of their heads (`kstream.records.merge_by_head`)."""
+        self._process(self.order_queues(queues))
+
+    def order_queues(self, queues: list[list[Record]]) -> list[Record]:
+        """The records of `queues` stamped (`stamp`) and merged by head timestamps, in the
+        order `process_queues` processes them; `process_ordered` then processes them (for an
+        engine that needs the order first, as Spark's task does for provenance)."""
         if self._extracting:
             queues = [self.stamp(q) for q in queues]
         queues = [q for q in queues if q]
-        if queues:
-            self._process(queues[0] if len(queues) == 1 else merge_by_head(queues, _timestamp))
+        if not queues:
+            return []
+        return queues[0] if len(queues) == 1 else merge_by_head(queues, _timestamp)
+
+    def process_ordered(self, records: list[Record]) -> None:
+        """Process records `order_queues` gave, in that order (already stamped)."""
+        self._process(records)
 
     def process(self, records: list[Record]) -> None:
         """Process a time-ordered list of input records (key and value still bytes), each

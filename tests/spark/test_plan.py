@@ -162,13 +162,18 @@ def test_topic_loops_are_rejected() -> None:
         build_task_plan(b.build(), "app")
 
 
-def test_merge_by_time_keeps_partition_order() -> None:
-    from kstream.records import Record
-    from kstream.spark.tasks import merge_by_time
+def test_partition_queues_merged_by_head_keep_partition_order() -> None:
+    from kstream.records import Record, merge_by_head
+    from kstream.spark.tasks import partition_queues
 
     a = [Record("k", i, ts, (), "a", 0, i) for i, ts in enumerate([5, 1, 9])]
     b = [Record("k", i, ts, (), "b", 0, i) for i, ts in enumerate([3, 7])]
-    got = [(r.topic, r.offset) for r in merge_by_time(b + a)]
+    queues = partition_queues(list(reversed(b + a)))
+    assert [[(r.topic, r.offset) for r in q] for q in queues] == [
+        [("a", 0), ("a", 1), ("a", 2)],
+        [("b", 0), ("b", 1)],
+    ]
+    got = [(r.topic, r.offset) for r in merge_by_head(queues, lambda r: r.timestamp)]
     assert got == [("b", 0), ("a", 0), ("a", 1), ("b", 1), ("a", 2)]
 
 
