@@ -474,7 +474,11 @@ def graceful_signals(stop: Callable[[], None], what: str) -> Iterator[None]:
         received += 1
         if received == 1:
             log.info("%s: signal %d, shutting down", what, signum)
-            stop()
+            # On a thread of its own: the handler runs in the main thread between two
+            # bytecodes, possibly while that thread holds the lock of the very Event `stop`
+            # sets (inside `stop_event.wait()`), which would then deadlock (seen once: a
+            # worker that never stopped).
+            threading.Thread(target=stop, name="kstream-stop", daemon=True).start()
         elif received == 2:
             log.warning(
                 "%s: signal %d during shutdown; finishing the clean close (send it once more "

@@ -179,7 +179,8 @@ class TaskManager:
 
         The thread then commits nothing, as Kafka Streams skips commits while a rebalance is
         in progress: the coordinator would refuse the old generation's offsets. The tasks go
-        on processing meanwhile and commit once the assignment arrives.
+        on processing meanwhile and commit once the assignment arrives; seeks of tasks rolled
+        back meanwhile wait for it too (`seek_back`).
         """
         if self.consumer is None or self._generation is None:
             return False
