@@ -37,7 +37,7 @@ def main() -> None:
             {
                 "state_dir": args.state_dir,
                 "commit_interval": 50,
-                "batch_max_records": 20,
+                "batch_max_records": 10,
                 "batch_max_wait": 50,
             }
         ),

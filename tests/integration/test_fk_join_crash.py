@@ -37,7 +37,7 @@ from kstream.kafka.producer import Producer
 WORKER = str(Path(__file__).with_name("fk_join_worker.py"))
 ORDER_PARTITIONS, CUSTOMER_PARTITIONS = 2, 3
 ORDERS, CUSTOMERS = 16, 6
-UPDATES = 480  # after one first value per customer: a quarter customers, the rest orders
+UPDATES = 640  # after one first value per customer: a quarter customers, the rest orders
 KILLS = 3
 BASE = 1_700_000_000_000
 
@@ -142,8 +142,9 @@ def test_sigkill_keeps_the_fk_join_exact(
     try:
         run.start()
         for k in range(KILLS):
-            _produce(run.bs, rows[k * chunk : (k + 1) * chunk])
-            want = k * chunk + chunk // 3
+            lo, mid, hi = k * chunk, k * chunk + chunk // 2, (k + 1) * chunk
+            _produce(run.bs, rows[lo:mid])
+            want = lo + chunk // 4
 
             def enough(w: int = want) -> bool:
                 return run.consumed() >= w
@@ -151,7 +152,9 @@ def test_sigkill_keeps_the_fk_join_exact(
             # on the group's committed input offsets: a read_committed reader can stall behind
             # the killed worker's open transaction until the broker aborts it
             _wait(run, reader, f"{want} inputs done", enough)
-            assert run.consumed() < (k + 1) * chunk  # the kill lands mid-stream
+            # the rest of the chunk goes in just before the kill: it lands mid-stream
+            _produce(run.bs, rows[mid:hi])
+            assert run.consumed() < hi
             run.kill()
             run.start()
         _produce(run.bs, rows[KILLS * chunk :])
