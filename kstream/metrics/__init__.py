@@ -52,6 +52,8 @@ DROP_REASONS = (
     "expired_window",
     "null_key",
     "null_value",
+    "negative_timestamp",
+    "stale_response",
 )
 ERROR_KINDS = ("deserialization", "processing")
 
