@@ -72,8 +72,12 @@ class Config:
     state_dir: str = field(default_factory=_default_state_dir)
     default_backend: str = "memory"
     dedup_retention: int = 7 * 24 * 3_600_000
-    on_deserialization_error: str = "fail"
-    on_processing_error: str = "fail"
+    # a policy ("fail", "skip", "dlq") or a handler `(context, record, exception) -> Response`
+    # (kstream.runtime.policies); production errors follow on_processing_error unless
+    # on_production_error is set
+    on_deserialization_error: Any = "fail"
+    on_processing_error: Any = "fail"
+    on_production_error: Any = None
     # a changelog record a restore refuses (kstream.state.restore_check): "fail" or "skip"
     on_restore_error: str = "fail"
     dlq_topic: str | None = None
@@ -115,6 +119,11 @@ class Config:
     # Kafka's group.instance.id (static membership): a restart within session.timeout.ms
     # moves no task; worker processes get "<id>-<worker index>"; None: a dynamic member
     group_instance_id: str | None = None
+    # Kafka's max.task.idle.ms (KIP-353): how long a task reading several partitions waits
+    # for an empty one that is caught up before processing the others; 0 (Kafka's default)
+    # waits only while an empty partition is known to have data at the broker, -1 never waits
+    # (kstream.runtime.idling)
+    max_task_idle_ms: int = 0
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -154,6 +163,12 @@ class Config:
                     f"{key}: expected a finite duration such as 100 (ms) or '5s', got {value!r}"
                 )
             set_(self, key, duration(value, name=key))
+        idle = self.max_task_idle_ms
+        if isinstance(idle, bool) or not isinstance(idle, int) or idle < -1:
+            raise ConfigError(
+                "max_task_idle_ms: expected milliseconds (an int >= 0), or -1 to turn task "
+                f"idling off, got {idle!r}"
+            )
         if not isinstance(self.gc_pause, bool):
             raise ConfigError(f"gc_pause: expected true or false, got {self.gc_pause!r}")
         level = self.metrics_recording_level
@@ -175,18 +190,25 @@ class Config:
                 "default_backend: expected a backend name or URL such as 'memory', 'lmdb' or "
                 f"'redis://127.0.0.1:6379/0', got {self.default_backend!r}"
             )
-        for key in ("on_deserialization_error", "on_processing_error"):
+        for key in ("on_deserialization_error", "on_processing_error", "on_production_error"):
             val = getattr(self, key)
+            if (val is None and key == "on_production_error") or callable(val):
+                continue
             if val not in ERROR_POLICIES:
                 raise ConfigError(
-                    f"{key}: expected one of {', '.join(ERROR_POLICIES)}, got {val!r}"
+                    f"{key}: expected one of {', '.join(ERROR_POLICIES)}, got {val!r} (or a "
+                    "handler: (context, record, exception) -> Response)"
                 )
         if self.on_restore_error not in RESTORE_POLICIES:
             raise ConfigError(
                 f"on_restore_error: expected one of {', '.join(RESTORE_POLICIES)} (a changelog "
                 f"record cannot go to a dead-letter topic), got {self.on_restore_error!r}"
             )
-        uses_dlq = "dlq" in (self.on_deserialization_error, self.on_processing_error)
+        uses_dlq = "dlq" in (
+            self.on_deserialization_error,
+            self.on_processing_error,
+            self.on_production_error,
+        )
         if uses_dlq and not self.dlq_topic:
             raise ConfigError("dlq_topic: required when an error policy is 'dlq'")
         if self.dlq_topic is not None and not _valid_topic(self.dlq_topic):

@@ -32,6 +32,12 @@ from kstream.errors import ConfigError, KStreamError, TopologyError
 from kstream.kafka.admin import TopicSpec
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.metrics import Metrics
+from kstream.runtime.app_shutdown import ApplicationShutdown, control_topic_spec
+from kstream.runtime.failures import (
+    StreamThreadExceptionResponse,
+    UncaughtExceptionHandler,
+    uncaught_response,
+)
 from kstream.runtime.slow_rebalance import RebalanceWatch
 from kstream.runtime.state_lock import StateDirLock
 from kstream.runtime.store_health import unanswered_store
@@ -136,6 +142,11 @@ class App:
         self._workers: WorkerProcesses | None = None
         self._reference: str | None = None
         self._dir_lock: StateDirLock | None = None
+        self._uncaught: UncaughtExceptionHandler | None = None
+        self._response: StreamThreadExceptionResponse | None = None
+        self._partition_counts: dict[str, int] = {}
+        self._app_shutdown: ApplicationShutdown | None = None
+        self._shut_down_by: KStreamError | None = None
         if self.processes > 1:
             if client_supplier is not None:
                 raise ConfigError(
@@ -173,6 +184,17 @@ class App:
         """Call `listener(new, old)` on every state change (from the thread that changed it)."""
         self._listeners.append(listener)
 
+    def set_uncaught_exception_handler(self, handler: UncaughtExceptionHandler) -> None:
+        """Ask `handler(error)` what to do when an error stops the stream thread: a
+        `StreamThreadExceptionResponse` (kstream.runtime.failures). Without one the instance
+        shuts down (SHUTDOWN_CLIENT), as in Kafka Streams; set it before `start()`."""
+        if self._state != AppState.CREATED:
+            raise KStreamError(
+                f"app {self.app_id!r}: set_uncaught_exception_handler() in state "
+                f"{self._state.value}; set it before start()"
+            )
+        self._uncaught = handler
+
     def wait_for(self, *states: AppState, timeout: float | None = None) -> bool:
         """Block until the state is one of `states` (True) or `timeout` passes (False)."""
         with self._lock:
@@ -198,7 +220,9 @@ class App:
         """The error that stopped the stream thread (or a worker process), if any."""
         if self._workers is not None:
             return self._workers.error
-        return self._stream.error if self._stream is not None else None
+        if self._stream is not None and self._stream.error is not None:
+            return self._stream.error
+        return self._shut_down_by
 
     def assigned_partitions(self) -> list[tuple[str, int]]:
         """The input (topic, partition) pairs this instance holds right now."""
@@ -226,10 +250,12 @@ class App:
             return
         try:
             counts = self._create_topics()
+            self._follow_shutdown_requests()
         except BaseException:
             self._set_state(AppState.ERROR)
             self._release_state_dir()
             raise
+        self._partition_counts = counts
         stream = self._new_stream_thread(counts)
         self._ctx, self._stream = stream.ctx, stream
         self._set_state(AppState.REBALANCING)
@@ -237,6 +263,26 @@ class App:
             target=self._run_thread, name=f"kstream-{self.app_id}", daemon=True
         )
         self._thread.start()
+
+    def _follow_shutdown_requests(self) -> None:
+        """Follow the app's shutdown requests (kstream.runtime.app_shutdown; `_create_topics`
+        made their topic): another instance's SHUTDOWN_APPLICATION stops this one too."""
+        self._app_shutdown = ApplicationShutdown(
+            self.app_id,
+            self.bootstrap_servers,
+            self.config,
+            self.client_supplier,
+            self._shutdown_requested,
+        )
+        self._app_shutdown.start()
+
+    def _shutdown_requested(self, reason: str) -> None:
+        if self._shut_down_by is None:
+            self._shut_down_by = KStreamError(
+                f"app {self.app_id!r}: an instance's uncaught exception handler shut the "
+                f"application down: {reason}"
+            )
+        self._stop.set()
 
     def lock_state_dir(self) -> None:
         """Lock `<state_dir>/<app_id>` for this instance until it closes (kstream.runtime.
@@ -286,17 +332,52 @@ class App:
             store_metrics=self.metrics,
         )
         txn_id = f"{self.app_id}-{process_id(self.config.state_dir, self.app_id)}-1"
-        stream = StreamThread(ctx, self._stop, self._set_state, self.metrics, txn_id)
+        stream = StreamThread(ctx, self._stop, self._thread_state, self.metrics, txn_id)
         return stream
+
+    def _thread_state(self, new: AppState | str) -> None:
+        """The stream thread's state changes; its ERROR first asks the uncaught exception
+        handler, so a thread about to be replaced leaves the app's state alone."""
+        if AppState(new) == AppState.ERROR and self._stream is not None:
+            error = self._stream.error
+            assert error is not None
+            self._response = uncaught_response(self._uncaught, error)
+            if self._replacing():
+                log.warning("app %r: replacing the stream thread after: %s", self.app_id, error)
+                return
+            if self._response is StreamThreadExceptionResponse.SHUTDOWN_APPLICATION:
+                # before this thread rolls back and leaves the group: the others stop before
+                # its partitions reach them
+                self._request_application_shutdown(error)
+        self._set_state(new)
+
+    def _replacing(self) -> bool:
+        return (
+            self._response is StreamThreadExceptionResponse.REPLACE_THREAD
+            and not self._stop.is_set()
+        )
 
     def _run_thread(self) -> None:
         assert self._stream is not None
         self._stream.run()
-        if self._stream.error is not None:
+        while self._stream.error is not None and self._replacing():
+            self._response = None
+            stream = self._new_stream_thread(self._partition_counts)
+            self._ctx, self._stream = stream.ctx, stream
+            self._set_state(AppState.REBALANCING)
+            stream.run()
+        if self._stream.error is not None or self._shut_down_by is not None:
             self._set_state(AppState.ERROR)
         else:
             self._set_state(AppState.PENDING_SHUTDOWN)
             self._set_state(AppState.NOT_RUNNING)
+
+    def _request_application_shutdown(self, error: BaseException) -> None:
+        assert self._app_shutdown is not None
+        try:
+            self._app_shutdown.request(f"{type(error).__name__}: {error}")
+        except Exception as e:
+            log.error("app %r: could not ask the other instances to shut down: %s", self.app_id, e)
 
     def _create_topics(self) -> dict[str, int]:
         compiled = self.compiled
@@ -328,6 +409,7 @@ class App:
             specs.append(TopicSpec(name, n, marks.changelog_config(extra), rf))
         if cfg.dlq_topic:
             specs.append(TopicSpec(cfg.dlq_topic, 1, {}, rf))
+        specs.append(control_topic_spec(self.app_id, cfg))  # SHUTDOWN_APPLICATION requests
         admin.create_topics(specs)
         if cfg.dlq_topic:
             have.update(admin.partition_counts([cfg.dlq_topic]))
@@ -377,6 +459,8 @@ class App:
         if self._state not in (AppState.ERROR, AppState.NOT_RUNNING):
             self._set_state(AppState.PENDING_SHUTDOWN)
         self._stop.set()
+        if self._app_shutdown is not None:
+            self._app_shutdown.close()
         stopped = True
         if self._workers is not None:
             # each worker may take shutdown_timeout to commit and close

@@ -12,6 +12,8 @@ glance and testable without a stream thread; the thread only carries out the rec
 from __future__ import annotations
 
 import enum
+import logging
+from collections.abc import Callable
 from typing import Protocol
 
 from kstream.errors import (
@@ -24,7 +26,18 @@ from kstream.errors import (
 )
 from kstream.kafka.errors import FatalTransactionError
 
-__all__ = ["FAILURE_TABLE", "MAX_RETRIES", "FatalState", "Recovery", "route"]
+__all__ = [
+    "FAILURE_TABLE",
+    "MAX_RETRIES",
+    "FatalState",
+    "Recovery",
+    "StreamThreadExceptionResponse",
+    "UncaughtExceptionHandler",
+    "route",
+    "uncaught_response",
+]
+
+log = logging.getLogger("kstream.runtime")
 
 #: consecutive failed attempts (without a commit in between) before the thread gives up
 MAX_RETRIES = 50
@@ -86,3 +99,37 @@ def route(error: BaseException, producer: FatalState | None = None) -> Recovery:
     if recovery is Recovery.RETRY and producer is not None and producer.is_fatal():
         return Recovery.REJOIN if producer.fenced() else Recovery.RECREATE_PRODUCER
     return recovery
+
+
+class StreamThreadExceptionResponse(enum.Enum):
+    """Kafka's answers of an uncaught exception handler (`App.set_uncaught_exception_handler`)
+    to an error that stopped the stream thread."""
+
+    REPLACE_THREAD = "replace_thread"
+    """Start a new stream thread in place of the failed one; the app stays up."""
+    SHUTDOWN_CLIENT = "shutdown_client"
+    """Stop this instance (state ERROR); what happens without a handler."""
+    SHUTDOWN_APPLICATION = "shutdown_application"
+    """Stop every instance of the app (state ERROR everywhere)."""
+
+
+UncaughtExceptionHandler = Callable[[BaseException], StreamThreadExceptionResponse]
+
+
+def uncaught_response(
+    handler: UncaughtExceptionHandler | None, error: BaseException
+) -> StreamThreadExceptionResponse:
+    """What to do about `error`, which stopped the stream thread: the handler's answer, or
+    SHUTDOWN_CLIENT without a handler, when the handler raises or answers something else (as
+    Kafka Streams treats a failing handler)."""
+    if handler is None:
+        return StreamThreadExceptionResponse.SHUTDOWN_CLIENT
+    try:
+        response = handler(error)
+    except Exception as e:
+        log.error("the uncaught exception handler raised %s: %s; shutting down", type(e), e)
+        return StreamThreadExceptionResponse.SHUTDOWN_CLIENT
+    if not isinstance(response, StreamThreadExceptionResponse):
+        log.error("the uncaught exception handler returned %r; shutting down", response)
+        return StreamThreadExceptionResponse.SHUTDOWN_CLIENT
+    return response

@@ -1,9 +1,17 @@
 """Global stores: every instance holds all partitions of each global table.
 
-A consumer without a group is assigned every partition of the global topics from the start,
-reads them to their end (partition EOF, never ListOffsets) before the stream thread processes
-anything, and then takes what arrived between batches, so lookups see a table that is at most
-one batch behind.
+A consumer without a group is assigned every partition of the global topics, reads them to
+their end (partition EOF, never ListOffsets) before the stream thread processes anything, and
+then takes what arrived between batches, so lookups see a table that is at most one batch
+behind.
+
+Checkpoints (Kafka's `global/.checkpoint`): every write to the global stores carries the next
+offset of each global partition in the same atomic backend write, so a persistent store (LMDB)
+knows how far it got and a restart reads only what is new. Reading starts there only when every
+global store holds the same checkpoint and it lies within each partition's log (log start to
+log end); otherwise (a memory store, a new or wiped store, a topic that was recreated or whose
+old records were deleted past the checkpoint) the stores are wiped and read from the beginning,
+as Kafka Streams wipes and restores a global store whose checkpoint is out of range.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from kstream.config import Config
 from kstream.errors import StoreError
@@ -23,6 +31,9 @@ from kstream.topology.compiled import CompiledTopology
 from kstream.topology.task import Task
 
 log = logging.getLogger("kstream.runtime")
+
+#: the key of the global partitions' next offsets in each global store's checkpoint
+CHECKPOINT_KEY = "global_offsets"
 
 
 class _NoOutput:
@@ -55,16 +66,12 @@ class GlobalStores:
     ) -> None:
         """`kafka`: the consumer's librdkafka settings (default `config.kafka`; the stream
         thread passes its own consumer's, whose fetch wait matches the batch wait)."""
-        self.task = Task(
-            compiled,
-            None,
-            0,
-            collector=_NoOutput(),
-            app_id=app_id,
-            state_dir=config.state_dir,
-            default_backend=config.default_backend,
-        )
+        self._compiled, self._app_id, self._config = compiled, app_id, config
+        self.task = self._new_task()
         self.views: dict[str, Any] = {n: s.read_only() for n, s in self.task.stores.items()}
+        self._offsets: dict[tuple[str, int], int] = {}
+        #: records read by `bootstrap` (from the checkpoint, or from the beginning)
+        self.bootstrapped = 0
         supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
         self.consumer = supplier.global_consumer(
             ClientConfig(
@@ -81,10 +88,29 @@ class GlobalStores:
             self._tps += [(topic, p) for p in parts]
         self._batch = config.batch_max_records
 
+    def _new_task(self) -> Task:
+        return Task(
+            self._compiled,
+            None,
+            0,
+            collector=_NoOutput(),
+            app_id=self._app_id,
+            state_dir=self._config.state_dir,
+            default_backend=self._config.default_backend,
+        )
+
     def bootstrap(self, stop: Any = None, idle_timeout: float = 60.0) -> None:
-        """Assign every global partition from its beginning and read it to its end (partition
-        EOF: kstream.kafka.read_to_end) before processing starts; `poll` follows from there."""
-        starts = dict.fromkeys(self._tps, OFFSET_BEGINNING)
+        """Assign every global partition from its checkpoint (or its beginning, after wiping
+        the stores: module docstring) and read it to its end (partition EOF:
+        kstream.kafka.read_to_end) before processing starts; `poll` follows from there."""
+        checkpoint = self._usable_checkpoint()
+        if checkpoint is None:
+            self._wipe()
+            starts = dict.fromkeys(self._tps, OFFSET_BEGINNING)
+        else:
+            starts = dict(checkpoint)
+            self._offsets = dict(checkpoint)
+        log.info("global stores: reading %s", starts if checkpoint else "from the beginning")
         try:
             for batch in read_to_end(
                 self.consumer,
@@ -94,11 +120,52 @@ class GlobalStores:
                 idle_timeout=idle_timeout,
                 stop=stop,
             ):
-                self._apply(batch.messages)
+                self.bootstrapped += self._apply(batch.messages)
         except ReadToEndTimeout:
             raise StoreError(
                 f"global stores: no progress reading {self._tps} for {idle_timeout:g}s"
             ) from None
+
+    def _usable_checkpoint(self) -> dict[tuple[str, int], int] | None:
+        """The stores' common checkpoint if it covers every global partition and lies within
+        each partition's log; None otherwise (the stores are then rebuilt)."""
+        found = [s.checkpoint().get(CHECKPOINT_KEY) for s in self.task.stores.values()]
+        if not found or found[0] is None or any(cp != found[0] for cp in found):
+            return None
+        offsets = {(str(t), int(p)): int(o) for t, p, o in found[0]}
+        if set(offsets) != set(self._tps):
+            return None
+        for (topic, part), off in offsets.items():
+            low, high = self._watermarks(topic, part)
+            if not low <= off <= high:
+                log.warning(
+                    "global stores: checkpoint %d of topic %r partition %d is outside its log "
+                    "[%d, %d]; wiping the global stores and reading from the beginning",
+                    off,
+                    topic,
+                    part,
+                    low,
+                    high,
+                )
+                return None
+        return offsets
+
+    def _watermarks(self, topic: str, part: int) -> tuple[int, int]:
+        wm = self.consumer.get_watermark_offsets(TopicPartition(topic, part), cached=False)
+        if wm is None:
+            raise StoreError(f"global stores: no log offsets for {topic!r} partition {part}")
+        return int(wm[0]), int(wm[1])
+
+    def _wipe(self) -> None:
+        """Empty every global store (a fresh task over destroyed backends), keeping `views`
+        (already handed to the stream thread's tasks) pointed at the new stores."""
+        if not any(s.checkpoint() for s in self.task.stores.values()):
+            return  # nothing was ever written (a first start, memory stores)
+        for store in self.task.stores.values():
+            store.destroy()
+        self.task = self._new_task()
+        self.views.clear()
+        self.views.update({n: s.read_only() for n, s in self.task.stores.items()})
 
     def poll(self, timeout: float = 0.0) -> int:
         """Apply what has arrived; returns the number of records."""
@@ -108,12 +175,15 @@ class GlobalStores:
         if not msgs:
             return 0
         by_topic: dict[str, list[Record]] = {}
+        offsets = self._offsets
         for m in msgs:
             topic, part, off = m.topic() or "", m.partition() or 0, m.offset() or 0
             by_topic.setdefault(topic, []).append(_record(m, topic, part, off))
+            offsets[(topic, part)] = off + 1
         for recs in by_topic.values():
             self.task.process(recs)
-        self.task.flush_stores()
+        cp = {CHECKPOINT_KEY: sorted([t, p, o] for (t, p), o in offsets.items())}
+        self.task.flush_stores(dict.fromkeys(self.task.stores, cp))
         return len(msgs)
 
     def close(self) -> None:

@@ -24,6 +24,7 @@ from confluent_kafka import OFFSET_BEGINNING
 from kstream.kafka.consumer import Consumer
 from kstream.kafka.producer import Producer
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
+from kstream.runtime.app_shutdown import CONTROL_KEY
 
 log = logging.getLogger("kstream.service")
 
@@ -147,6 +148,8 @@ class InstanceRegistry:
                 self._stop.wait(0.5)
                 continue
             for m in msgs:
+                if m.key() == CONTROL_KEY:  # the app-wide shutdown request, not an instance
+                    continue
                 key = (m.key() or b"").decode("utf-8", "replace")
                 value = m.value()
                 with self._lock:
