@@ -13,6 +13,9 @@ Streams finds what they expect:
   DeleteRecords), and the small segments let the broker free that space soon after;
 * key-value changelogs (`UnwindowedUnversionedChangelogTopicConfig`): `cleanup.policy=compact`,
   since the newest value of each key is all a restore needs;
+* versioned key-value changelogs (`VersionedChangelogTopicConfig`): `cleanup.policy=compact`
+  with `min.compaction.lag.ms` = the history retention plus one day, so compaction keeps the
+  older versions of a key a restore needs to rebuild its history;
 * window, session and dedup changelogs (`WindowedChangelogTopicConfig`):
   `cleanup.policy=compact,delete` with `retention.ms` = the store's retention plus
   `windowstore_changelog_additional_retention` (Kafka Streams'
@@ -29,14 +32,19 @@ __all__ = [
     "MAX_RETENTION_MS",
     "REPARTITION_DEFAULTS",
     "UNWINDOWED_CHANGELOG_DEFAULTS",
+    "VERSIONED_CHANGELOG_ADDITIONAL_COMPACTION_LAG",
     "WINDOWED_CHANGELOG_DEFAULTS",
     "WINDOWSTORE_CHANGELOG_ADDITIONAL_RETENTION",
     "changelog_config",
     "repartition_config",
+    "versioned_changelog_config",
 ]
 
 WINDOWSTORE_CHANGELOG_ADDITIONAL_RETENTION = 86_400_000
 """Kafka Streams' default `windowstore.changelog.additional.retention.ms`: one day."""
+VERSIONED_CHANGELOG_ADDITIONAL_COMPACTION_LAG = 86_400_000
+"""Kafka Streams' `VERSIONED_STORE_CHANGE_LOG_ADDITIONAL_COMPACTION_LAG_MS`: one day (not the
+window-store setting, which Kafka does not reuse for versioned stores)."""
 MAX_RETENTION_MS = 2**63 - 1
 """Kafka's largest `retention.ms` (a Java long): a retention past it saturates, as in Kafka
 Streams, instead of being refused by the broker."""
@@ -73,3 +81,12 @@ def changelog_config(
         return dict(UNWINDOWED_CHANGELOG_DEFAULTS)
     keep = min(retention + additional_retention, MAX_RETENTION_MS)
     return {**WINDOWED_CHANGELOG_DEFAULTS, "retention.ms": str(keep)}
+
+
+def versioned_changelog_config(
+    history_retention: int, additional_lag: int = VERSIONED_CHANGELOG_ADDITIONAL_COMPACTION_LAG
+) -> dict[str, str]:
+    """A versioned store's changelog configs: compacted, but no record younger than
+    `history_retention + additional_lag` ms compacted away."""
+    lag = min(history_retention + additional_lag, MAX_RETENTION_MS)
+    return {**UNWINDOWED_CHANGELOG_DEFAULTS, "min.compaction.lag.ms": str(lag)}

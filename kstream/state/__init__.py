@@ -126,4 +126,8 @@ def _typed(spec: StoreSpec, backend: Any, partition: int) -> StateStore:
         from kstream.state.dedup import DedupStore
 
         return DedupStore(spec, backend, partition, ks, vs)
+    if spec.kind == "versioned_key_value":
+        from kstream.state.versioned import VersionedKeyValueStore
+
+        return VersionedKeyValueStore(spec, backend, partition, ks, vs)
     raise StoreError(f"store {spec.name!r}: unknown kind {spec.kind!r}")

@@ -8,9 +8,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from kstream.errors import ConfigError
-from kstream.internal_topics import WINDOWSTORE_CHANGELOG_ADDITIONAL_RETENTION, changelog_config
+from kstream.internal_topics import (
+    WINDOWSTORE_CHANGELOG_ADDITIONAL_RETENTION,
+    changelog_config,
+    versioned_changelog_config,
+)
 
-KINDS = ("key_value", "window", "session", "dedup")
+KINDS = ("key_value", "window", "session", "dedup", "versioned_key_value")
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
@@ -46,7 +50,10 @@ class StoreSpec:
             raise ConfigError(
                 f"store {self.name!r}: kind must be one of {KINDS}, not {self.kind!r}"
             )
-        if self.kind != "key_value" and (self.retention is None or self.retention <= 0):
+        if self.kind == "versioned_key_value":
+            if self.retention is None or self.retention < 0:
+                raise ConfigError(f"store {self.name!r}: a versioned store needs a retention >= 0")
+        elif self.kind != "key_value" and (self.retention is None or self.retention <= 0):
             raise ConfigError(f"store {self.name!r}: a {self.kind} store needs a retention > 0")
         if self.kind == "window" and self.window_size is None:
             raise ConfigError(f"store {self.name!r}: a window store needs window_size")
@@ -60,13 +67,15 @@ class StoreSpec:
         """The retention the changelog's `retention.ms` is built from: None for a key-value
         store, whose changelog is only compacted; time-bounded stores drop expired entries
         locally without writing tombstones, so their changelogs must also delete by time."""
-        return None if self.kind == "key_value" else self.retention
+        return None if self.kind in ("key_value", "versioned_key_value") else self.retention
 
     def changelog_config(
         self, additional_retention: int = WINDOWSTORE_CHANGELOG_ADDITIONAL_RETENTION
     ) -> dict[str, str]:
         """Topic configs for the changelog, as Kafka Streams sets them (kstream.internal_topics);
         `additional_retention` is the app's `windowstore_changelog_additional_retention`."""
+        if self.kind == "versioned_key_value":
+            return versioned_changelog_config(self.retention or 0)
         return changelog_config(self.changelog_retention(), additional_retention)
 
     def effective_segment_interval(self) -> int:

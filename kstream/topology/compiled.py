@@ -30,6 +30,7 @@ from kstream.internal_topics import (
     WINDOWSTORE_CHANGELOG_ADDITIONAL_RETENTION,
     changelog_config,
     repartition_config,
+    versioned_changelog_config,
 )
 from kstream.topology.topology import (
     GlobalStoreDef,
@@ -51,7 +52,9 @@ class InternalTopic:
     changelog of a time-bounded store (None otherwise): as in Kafka Streams'
     `WindowedChangelogTopicConfig`, the topic's `retention.ms` adds the app's
     `windowstore_changelog_additional_retention` to it when the topic is created, so it is
-    kept here rather than as a finished config.
+    kept here rather than as a finished config. `history_retention` is set for the changelog
+    of a versioned store, compacted no sooner than that plus a day (Kafka's
+    `VersionedChangelogTopicConfig`).
     """
 
     name: str
@@ -59,6 +62,7 @@ class InternalTopic:
     subtopology: int
     partitions: int | None = None
     retention: int | None = None
+    history_retention: int | None = None
 
     def topic_config(
         self, additional_retention: int = WINDOWSTORE_CHANGELOG_ADDITIONAL_RETENTION
@@ -66,6 +70,8 @@ class InternalTopic:
         """The configs to create the topic with (kstream.internal_topics)."""
         if self.kind == "repartition":
             return repartition_config()
+        if self.history_retention is not None:
+            return versioned_changelog_config(self.history_retention)
         return changelog_config(self.retention, additional_retention)
 
 
@@ -306,7 +312,9 @@ def compile_topology(topo: Topology, app_id: str) -> CompiledTopology:
                 name = _changelog_name(spec, app_id)
                 retention_fn = getattr(spec, "changelog_retention", None)
                 retention = retention_fn() if retention_fn else None
-                changelogs[name] = InternalTopic(name, "changelog", sid, None, retention)
+                versioned = getattr(spec, "kind", None) == "versioned_key_value"
+                history = spec.retention if versioned else None
+                changelogs[name] = InternalTopic(name, "changelog", sid, None, retention, history)
     for rt_name in topo.repartition_topics:
         full = f"{app_id}-{rt_name}" if app_id else rt_name
         if full not in repartition:
