@@ -114,10 +114,11 @@ class StreamBuilder:
         """
         b = self._builder
         ks, vs = serde(key_serde), serde(value_serde)
+        # Kafka names an unnamed store first (`MaterializedInternal`), then the two nodes
+        spec = _spec(b, store, f"{topic}", backend, ks, vs, versioned)
         src = b.source(topic, ks, vs, None if name is None else f"{name}-source")
         src = _extracting(b, src, timestamp_extractor)
         node = b.name("SOURCE", name, prefix="KTABLE")
-        spec = _spec(b, store, f"{topic}", backend, ks, vs, versioned)
         getter: ValueGetter
         if spec.kind == VERSIONED:
             factory = processor_factory(VersionedTableSourceProcessor, spec.name)
@@ -161,9 +162,9 @@ class StreamBuilder:
         """
         b = self._builder
         ks, vs = serde(key_serde), serde(value_serde)
+        spec = _spec(b, store, topic, backend, ks, vs)  # named first, as in `table`
         src = b.name("SOURCE", None if name is None else f"{name}-source")
         proc = b.name("SOURCE", name, prefix="KTABLE")
-        spec = _spec(b, store, topic, backend, ks, vs)
         if spec.kind == VERSIONED:
             raise TopologyError(
                 f"global_table {topic!r}: a global table cannot be versioned (as in Kafka "
