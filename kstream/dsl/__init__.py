@@ -8,6 +8,7 @@ and deduplication).
 from kstream.dsl.branched import Branched, BranchedKStream
 from kstream.dsl.builder import StreamBuilder
 from kstream.dsl.grouped import KGroupedStream
+from kstream.dsl.joined import Joined
 from kstream.dsl.processors import Change
 from kstream.dsl.stream import KStream
 from kstream.dsl.suppress import BufferConfig, Suppressed
@@ -19,6 +20,7 @@ __all__ = [
     "BufferConfig",
     "Change",
     "GlobalKTable",
+    "Joined",
     "KGroupedStream",
     "KStream",
     "KTable",

@@ -31,7 +31,7 @@ from kstream.dsl.joins import Joiner, StreamTableJoinProcessor
 from kstream.dsl.versioned import SPARK_REFUSAL
 from kstream.records import Record
 from kstream.serde import Serde
-from kstream.state.keys import TS_MIN, esc, seq4, ts8, unesc, unts8
+from kstream.state.keys import TS_MIN, blob, esc, seq4, ts8, unblob, unesc, unts8
 from kstream.topology.processor import ProcessorContext
 
 __all__ = ["BufferedStreamTableJoinProcessor"]
@@ -140,42 +140,30 @@ class BufferedStreamTableJoinProcessor(StreamTableJoinProcessor):
                 break
 
 
-def _blob(b: bytes | None) -> bytes:
-    return _I.pack(-1) if b is None else _I.pack(len(b)) + b
-
-
-def _unblob(data: bytes, pos: int) -> tuple[bytes | None, int]:
-    n = _I.unpack_from(data, pos)[0]
-    pos += 4
-    if n < 0:
-        return None, pos
-    return bytes(data[pos : pos + n]), pos + n
-
-
 def _encode(r: Record, vb: bytes) -> bytes:
     """A buffered record: value bytes, origin (topic, partition, offset) and headers (its key
     and timestamp are in the buffer key)."""
-    parts = [_blob(vb), _blob(None if r.topic is None else r.topic.encode())]
+    parts = [blob(vb), blob(None if r.topic is None else r.topic.encode())]
     parts.append(_Q.pack(-1 if r.partition is None else r.partition))
     parts.append(_Q.pack(-1 if r.offset is None else r.offset))
     parts.append(_I.pack(len(r.headers)))
     for hk, hv in r.headers:
-        parts.append(_blob(hk.encode()))
-        parts.append(_blob(hv))
+        parts.append(blob(hk.encode()))
+        parts.append(blob(hv))
     return b"".join(parts)
 
 
 def _decode(data: bytes, key: Any, vde: Callable[[bytes], Any], timestamp: int) -> Record:
-    vb, pos = _unblob(data, 0)
-    topic_b, pos = _unblob(data, pos)
+    vb, pos = unblob(data, 0)
+    topic_b, pos = unblob(data, pos)
     partition, offset = _Q.unpack_from(data, pos)[0], _Q.unpack_from(data, pos + 8)[0]
     pos += 16
     count = _I.unpack_from(data, pos)[0]
     pos += 4
     headers: list[tuple[str, bytes | None]] = []
     for _ in range(count):
-        hk, pos = _unblob(data, pos)
-        hv, pos = _unblob(data, pos)
+        hk, pos = unblob(data, pos)
+        hv, pos = unblob(data, pos)
         headers.append(((hk or b"").decode(), hv))
     return Record(
         key,

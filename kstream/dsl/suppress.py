@@ -51,6 +51,7 @@ from kstream.duration import DurationLike, duration
 from kstream.errors import ConfigError, KStreamError, TopologyError
 from kstream.records import Record, Windowed
 from kstream.serde import Serde
+from kstream.state.keys import blob, unblob
 from kstream.topology.processor import ProcessorContext
 
 if TYPE_CHECKING:
@@ -228,14 +229,14 @@ class _Entry:
     def encode(self) -> bytes:
         parts = [_Q.pack(self.time), _Q.pack(self.timestamp), bytes([self.prior_is_old])]
         for b in (self.prior, self.old, self.new):
-            parts.append(_blob(b))
-        parts.append(_blob(None if self.topic is None else self.topic.encode()))
+            parts.append(blob(b))
+        parts.append(blob(None if self.topic is None else self.topic.encode()))
         parts.append(_Q.pack(-1 if self.partition is None else self.partition))
         parts.append(_Q.pack(-1 if self.offset is None else self.offset))
         parts.append(_I.pack(len(self.headers)))
         for hk, hv in self.headers:
-            parts.append(_blob(hk.encode()))
-            parts.append(_blob(hv))
+            parts.append(blob(hk.encode()))
+            parts.append(blob(hv))
         return b"".join(parts)
 
     @staticmethod
@@ -243,18 +244,18 @@ class _Entry:
         time, ts = _Q.unpack_from(data, 0)[0], _Q.unpack_from(data, 8)[0]
         prior_is_old = bool(data[16])
         pos = 17
-        prior, pos = _unblob(data, pos)
-        old, pos = _unblob(data, pos)
-        new, pos = _unblob(data, pos)
-        topic_b, pos = _unblob(data, pos)
+        prior, pos = unblob(data, pos)
+        old, pos = unblob(data, pos)
+        new, pos = unblob(data, pos)
+        topic_b, pos = unblob(data, pos)
         partition, offset = _Q.unpack_from(data, pos)[0], _Q.unpack_from(data, pos + 8)[0]
         pos += 16
         count = _I.unpack_from(data, pos)[0]
         pos += 4
         headers = []
         for _ in range(count):
-            hk, pos = _unblob(data, pos)
-            hv, pos = _unblob(data, pos)
+            hk, pos = unblob(data, pos)
+            hv, pos = unblob(data, pos)
             headers.append(((hk or b"").decode(), hv))
         return _Entry(
             time,
@@ -268,18 +269,6 @@ class _Entry:
             None if partition < 0 else partition,
             None if offset < 0 else offset,
         )
-
-
-def _blob(b: bytes | None) -> bytes:
-    return _I.pack(-1) if b is None else _I.pack(len(b)) + b
-
-
-def _unblob(data: bytes, pos: int) -> tuple[bytes | None, int]:
-    n = _I.unpack_from(data, pos)[0]
-    pos += 4
-    if n < 0:
-        return None, pos
-    return bytes(data[pos : pos + n]), pos + n
 
 
 # --- the processor ----------------------------------------------------------------------------
@@ -363,20 +352,18 @@ class SuppressProcessor(BuiltinProcessor):
 
     def process_batch(self, records: Sequence[Record]) -> None:
         task = self.task
-        out: list[Record] = []
         for r in records:
             if task is not None:
                 task.current = r
             if r.timestamp > self.observed:
                 self.observed = r.timestamp
             self._buffer(r)
-            self._enforce(out)
+            self._enforce()
         if self.observed != self.saved_time:
             self.store.put(_TIME_KEY, _Q.pack(self.observed))
             self.saved_time = self.observed
         if task is not None:
             task.current = None
-        self.ctx.forward_batch(out)
 
     def _buffer(self, r: Record) -> None:
         key = r.key
@@ -420,10 +407,10 @@ class SuppressProcessor(BuiltinProcessor):
     def _over(self) -> bool:
         return len(self.index) > self.max_records or self.bytes > self.max_bytes
 
-    def _enforce(self, out: list[Record]) -> None:
+    def _enforce(self) -> None:
         expiry = self.observed - self.wait_ms
         while (m := self._min()) is not None and m[0] <= expiry:
-            self._evict(m[1], out)
+            self._evict(m[1])
         if not self._over():
             return
         if self.strategy is BufferFullStrategy.SHUT_DOWN:
@@ -433,18 +420,22 @@ class SuppressProcessor(BuiltinProcessor):
                 f"[{self.bytes}/{self.max_bytes}] bytes."
             )
         while self._over() and (m := self._min()) is not None:
-            self._evict(m[1], out)
+            self._evict(m[1])
 
-    def _evict(self, kb: bytes, out: list[Record]) -> None:
+    def _evict(self, kb: bytes) -> None:
+        """Forward a key's buffered update at once, and only then drop it from the store: as
+        Kafka's buffer evicts (`evictWhile` removes an entry after its callback), a table read
+        through the suppressed table while the update travels down sees the key's prior
+        value, and every earlier eviction already gone."""
         e = self.index.pop(kb)
         heapq.heappop(self.heap)
         self.bytes -= e.size(kb)
-        self.store.put(_KEY + kb, None)
         if e.new is None and self.drop_tombstones:
+            self.store.put(_KEY + kb, None)
             return
         vde = self.value_serde.from_bytes
         value = Change(None if e.new is None else vde(e.new), None if e.old is None else vde(e.old))
-        out.append(
+        self.ctx.forward(
             Record(
                 self.key_serde.from_bytes(kb),
                 value,
@@ -455,6 +446,7 @@ class SuppressProcessor(BuiltinProcessor):
                 e.offset,
             )
         )
+        self.store.put(_KEY + kb, None)
 
     def prior_value(self, key: Any) -> tuple[bool, Any]:
         """`(True, value before the buffered updates)` for a buffered key, else `(False, None)`
@@ -534,8 +526,10 @@ def _window_grace(b: InternalBuilder, node: str) -> int:
                 return a.grace_ms + a.gap_ms  # a session can grow until end + gap
             if isinstance(a, TimeWindows | SlidingWindows):
                 return a.grace_ms
+    # every other node is walked through, as Kafka's graph search does (a cogroup's merge
+    # node has no processor class of its own)
     parents = [p for p in getattr(d, "parents", ()) if p in nodes]
-    if d is None or not parents or cls is None:
+    if d is None or not parents:
         raise TopologyError(
             "suppress(Suppressed.until_window_closes(...)): window close time is only defined "
             f"for windowed aggregations; {node!r} is not one (use until_time_limit for others)"

@@ -44,3 +44,21 @@ def unesc(b: bytes, at: int = 0) -> tuple[bytes, int]:
     if end < 0:
         raise ValueError(f"corrupt composite key (no terminator): {b[:80]!r}")
     return b[at:end].replace(b"\x00\xff", b"\x00"), end + 2
+
+
+_LEN = struct.Struct(">i")
+
+
+def blob(b: bytes | None) -> bytes:
+    """`b` length-prefixed (4 bytes, big-endian; -1 for None), for packing several byte
+    strings into one stored value (the buffers of suppress and of a join with grace)."""
+    return _LEN.pack(-1) if b is None else _LEN.pack(len(b)) + b
+
+
+def unblob(data: bytes, pos: int) -> tuple[bytes | None, int]:
+    """The byte string `blob` wrote at `pos` of `data`, and the position after it."""
+    n = _LEN.unpack_from(data, pos)[0]
+    pos += 4
+    if n < 0:
+        return None, pos
+    return bytes(data[pos : pos + n]), pos + n
