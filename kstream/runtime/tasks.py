@@ -8,6 +8,11 @@ protocol's (commit.py): the task opens a period (`start_period`), queues its cha
 (`apply`) and forgets its work after a rollback (`discard`). The write caches reach the stores
 only after the commit (docs/architecture.md, "Exactly-once").
 
+A task reading several partitions (a join, a merge) keeps them in `PartitionBuffers` and
+processes only when Kafka's task-idling rule allows (kstream.runtime.idling); the offsets it
+commits are those of the records processed, so records still buffered are read again after a
+crash or a rollback. A single-input task processes each batch as it comes.
+
 On Apache Kafka that is the whole story. With the broker-compatibility component on
 (`broker_compat="tansu"`, kstream.broker_compat) outputs carry a provenance id and a task drops
 an input id at or below the highest one it has seen from the same source partition on that
@@ -41,6 +46,7 @@ from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupp
 from kstream.metrics import STORE_TIMING_SAMPLE_EVERY
 from kstream.records import KAFKA_TIMESTAMP_TYPES, Record
 from kstream.runtime.collector import Collector
+from kstream.runtime.idling import IDLING_DISABLED, LagOf, PartitionBuffers
 from kstream.runtime.policies import ErrorCounts, make_handler
 from kstream.state.changelog import CHANGELOG_OFFSET, changelog_records
 from kstream.state.metrics import StoreMetrics, instrument
@@ -193,6 +199,12 @@ class RuntimeTask:
         self.next_offsets: dict[TP, int] = {}
         self.open = False
         self.batch: dict[TP, list[Message]] = {}
+        # a task reading several partitions buffers them until it may process (task idling,
+        # kstream.runtime.idling); None: it processes each batch as it comes
+        self.buffers: PartitionBuffers | None = None
+        if len(self.tps) > 1 and ctx.config.max_task_idle_ms != IDLING_DISABLED:
+            self.buffers = PartitionBuffers(self.tps, ctx.config.max_task_idle_ms)
+            self.buffers.start = dict(self.committed)
         self._snapshot: tuple[int, list[tuple[Schedule, int]]] | None = None
         # the commit protocol's to replace (`recreate_producer`); the collector follows it
         self.producer = producer
@@ -213,7 +225,9 @@ class RuntimeTask:
                 state_dir=cfg.state_dir,
                 default_backend=cfg.default_backend,
                 open_store=lambda spec, _part: ready.pop(spec.name),
-                error_handler=make_handler(cfg, ctx.counts, self._raw, self.collector.send_raw),
+                error_handler=make_handler(
+                    cfg, ctx.counts, self._raw, self.collector.send_raw, self.id
+                ),
                 global_stores=ctx.global_views,
                 wall_clock_ms=int(time.time() * 1000),
             )
@@ -258,6 +272,8 @@ class RuntimeTask:
         return f"RuntimeTask({self.id})"
 
     def _raw(self, topic: str | None, partition: int | None, offset: int | None) -> Any:
+        if self.buffers is not None:
+            return self.buffers.find_raw((topic, partition), offset)  # type: ignore[arg-type]
         for m in self.batch.get((topic, partition), ()):  # type: ignore[arg-type]
             if m.offset() == offset:
                 return m
@@ -277,38 +293,12 @@ class RuntimeTask:
         """Process this batch's messages of the task's partitions, in stream-time order
         (within the period the commit protocol opened)."""
         self.batch = parts
-        lists: list[list[Record]] = []
-        new, ts_types = object.__new__, KAFKA_TIMESTAMP_TYPES
         marks = self.marks
         dropped = marks.dropped if marks is not None else 0
-        for (topic, partition), msgs in parts.items():
-            # Record(...) field by field: a third cheaper per message (see kstream.records).
-            # With high marks (broker_compat), a record with headers may be a repeat of one
-            # kstream wrote (its provenance id at or below the high mark of its source
-            # partition): dropped here.
-            recs: list[Record] = []
-            keep = recs.append
-            for m in msgs:
-                r = new(Record)
-                r.key = m.key()
-                r.value = m.value()
-                ts_type, r.timestamp = m.timestamp()
-                r.topic = topic
-                r.partition = partition
-                r.offset = m.offset()
-                r.timestamp_type = ts_types[ts_type]
-                hdrs = m.headers()
-                if hdrs:
-                    r.headers = hdrs  # type: ignore[assignment]
-                    if marks is not None:
-                        pid = header_value(hdrs)
-                        if pid is not None and not marks.admit(topic, pid, r.timestamp, r):
-                            continue
-                else:
-                    r.headers = ()
-                keep(r)
-            self.next_offsets[(topic, partition)] = msgs[-1].offset() + 1  # type: ignore[operator]
-            lists.append(recs)
+        lists: list[list[Record]] = []
+        for tp, msgs in parts.items():
+            lists.append(self._records(tp, msgs))
+            self.next_offsets[tp] = msgs[-1].offset() + 1  # type: ignore[operator]
         if marks is not None and marks.dropped != dropped:
             self.ctx.duplicates_dropped += marks.dropped - dropped
         try:
@@ -317,6 +307,75 @@ class RuntimeTask:
                 self._save_marks(marks)
         finally:
             self.batch = {}
+
+    def buffer(self, parts: dict[TP, list[Message]]) -> None:
+        """Buffer this batch's messages until the task may process them (task idling: only
+        tasks with `buffers`), stamped as they come, as Kafka's record queues are (within the
+        period the commit protocol opened: a record an error handler sends to the
+        dead-letter topic goes out in it)."""
+        buffers = self.buffers
+        assert buffers is not None
+        marks = self.marks
+        dropped = marks.dropped if marks is not None else 0
+        for tp, msgs in parts.items():
+            buffers.receive(tp, msgs)
+            buffers.add(tp, self.task.stamp(self._records(tp, msgs)))
+        if marks is not None:
+            if marks.dropped != dropped:
+                self.ctx.duplicates_dropped += marks.dropped - dropped
+            if marks.changed:
+                self._save_marks(marks)
+
+    def process_ready(self, now_ms: int, lag_of: LagOf) -> int:
+        """Process the buffered records while the task is ready (`PartitionBuffers.ready`
+        at `now_ms`, with `lag_of` the consumer's fetched lags); the records processed. The
+        offsets committed next are those of the records processed, not of those still
+        buffered."""
+        buffers = self.buffers
+        assert buffers is not None
+        done = 0
+        try:
+            while buffers.ready(now_ms, lag_of):
+                records = buffers.take()
+                done += len(records)
+                self.task.process_ordered(records)
+        finally:
+            for tp in self.tps:
+                upto = buffers.committable(tp)
+                if upto is not None:
+                    self.next_offsets[tp] = upto
+        return done
+
+    def _records(self, tp: TP, msgs: list[Message]) -> list[Record]:
+        """`msgs` of `tp` as records (keys and values still bytes). Record(...) field by
+        field: a third cheaper per message (see kstream.records). With high marks
+        (broker_compat), a record with headers may be a repeat of one kstream wrote (its
+        provenance id at or below the high mark of its source partition): dropped here."""
+        topic, partition = tp
+        new, ts_types = object.__new__, KAFKA_TIMESTAMP_TYPES
+        marks = self.marks
+        recs: list[Record] = []
+        keep = recs.append
+        for m in msgs:
+            r = new(Record)
+            r.key = m.key()
+            r.value = m.value()
+            ts_type, r.timestamp = m.timestamp()
+            r.topic = topic
+            r.partition = partition
+            r.offset = m.offset()
+            r.timestamp_type = ts_types[ts_type]
+            hdrs = m.headers()
+            if hdrs:
+                r.headers = hdrs  # type: ignore[assignment]
+                if marks is not None:
+                    pid = header_value(hdrs)
+                    if pid is not None and not marks.admit(topic, pid, r.timestamp, r):
+                        continue
+            else:
+                r.headers = ()
+            keep(r)
+        return recs
 
     def _save_marks(self, marks: HighMarks) -> None:
         """Write the marks this batch moved (each with the record that moved it as its
@@ -398,6 +457,8 @@ class RuntimeTask:
             for s, due in scheds:
                 s.due = due
             self.task.schedules = [s for s, _ in scheds]
+        if self.buffers is not None:
+            self.buffers.reset(self.committed)  # read again from the committed offsets
         self.next_offsets = {}
         self.collector.counters.clear()
         self.open = False

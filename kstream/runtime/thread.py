@@ -1,10 +1,13 @@
 """The stream thread: one consumer and the poll-process-commit loop.
 
 Loop: consume up to `batch_max_records` (waiting at most `batch_max_wait`) -> group by task ->
-one `process` per task -> wall-clock punctuation -> every `commit_interval`, commit. A failure
-inside a task's batch rolls that task back to its committed offsets and retries; a record error
-under the "fail" policy, or anything that retrying cannot fix, stops the app: the state turns
-ERROR at that moment (health checks see it at once), then the thread rolls back and closes.
+one `process` per task -> wall-clock punctuation -> every `commit_interval`, commit. A task
+reading several partitions buffers its records and processes them when Kafka's task-idling
+rule lets it (`max_task_idle_ms`, idling.py), checked after each batch and each loop turn.
+A failure inside a task's batch rolls that task back to its committed offsets and retries; a
+record error under the "fail" policy, or anything that retrying cannot fix, stops the app: the
+state turns ERROR at that moment (health checks see it at once), then the thread rolls back
+and closes.
 A remote store that lost its data (`StoreLostError`) fails only its task: the task is rolled
 back, its stores are rebuilt from their changelogs and it carries on from its committed offsets.
 How the tasks commit and roll back is the processing guarantee's `CommitProtocol` (commit.py);
@@ -21,6 +24,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from confluent_kafka import KafkaException
 
 from kstream.config import Config
 from kstream.errors import KafkaClientError, StoreLostError
@@ -220,6 +225,7 @@ class StreamThread:
             self.globals.poll(0)
         if msgs:
             self._process(msgs)
+        self._process_idle()
         self.stats.gauges(self.tasks.values(), self.task_of.keys(), self.consumer)
         now_ms = int(time.time() * 1000)
         for rt in list(self.tasks.values()):
@@ -288,9 +294,62 @@ class StreamThread:
         self.stats.batch(msgs, groups, processed, time.perf_counter() - t0)
 
     def _process_task(self, rt: RuntimeTask, parts: dict[TP, list[Any]]) -> None:
-        """`rt`'s share of the batch, in the commit period its protocol opens."""
+        """`rt`'s share of the batch, in the commit period its protocol opens. A task with
+        input buffers (task idling) buffers it and processes what it is ready to."""
         self.commits.begin(rt)
-        rt.process(parts)
+        if rt.buffers is None:
+            rt.process(parts)
+        else:
+            rt.buffer(parts)
+            rt.process_ready(int(time.time() * 1000), self.fetched_lag)
+
+    def _process_idle(self) -> None:
+        """Give the tasks that hold back buffered records (task idling) their turn even when
+        the batch brought them nothing: an idle deadline may have passed, or a lag become
+        known. One readiness check per such task and turn, O(its partitions)."""
+        now_ms = 0
+        for rt in list(self.tasks.values()):
+            buffers = rt.buffers
+            if buffers is None or not buffers.pending:
+                continue
+            now_ms = now_ms or int(time.time() * 1000)
+            if buffers.ready(now_ms, self.fetched_lag):
+                self.guard(rt, self._drain, rt, now_ms)
+
+    def _drain(self, rt: RuntimeTask, now_ms: int) -> None:
+        """`rt`'s buffered records it is ready for, in the commit period its protocol opens."""
+        self.commits.begin(rt)
+        rt.process_ready(now_ms, self.fetched_lag)
+
+    def fetched_lag(self, tp: TP, position: int | None) -> int | None:
+        """The records the broker holds for `tp` past `position` (the next offset its task
+        expects; None: not known there), from the last fetch response, as Kafka's consumer
+        reports it to Kafka Streams' task idling: None while no fetch response told it yet.
+
+        The end is librdkafka's cached high watermark (the last stable offset under
+        read_committed). Where the consumer stands is the furthest of `position`, the
+        consumer's own position and its last end-of-partition event (cleared by a seek): a
+        transaction's commit marker follows its last record but is never delivered, so only
+        the end-of-partition event shows that the consumer got past it.
+        """
+        consumer = self.consumer
+        assert consumer is not None
+        high = consumer.high_watermark(*tp)
+        if high is None:
+            return None
+        at = -1 if position is None else position
+        eof = consumer.eof_offset(*tp)
+        if eof is not None:
+            at = max(at, eof)
+        try:
+            own = consumer.position([tp])[0].offset
+        except KafkaException:
+            own = -1
+        if own is not None:
+            at = max(at, own)
+        if at < 0:
+            return 0 if high == 0 else None  # a partition that never had a record
+        return max(0, high - at)
 
     def _punctuate(self, rt: RuntimeTask, now_ms: int) -> None:
         """`rt`'s wall-clock punctuations, in the commit period its protocol opens."""
