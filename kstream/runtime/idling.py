@@ -169,4 +169,4 @@ class PartitionBuffers:
 
 
 def _offset(message: Any) -> int:
-    return message.offset()
+    return int(message.offset())
