@@ -452,8 +452,12 @@ class TaskManager:
             try:
                 self.consumer.seek(t, p, off)
             except KafkaClientError as e:
-                # Not fetching yet (just assigned): it starts from the committed offset.
-                log.debug("seek %s[%d] to %d: %s", t, p, off, e)
+                # librdkafka refuses a seek while the partition is not fetching (between the
+                # rounds of a cooperative rebalance, or just assigned). Dropping it would go on
+                # after the rolled-back records and lose their outputs: it stays pending (its
+                # records skipped) and is tried again on the next turn of the loop.
+                self._seeks[(t, p)] = off
+                log.debug("seek %s[%d] to %d: %s (tried again)", t, p, off, e)
 
 
 def _unique(tasks: list[RuntimeTask]) -> list[RuntimeTask]:
