@@ -514,7 +514,8 @@ class KStream(Handle):
             []
         """
         b = self._builder
-        node = b.name("PROCESSVALUES", name)
+        # a given name takes no index (KStreamImpl.processValues: `NamedInternal(named).name()`)
+        node = name or b.name("PROCESSVALUES")
         b.processor(
             node, _graph.processor_factory(p.FixedKeyProcessor, processor_factory, node), self._node
         )

@@ -48,7 +48,9 @@ def differences(case: Case, mine: Answer, theirs: Answer) -> list[str]:
         if expected and mine.get("failed_at") == theirs.get("failed_at"):
             return []
         at = f" at record {mine.get('failed_at')} / {theirs.get('failed_at')}" if expected else ""
-        return [f"kstream: {mine.get('error', 'ran')}\nKafka Streams: {theirs.get('error', 'ran')}{at}"]
+        return [
+            f"kstream: {mine.get('error', 'ran')}\nKafka Streams: {theirs.get('error', 'ran')}{at}"
+        ]
     out = []
     for topic in sorted(set(mine["outputs"]) | set(theirs["outputs"])):
         a, b = mine["outputs"].get(topic), theirs["outputs"].get(topic)

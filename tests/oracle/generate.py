@@ -12,6 +12,13 @@ at times, so late records and out-of-order joins happen often; topologies with a
 punctuation also get wall-clock advances between records. Everything drawn shrinks towards
 fewer operators, fewer records, and the first choice of each list.
 
+The operators of ported applications (issue 37) are drawn among the others: cogroups of one
+to three grouped streams (windowed when the first grouping drew windows), suppress of tables
+and windowed tables, foreign-key joins, `transformValues`, sinks with a topic chooser, sources
+with a timestamp extractor, and, one time in four, a user's name on a nameable operator, a
+grouping's name, and a `materialized` store of a table operator's result. A foreign-key join
+and a suppress only take tables whose serdes Kafka knows (it has no default serde here).
+
 Where kstream differs from Kafka Streams on purpose or by a known divergence, the generator
 avoids the shape, with a comment naming the divergence (and the README lists it).
 """
@@ -58,7 +65,15 @@ NAMEABLE = {
     "flatMapValues", "processValues", "merge", "toStream", "to", "transformValues", "suppress",
 }  # fmt: skip
 # table operators whose result a user may keep in a store of its own (`Materialized.as`)
-MATERIALIZABLE = {"filter", "filterNot", "mapValues", "transformValues", "join", "leftJoin", "outerJoin"}
+MATERIALIZABLE = {
+    "filter",
+    "filterNot",
+    "mapValues",
+    "transformValues",
+    "join",
+    "leftJoin",
+    "outerJoin",
+}
 
 
 @dataclass
@@ -96,7 +111,9 @@ class _Graph:
         if inputs:
             node["in"] = [h.id for h in inputs]
         self.names(node, inputs, kind)
+        # (a punctuating processor emits its whole buffer at once)
         many = op in ("flatMap", "flatMapValues", "windowedBy") or "window" in fields
+        many = many or "interval" in fields
         if many or (op == "groupBy" and kind == GROUPED_TABLE):
             self.multi.add(nid)
         self.nodes.append(node)
@@ -135,12 +152,19 @@ class _Graph:
         topic = f"in{len(self.nodes)}"
         self.sources[topic] = vt
         fields: dict[str, Any] = {"topic": topic}
-        if self.odds():  # a timestamp extractor of the source (Consumed.withTimestampExtractor)
-            fields["extractor"] = self.pick(self.fns(lib.TIMESTAMP_EXTRACTORS, vt)).name
+        extractors = self.fns(lib.TIMESTAMP_EXTRACTORS, vt)
+        if kind == GLOBAL:
+            # Known difference (docs/differences.md, "Dropped records"): a global table loads
+            # a record its extractor makes negative in Kafka, not in kstream
+            extractors = [e for e in extractors if e.name == "value_time"]
+        if extractors and self.odds():  # Consumed.withTimestampExtractor
+            fields["extractor"] = self.pick(extractors).name
         if kind == STREAM:
             return self.add("stream", [], vt, STREAM, **fields)
         store = f"s{len(self.nodes)}"
         op = "table" if kind == TABLE else "globalTable"
+        if kind == TABLE and self.odds():  # a versioned table (KIP-889): its history retention
+            fields["versioned"] = self.pick((10, 30, LONG_RETENTION))
         return self.add(op, [], vt, kind, store=store, store_kind="kv", **fields)
 
     # --- steps ----------------------------------------------------------------------------
@@ -327,6 +351,19 @@ class _Graph:
             common and self.rekeyed(h.id) and self.rekeyed(o.id)
         )
 
+    def meets(self, grouped: list[int], stream: int, repartitioned: bool) -> bool:
+        """Whether `stream`, grouped (through a repartition topic if `repartitioned`), meets
+        one of the `grouped` inputs of a cogroup as `rejoins` says two join inputs do: a
+        common node above both that gives several records for one, or one above both that
+        are repartitioned."""
+        for g in grouped:
+            common = self.ancestors(g) & self.ancestors(stream)
+            node = self.nodes[g]
+            other_repartitioned = node["op"] == "groupBy" or self.rekeyed(node["in"][0])
+            if common & self.multi or (common and repartitioned and other_repartitioned):
+                return True
+        return False
+
     def rekeyed(self, nid: int) -> bool:
         """Whether the stream `nid` gives needs a repartition before a join (Kafka's
         `repartitionRequired`): its key may have changed since the last repartition."""
@@ -353,7 +390,43 @@ class _Graph:
             }
         elif right_kind == GLOBAL:
             fields["selector"] = self.pick(self.fns(lib.KEY_SELECTORS, h.vt)).name
+        else:
+            retention = self.history_retention(other.id)
+            if retention is not None and self.draw(st.booleans()):  # a grace period (KIP-923)
+                fields["grace"] = min(retention, self.pick((0, 3, 10)))
+                if op == "leftJoin":
+                    # Kafka 4.1.1 fails on a None key here (its grace buffer refuses it, a
+                    # NullPointerException in KStreamKTableJoinProcessor): none reach it
+                    h = self.add("filter", [h], h.vt, STREAM, fn="key_not_null")
         return self.add(op, [h, other], lib.STRING, STREAM, **fields)
+
+    def repartitioned(self, nid: int) -> bool:
+        """Whether node `nid` reads through a repartition topic (a grouping or a repartition
+        above it)."""
+        ops = ("groupBy", "groupByKey", "repartition", "cogroup")
+        return any(self.nodes[a]["op"] in ops for a in self.ancestors(nid))
+
+    def below_versioned(self, nid: int) -> bool:
+        """Whether the table `nid` is a versioned table or derives from one through operators
+        that keep no store of their own."""
+        node = self.nodes[nid]
+        if node["op"] == "table":
+            return "versioned" in node
+        passing = ("filter", "filterNot", "mapValues", "transformValues")
+        if node["op"] in passing and "materialized" not in node:
+            return self.below_versioned(node["in"][0])
+        return False
+
+    def history_retention(self, nid: int) -> int | None:
+        """The history retention of the versioned table `nid` reads (through filters and
+        mapValues that keep no store of their own), or None when it reads none."""
+        node = self.nodes[nid]
+        if node["op"] == "table":
+            retention: int | None = node.get("versioned")
+            return retention
+        if node["op"] in ("filter", "filterNot", "mapValues") and "materialized" not in node:
+            return self.history_retention(node["in"][0])
+        return None
 
     def table_op(self, h: Handle) -> list[Handle]:
         if h.windowed:
@@ -365,7 +438,22 @@ class _Graph:
              "outerJoin", "transformValues", "suppress")
         )  # fmt: skip
         vt = h.vt
-        if op == "suppress" and self.serdes_known(h.id):  # its buffer needs them
+        if op in ("filter", "filterNot") and self.below_unnamed_fk_join(h.id):
+            # Known divergence (docs/differences.md, "Output and emission"): Kafka's
+            # filter below an unnamed
+            # foreign-key join's result drops an update invisible before and after only if a
+            # join or regroup made earlier materialized the result; kstream's always forwards
+            # it as a tombstone. No filter below such a join.
+            op = "mapValues"
+        if op in ("filter", "filterNot") and self.below_versioned(h.id):
+            # Known divergence (docs/differences.md, "Output and emission"): Kafka's filter
+            # below a versioned table forwards an update invisible before and after as a
+            # tombstone; kstream's drops it. No filter below a versioned table.
+            op = "mapValues"
+        # Known difference (docs/differences.md, "Not implemented"): Kafka refuses to suppress
+        # a versioned table, kstream does not
+        versioned = self.below_versioned(h.id)
+        if op == "suppress" and self.serdes_known(h.id) and not versioned:  # buffer needs serdes
             return [self.suppress(h)]
         if op == "suppress":
             return [self.to_stream(h)]
@@ -391,9 +479,23 @@ class _Graph:
         # a foreign-key join (KIP-213) of tables whose serdes Kafka knows (it has no default
         # serde to fall back on here: it hashes the left values and keys the subscriptions)
         fk_join = op != "outerJoin" and self.serdes_known(h.id) and self.serdes_known(other.id)
+        # Known divergence (docs/differences.md, "Not implemented"): kstream cannot size the
+        # subscription topics when both tables come through repartition topics
+        fk_join = fk_join and not (self.repartitioned(h.id) and self.repartitioned(other.id))
         if fk_join and self.pick((False, True)):
             fields["fk"] = self.pick(fks).name
         return [self.add(op, [h, other], lib.STRING, TABLE, **fields)]
+
+    def below_unnamed_fk_join(self, nid: int) -> bool:
+        """Whether the table `nid` gives is an unmaterialized foreign-key join's result, or
+        derives from one through operators that keep no store of their own."""
+        node = self.nodes[nid]
+        if "materialized" in node:
+            return False
+        if "fk" in node:
+            return True
+        passing = ("filter", "filterNot", "mapValues", "transformValues", "suppress")
+        return node["op"] in passing and self.below_unnamed_fk_join(node["in"][0])
 
     def serdes_known(self, nid: int) -> bool:
         """Whether Kafka knows the serdes of the table `nid` gives: a source's, a store's, or
@@ -413,7 +515,11 @@ class _Graph:
         counts Kafka's estimate of a record, topic name and headers included)."""
         fields: dict[str, Any] = {"buffer": {}}
         if self.pick((False, True)):
-            bound = self.pick(("max_records", "max_bytes", "both"))
+            # Known difference (docs/differences.md, "Output and emission"): the old value of
+            # a new window is None in kstream, the initializer's or a neighbour's in Kafka,
+            # and a buffered update's size counts its old value: no byte bound on windows
+            bounds = ("max_records",) if h.windowed else ("max_records", "max_bytes", "both")
+            bound = self.pick(bounds)
             if bound in ("max_records", "both"):
                 fields["buffer"]["max_records"] = self.pick((1, 2, 4))
             if bound in ("max_bytes", "both"):
@@ -500,28 +606,38 @@ class _Graph:
 
         windows = h.windows
         c = self.add("cogroup", [h], agg_vt, COGROUPED, fn=aggregator(h.vt))
+        inputs = [h.id]
+        fields: dict[str, Any] = {}
         for _ in range(self.draw(st.integers(0, 2))):
             other = self.other(h, STREAM, lib.STRING if agg_vt == lib.STRING else None)
             if windows is not None and windows["type"] != "sliding":  # as `group` does
                 other = self.add("filter", [other], other.vt, STREAM, fn="value_not_null")
             op = self.pick(("groupByKey", "groupBy"))
-            fields = {}
+            repartitioned = op == "groupBy" or self.rekeyed(other.id)
+            if self.meets(inputs, other.id, repartitioned):
+                break  # as `rejoins`: no such input
+            fields.clear()
             if op == "groupBy":
                 fields["fn"] = self.pick(self.fns(lib.KEY_SELECTORS, other.vt)).name
-            if op == "groupBy" or self.rekeyed(other.id):
+            if repartitioned:
                 # Kafka names every unnamed input's repartition topic after the store, and so
                 # refuses two (`... is already added`): a re-keyed added input is named
                 fields["grouped"] = f"g{len(self.nodes)}"
             g = self.add(op, [other], other.vt, GROUPED, **fields)
+            inputs.append(g.id)
             c = self.add("cogroup", [c, g], agg_vt, COGROUPED, fn=aggregator(other.vt))
-        fields = {}
+        fields.clear()
         kind = "kv"
         if windows is not None:
             c = self.add("windowedBy", [c], agg_vt, WINDOWED_COGROUP, windows=windows)
             kind = "session" if windows["type"] == "session" else "window"
             if kind == "session":
                 fields["merger"] = lib.MERGER_FOR[agg_vt]
-            if self.draw(st.booleans()):
+            # Each input's processor has a stream time of its own but the store is one: Kafka's
+            # in-memory window store (the oracle's, not a Kafka user's default RocksDB one)
+            # expires windows by the latest input's time, so a window one input still takes
+            # is gone from it. A retention longer than the case keeps the store whole.
+            if len(inputs) > 1 or self.draw(st.booleans()):
                 fields["retention"] = LONG_RETENTION
         inits = [a.name for a in lib.AGGREGATIONS.values() if a.gives == agg_vt]
         fields.update(init=self.pick(inits), store=f"s{len(self.nodes)}", store_kind=kind)
@@ -611,20 +727,25 @@ def records(
     in_order: bool = False,
     wall_clock: bool = False,
     headers: bool = True,
+    rising: frozenset[str] = frozenset(),
 ) -> list[list[Any]]:
     """Records for the input topics `sources` (topic -> value type), timestamps mostly rising
-    (never falling with `in_order`), some with headers; with `wall_clock`, rows `[None, ms]`
-    that advance the wall clock come between them and after the last."""
+    (never falling with `in_order`, nor within a topic of `rising`), some with headers; with
+    `wall_clock`, rows `[None, ms]` that advance the wall clock come between them and after
+    the last."""
     topics = sorted(sources)
     n = draw(st.sampled_from(range(1, MAX_RECORDS + 1)))  # uniform: integers() favours few
     out: list[list[Any]] = []
     ts = 0
+    last: dict[str, int] = {}
     for _ in range(n):
         if wall_clock and draw(st.booleans()):
             out.append([None, draw(st.sampled_from(WALL_CLOCK_STEPS))])
         topic = draw(st.sampled_from(topics))
         ts = max(0, ts + draw(st.integers(0 if in_order else -12, 15)))
-        row = [topic, draw(st.sampled_from(KEYS)), draw(_value(sources[topic])), ts]
+        stamp = max(ts, last.get(topic, 0)) if topic in rising else ts
+        last[topic] = stamp
+        row = [topic, draw(st.sampled_from(KEYS)), draw(_value(sources[topic])), stamp]
         drawn = draw(st.sampled_from(HEADERS)) if headers else []
         out.append([*row, drawn] if drawn else row)
     if wall_clock:  # the last punctuations too
@@ -649,11 +770,15 @@ def cases(draw: Any, max_ops: int = MAX_OPS) -> Case:
     # tables) and is older than the key's previous update, the side processed first still
     # sees the other side's previous (newer) timestamp in kstream, the updated one in Kafka.
     # Cases with a table-table join get timestamps that never fall.
+    # Known difference (docs/api.md, "Versioned tables"): an update older than its key's
+    # latest goes into a versioned table's history, and Kafka forwards it marked "not
+    # latest", which to_stream and filters let through; kstream forwards nothing. A versioned
+    # table's topic gets timestamps that never fall.
+    rising = frozenset(n["topic"] for n in g.nodes if "versioned" in n)
     # A timestamp taken from the value falls as often as it rises: not with such a join.
-    if g.table_join:
-        for n in g.nodes:
-            if n.get("extractor") == "value_time":
-                del n["extractor"]
+    for n in g.nodes:
+        if n.get("extractor") == "value_time" and (g.table_join or "versioned" in n):
+            del n["extractor"]
     g.single_task_stream_time()
-    rows = records(g.sources, g.table_join, g.wall_clock, headers=not g.sessions)
+    rows = records(g.sources, g.table_join, g.wall_clock, headers=not g.sessions, rising=rising)
     return Case(g.nodes, draw(rows))

@@ -447,7 +447,7 @@ FK_EXTRACTORS = _table(
 
 
 class _KeyEqualsValue:
-    """"key=value" for every update, deletes too (a delete becomes a value)."""
+    """ "key=value" for every update, deletes too (a delete becomes a value)."""
 
     def transform(self, key: Any, value: Any) -> str:
         return f"{render(key)}={render(value)}"
@@ -461,7 +461,7 @@ class _LengthOrNull:
 
 
 class _CountCalls:
-    """"value#n", n counting the calls per key in the transformer's KV store."""
+    """ "value#n", n counting the calls per key in the transformer's KV store."""
 
     def __init__(self, store: str) -> None:
         self.store_name = store

@@ -40,7 +40,31 @@ gives ("string" or "long"; keys are always strings). The operators and their fie
 - `deduplicate {fn, within, store}`: kstream's `KStream.deduplicate` with a key selector of
   the library giving each record's id; Kafka Streams has no such operator, so the harness
   builds what a Kafka user writes (a processor with a window store, Processors.java)
-- `to {topic}`
+- `to {topic}`, or `to {chooser, topics}`: a topic chooser of the library's
+  `TOPIC_CHOOSERS` picking one of `topics` (Kafka's `to(TopicNameExtractor)`); every topic it
+  may pick is an output
+
+The operators of ported applications (issue 37):
+- a source may set `extractor` (the library's `TIMESTAMP_EXTRACTORS`; Kafka's
+  `Consumed.withTimestampExtractor`); a table `versioned` (its history retention: a
+  versioned store, KIP-889), and a stream-table join `grace` (KIP-923)
+- `name` on a node names it (Kafka's `Named.as`, `Consumed.as`, `Produced.as`,
+  `Suppressed.withName`, `TableJoined.as` for a foreign-key join); `grouped` on `groupBy` /
+  `groupByKey` names the grouping (`Grouped.as`)
+- table `filter`, `filterNot`, `mapValues`, `transformValues` and table-table joins may keep
+  their result in a store named `materialized` (`Materialized.as`), which the answer lists
+- `transformValues {transformer[, store][, materialized]}` of a table: the library's
+  `VALUE_TRANSFORMERS` (`KTable.transformValues`), with its KV store of longs
+- a table-table `join` / `leftJoin` with `fk` (the library's `FK_EXTRACTORS`) joins on a
+  foreign key (KIP-213)
+- `cogroup {fn}` with `in: [grouped]` starts a cogroup (KIP-150) and `in: [cogroup, grouped]`
+  adds an input, each with its aggregator (`fn`, of `AGGREGATIONS`); `windowedBy {windows}`
+  of a cogroup; `aggregate {init[, merger], store, store_kind}` of a cogroup
+- `suppress {until: windowCloses | timeLimit, time_limit, name?, buffer: {max_records?,
+  max_bytes?, full: emit | shutdown}}` of a table: its buffer store is no answer (Kafka's is
+  not queryable); a buffer that shuts down when full answers `{"error": "buffer_full",
+  "failed_at": row}`. Both sides run with the application id "oracle", as `max_bytes` counts
+  the topic names of the records' context (repartition topics are named after it).
 """
 
 from __future__ import annotations
@@ -160,7 +184,7 @@ class KstreamBuilder:
         return self.handles[node["in"][i]]
 
     def _add(self, node: Node) -> Any:
-        op, vt, b = node["op"], node["vt"], self.builder
+        op, vt = node["op"], node["vt"]
         name = node.get("name")
         if op in ("stream", "table", "globalTable"):
             return self._source(node)
