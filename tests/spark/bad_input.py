@@ -122,12 +122,19 @@ def by_origin(dead: list[Read]) -> list[Read]:
 
 def check_dead_letter(rec: Read, topic: str, offset: int, exception: str, words: str) -> None:
     """`rec` is the dead letter of `INPUT[offset]` read from `topic`: the raw record, its own
-    header, then the `kstream.error.*` headers (the message containing `words`)."""
+    header, then Kafka's `__streams.errors.*` headers (KIP-1034) and kstream's own
+    `kstream.error.*` ones (the message containing `words`)."""
     key, value = INPUT[offset]
     assert rec[:3] == (key, value, T0 + offset)
     names = [k for k, _ in rec[3]]
     assert names == [
         "trace",
+        "__streams.errors.exception",
+        "__streams.errors.message",
+        "__streams.errors.stacktrace",
+        "__streams.errors.topic",
+        "__streams.errors.partition",
+        "__streams.errors.offset",
         "kstream.error.exception",
         "kstream.error.message",
         "kstream.error.topic",
@@ -141,3 +148,6 @@ def check_dead_letter(rec: Read, topic: str, offset: int, exception: str, words:
     assert hdrs["kstream.error.topic"] == topic.encode()
     assert hdrs["kstream.error.partition"] == b"0"
     assert hdrs["kstream.error.offset"] == str(offset).encode()
+    assert (hdrs["__streams.errors.exception"] or b"").endswith(b"." + exception.encode())
+    assert hdrs["__streams.errors.offset"] == str(offset).encode()
+    assert hdrs["__streams.errors.topic"] == topic.encode()
