@@ -29,9 +29,11 @@ DEFAULT_GUARANTEE = "exactly_once_v2"
 """Kafka Streams' default exactly-once mode since 4.0 (which removed per-task exactly_once;
 kstream keeps it as a choice)."""
 REBALANCE_PROTOCOLS = ("cooperative", "eager")
-"""`rebalance_protocol`: "cooperative" (the default, Kafka Streams' since 2.4) revokes only the
-partitions that move, so tasks that stay keep running; "eager" closes every task on every
-rebalance (kstream.runtime.rebalance)."""
+"""`rebalance_protocol`: "eager" (the default) closes every task on every rebalance;
+"cooperative" (Kafka Streams' default since 2.4) revokes only the partitions that move, so
+tasks that stay keep running (kstream.runtime.rebalance). Cooperative is opt-in while a loss
+of outputs seen under exactly_once_v2 with instances coming and going is open
+(docs/operations.md)."""
 BROKER_COMPAT = ("none", "tansu")
 """`broker_compat`: "none" for Apache Kafka and brokers that behave like it; "tansu" turns on
 the compensations for the embedded Tansu broker (kstream.broker_compat)."""
@@ -115,7 +117,7 @@ class Config:
     slow_rebalance_warning: int = 60_000
     # "cooperative" or "eager" (kstream.runtime.rebalance): which partitions a rebalance takes
     # from the stream thread, only those that move or all of them
-    rebalance_protocol: str = "cooperative"
+    rebalance_protocol: str = "eager"
     # Kafka's group.instance.id (static membership): a restart within session.timeout.ms
     # moves no task; worker processes get "<id>-<worker index>"; None: a dynamic member
     group_instance_id: str | None = None

@@ -282,10 +282,16 @@ SESSION_MS = 1000
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.xfail(
+    strict=False,
+    reason="open: twice in loaded make test runs about 95-150 of ~1,900 outputs were missing "
+    "after a worker's transaction failed mid-rebalance; cooperative stays opt-in meanwhile "
+    "(docs/operations.md)",
+)
 def test_instances_joining_dying_and_leaving_under_exactly_once_v2_stay_exact(
     kafka_broker: Any, unique_name: Callable[[str], str], tmp_path: Path
 ) -> None:
-    """Worker processes (cooperative, the default protocol) join one by one, one is
+    """Worker processes (cooperative protocol) join one by one, one is
     SIGKILLed and comes back, one leaves with SIGTERM: every update is read once."""
     require_kafka(kafka_broker)
     bs = kafka_broker.bootstrap_servers
@@ -296,6 +302,7 @@ def test_instances_joining_dying_and_leaving_under_exactly_once_v2_stay_exact(
     data = make_input(CHUNK * (len(steps) + 1), 300)
     res = Results(bs, cnt, sm)
     opts = ["--batch", "100", "--delay", str(DELAY), "--session-ms", str(SESSION_MS)]
+    opts += ["--rebalance-protocol", "cooperative"]
     workers = [
         worker(tmp_path, f"w{n}", bs, app_id, inp, cnt, sm, *opts, "--guarantee", "exactly_once_v2")
         for n in (1, 2, 3)

@@ -11,6 +11,7 @@ import json
 import os
 import random
 import signal
+import time
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -151,6 +152,11 @@ def fleet(
 
 def test_one_address_serves_both_workers(fleet: tuple[Supervised, dict[str, int]]) -> None:
     sup, counts = fleet
+    # a worker that took a partition in a late rebalance (the 200 later records) is briefly
+    # not ready: readiness is asked for once it settles
+    deadline = time.monotonic() + 60
+    while not sup.ready() and time.monotonic() < deadline:
+        time.sleep(0.2)
     status, body = sup.health()
     assert status == 200 and body["state"] == "RUNNING"
     assert [(w["instance_id"], w["alive"], w["ready"]) for w in body["workers"]] == [

@@ -38,7 +38,9 @@ def test_a_partial_revoke_commits_then_closes_only_the_moved_task(
     tmp_path: Path, guarantee: str
 ) -> None:
     cluster = cluster_with_input(*WORDS, partitions=2)
-    with running(cluster, tmp_path, guarantee, topology=_count_lines()) as r:
+    with running(
+        cluster, tmp_path, guarantee, topology=_count_lines(), rebalance_protocol="cooperative"
+    ) as r:
         assert r.thread.rebalance_protocol == "cooperative"
         r.turn(2)
         first = _ends(cluster)
@@ -63,7 +65,9 @@ def test_a_lost_partition_s_work_is_discarded_without_a_commit(
     tmp_path: Path, guarantee: str
 ) -> None:
     cluster = cluster_with_input(*WORDS, partitions=2)
-    with running(cluster, tmp_path, guarantee, topology=_count_lines()) as r:
+    with running(
+        cluster, tmp_path, guarantee, topology=_count_lines(), rebalance_protocol="cooperative"
+    ) as r:
         assert r.thread.rebalance_protocol == "cooperative"
         r.turn(2)
         first = _ends(cluster)

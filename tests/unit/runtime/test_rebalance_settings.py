@@ -17,9 +17,10 @@ from kstream.service.supervisor import Supervisor
 from kstream.topology.compiled import CompiledTopology
 
 
-def test_cooperative_is_the_default_and_eager_a_choice() -> None:
-    assert Config().rebalance_protocol == "cooperative"
-    assert Config.from_mapping({"rebalance_protocol": "EAGER"}).rebalance_protocol == "eager"
+def test_eager_is_the_default_and_cooperative_a_choice() -> None:
+    assert Config().rebalance_protocol == "eager"
+    chosen = Config.from_mapping({"rebalance_protocol": "COOPERATIVE"})
+    assert chosen.rebalance_protocol == "cooperative"
 
 
 @pytest.mark.parametrize(
@@ -54,7 +55,7 @@ def _compiled(shape: str) -> CompiledTopology:
 
 
 def test_only_a_group_reading_one_topic_rebalances_cooperatively() -> None:
-    cfg = Config()
+    cfg = Config.from_mapping({"rebalance_protocol": "cooperative"})
     assert effective_protocol(_compiled("plain"), cfg) == "cooperative"
     # a join's task needs both topics' partition n; a repartition topic's tasks must be spread
     # apart from the source's: cooperative-sticky does not know either
