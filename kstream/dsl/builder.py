@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kstream.dsl import processors as p
+from kstream.dsl import table_processors as tp
 from kstream.dsl.graph import InternalBuilder, StoreLike, ValueGetter, processor_factory
 from kstream.dsl.stream import KStream
 from kstream.dsl.table import GlobalKTable, KTable
@@ -124,7 +124,7 @@ class StreamBuilder:
             factory = processor_factory(VersionedTableSourceProcessor, spec.name)
             getter = VersionedValueGetter(spec.name, spec.retention or 0)
         else:
-            factory = processor_factory(p.TableSourceProcessor, spec.name)
+            factory = processor_factory(tp.TableSourceProcessor, spec.name)
             getter = ValueGetter(spec.name)
         b.processor(node, factory, src)
         b.add_store(spec, [node])
@@ -176,7 +176,7 @@ class StreamBuilder:
             topic,
             ks,
             vs,
-            processor_factory(p.GlobalTableProcessor, spec.name),
+            processor_factory(tp.GlobalTableProcessor, spec.name),
             source_name=src,
             processor_name=proc,
             timestamp_extractor=_checked(timestamp_extractor),

@@ -50,17 +50,24 @@ internal topics are read by kstream alone.
 
 from __future__ import annotations
 
-import enum
-import hashlib
 import inspect
-import struct
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
+from kstream.dsl.fk_wire import (
+    DELETE_INSTRUCTIONS,
+    Instruction,
+    Response,
+    Subscription,
+    combined_prefix,
+    response_serde,
+    subscription_serde,
+    value_hash,
+)
 from kstream.dsl.graph import AUTO, InternalBuilder, StoreLike, ValueGetter, processor_factory
 from kstream.dsl.materialized import table_store, value_serde_of
 from kstream.dsl.processors import BuiltinProcessor, Change
-from kstream.errors import SerdeError, TopologyError
+from kstream.errors import TopologyError
 from kstream.records import Record
 from kstream.serde import Serde, SerdeContext
 from kstream.topology.processor import ProcessorContext
@@ -81,111 +88,6 @@ __all__ = [
     "join_on_foreign_key",
     "parse_join_args",
 ]
-
-
-class Instruction(enum.IntEnum):
-    """What a subscription asks of the right side (Kafka's byte values)."""
-
-    DELETE_KEY_NO_PROPAGATE = 0
-    DELETE_KEY_AND_PROPAGATE = 1
-    PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE = 2
-    PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE = 3
-
-
-_DELETES = (Instruction.DELETE_KEY_NO_PROPAGATE, Instruction.DELETE_KEY_AND_PROPAGATE)
-
-
-class Subscription(NamedTuple):
-    """A left row's subscription to a foreign key: the hash of the left value it was made from
-    (None: the row was deleted), the instruction, the row's key and the partition it lives in."""
-
-    hash: bytes | None
-    instruction: Instruction
-    primary_key: Any
-    partition: int
-
-
-class Response(NamedTuple):
-    """An answer to a subscription: its hash, the foreign row's value (None: no row) and the
-    partition of the left row to deliver it to."""
-
-    hash: bytes | None
-    foreign_value: Any
-    partition: int
-
-
-_VERSION = 0
-_HASH_SIZE = 16
-_HEAD = struct.Struct(">BBi")  # version, flags, partition
-_FLAG_HASH = 0x80  # a hash follows the header
-_FLAG_VALUE = 0x40  # a response: a foreign value follows
-_INSTRUCTION = 0x0F
-
-
-def value_hash(data: bytes | None) -> bytes | None:
-    """The hash a subscription carries of its left value's bytes (None for a delete)."""
-    return None if data is None else hashlib.blake2b(data, digest_size=_HASH_SIZE).digest()
-
-
-def subscription_serde(primary_key_serde: Serde) -> Serde:
-    """The subscription topic's and store's value serde: header, hash, primary key bytes."""
-
-    def to_bytes(s: Subscription) -> bytes:
-        flags = int(s.instruction) | (_FLAG_HASH if s.hash is not None else 0)
-        key = primary_key_serde.to_bytes(s.primary_key)
-        if key is None:
-            raise SerdeError("a foreign-key join subscription needs a primary key")
-        return _HEAD.pack(_VERSION, flags, s.partition) + (s.hash or b"") + key
-
-    def from_bytes(data: bytes) -> Subscription:
-        version, flags, partition = _HEAD.unpack_from(data)
-        _check_version(version, "subscription")
-        pos = _HEAD.size
-        h = None
-        if flags & _FLAG_HASH:
-            h, pos = data[pos : pos + _HASH_SIZE], pos + _HASH_SIZE
-        pk = primary_key_serde.from_bytes(data[pos:])
-        return Subscription(h, Instruction(flags & _INSTRUCTION), pk, partition)
-
-    return Serde(to_bytes, from_bytes, "fk-join-subscription")
-
-
-def response_serde(foreign_value_serde: Serde) -> Serde:
-    """The response topic's value serde: header, hash, foreign value bytes."""
-
-    def to_bytes(r: Response) -> bytes:
-        value = foreign_value_serde.to_bytes(r.foreign_value)
-        flags = (_FLAG_HASH if r.hash is not None else 0) | (
-            _FLAG_VALUE if value is not None else 0
-        )
-        head = _HEAD.pack(_VERSION, flags, r.partition) + (r.hash or b"")
-        return head if value is None else head + value
-
-    def from_bytes(data: bytes) -> Response:
-        version, flags, partition = _HEAD.unpack_from(data)
-        _check_version(version, "response")
-        pos = _HEAD.size
-        h = None
-        if flags & _FLAG_HASH:
-            h, pos = data[pos : pos + _HASH_SIZE], pos + _HASH_SIZE
-        fv = foreign_value_serde.from_bytes(data[pos:]) if flags & _FLAG_VALUE else None
-        return Response(h, fv, partition)
-
-    return Serde(to_bytes, from_bytes, "fk-join-response")
-
-
-def _check_version(version: int, what: str) -> None:
-    if version != _VERSION:
-        raise SerdeError(f"foreign-key join {what} of unknown version {version}")
-
-
-_PREFIX_LEN = struct.Struct(">i")
-
-
-def combined_prefix(foreign_key_bytes: bytes) -> bytes:
-    """The subscription store's key prefix of a foreign key (Kafka's `CombinedKeySchema`: its
-    length, then its bytes), so that a prefix scan finds exactly its subscribers."""
-    return _PREFIX_LEN.pack(len(foreign_key_bytes)) + foreign_key_bytes
 
 
 def _bytes(serde: Serde, value: Any, topic: str) -> bytes | None:
@@ -322,7 +224,7 @@ class SubscriptionReceiveProcessor(BuiltinProcessor):
                     assert fkb is not None and pkb is not None
                     if task is not None:
                         task.current = r
-                    if sub.instruction in _DELETES:
+                    if sub.instruction in DELETE_INSTRUCTIONS:
                         self.store.delete(combined_prefix(fkb) + pkb)
                     else:
                         self.store.put(combined_prefix(fkb) + pkb, sub)

@@ -206,10 +206,10 @@ class InternalBuilder:
     def _maybe_send_old_values(self, factory: Any, parents: str | Sequence[str]) -> None:
         """A consumer other than filter, map_values or to_stream needs old values from the
         table filters above it (Kafka's `enableSendingOldValues`, e.g. by groupBy or joins)."""
-        from kstream.dsl import processors as p
+        from kstream.dsl import table_processors as tp
 
         cls = getattr(factory, "processor_class", factory)
-        if cls in (p.TableFilterProcessor, p.TableMapValuesProcessor, p.TableToStreamProcessor):
+        if cls in (tp.TableFilterProcessor, tp.TableMapValuesProcessor, tp.TableToStreamProcessor):
             return
         for parent in (parents,) if isinstance(parents, str) else parents:
             for flag in self._old_value_flags.get(parent, ()):

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from kstream.dsl import graph as _graph  # its processor_factory: a parameter shadows the name
 from kstream.dsl import processors as p
+from kstream.dsl import table_processors as tp
 from kstream.dsl.dedup import deduplicate as _deduplicate
 from kstream.dsl.graph import Handle, InternalBuilder, StoreLike, ValueGetter, processor_factory
 from kstream.dsl.topic_chooser import TopicChooserSinkProcessor, TopicNameExtractor
@@ -574,7 +575,7 @@ class KStream(Handle):
             factory = processor_factory(VersionedTableSourceProcessor, spec.name)
             getter = VersionedValueGetter(spec.name, spec.retention or 0)
         else:
-            factory = processor_factory(p.TableSourceProcessor, spec.name)
+            factory = processor_factory(tp.TableSourceProcessor, spec.name)
             getter = ValueGetter(spec.name)
         b.processor(node, factory, parent)
         b.add_store(spec, [node])

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, overload
 
-from kstream.dsl import processors as p
+from kstream.dsl import table_processors as tp
 from kstream.dsl.graph import Handle, InternalBuilder, StoreLike, ValueGetter, processor_factory
 from kstream.dsl.materialized import materialize_node, table_store, value_serde_of
 from kstream.errors import TopologyError
@@ -142,18 +142,18 @@ class KTable(Handle):
         regroup, a table-table join), in which case an update invisible before and after is
         not forwarded."""
         b = self._builder
-        flag = p.SendOldValues()
+        flag = tp.SendOldValues()
         flag.enabled = self._sends_old_values
         if self._sends_old_values:
             self._want_old_values()
         if materialized is None:
-            factory = processor_factory(p.TableFilterProcessor, predicate, negate, flag)
+            factory = processor_factory(tp.TableFilterProcessor, predicate, negate, flag)
             table = self._then("FILTER", factory, name, getter, self._value_serde)
             b.table_operator(table._node, self._node, flag)
             return table
         node = b.name("FILTER", name, prefix="KTABLE")
         spec = table_store(b, materialized, "FILTER", self._key_serde, self._value_serde)
-        factory = processor_factory(p.TableFilterProcessor, predicate, negate, flag, spec.name)
+        factory = processor_factory(tp.TableFilterProcessor, predicate, negate, flag, spec.name)
         return self._materialized(node, factory, spec, flag, self._value_serde)
 
     def _want_old_values(self) -> None:
@@ -168,7 +168,7 @@ class KTable(Handle):
         node: str,
         factory: ProcessorFactory,
         spec: StoreSpec,
-        flag: p.SendOldValues,
+        flag: tp.SendOldValues,
         value_serde: Serde | None,
     ) -> KTable:
         """Add table operator `node` writing its result to store `spec`; the result reads as
@@ -211,14 +211,14 @@ class KTable(Handle):
         b = self._builder
         if materialized is None:
             getter = self._getter.then(fn if with_key else lambda _k, v: fn(v))
-            factory = processor_factory(p.TableMapValuesProcessor, fn, with_key)
+            factory = processor_factory(tp.TableMapValuesProcessor, fn, with_key)
             table = self._then("MAPVALUES", factory, name, getter, None)
             b.table_operator(table._node, self._node)
             return table
         node = b.name("MAPVALUES", name, prefix="KTABLE")
         spec = table_store(b, materialized, "MAPVALUES", self._key_serde, None)
-        flag = p.SendOldValues()
-        factory = processor_factory(p.TableMapValuesProcessor, fn, with_key, spec.name, flag)
+        flag = tp.SendOldValues()
+        factory = processor_factory(tp.TableMapValuesProcessor, fn, with_key, spec.name, flag)
         return self._materialized(node, factory, spec, flag, None)
 
     def transform_values(
@@ -268,7 +268,7 @@ class KTable(Handle):
             raise TopologyError(f"transform_values: factory must be callable, got {factory!r}")
         b = self._builder
         node = b.name("TRANSFORMVALUES", name, prefix="KTABLE")
-        flag = p.SendOldValues()
+        flag = tp.SendOldValues()
         spec = None
         if materialized is not None:
             spec = table_store(b, materialized, "TRANSFORMVALUES", self._key_serde, None)
@@ -316,7 +316,7 @@ class KTable(Handle):
 
         b = self._builder
         node = b.processor(
-            b.name("TOSTREAM", name, prefix="KTABLE"), p.TableToStreamProcessor, self._node
+            b.name("TOSTREAM", name, prefix="KTABLE"), tp.TableToStreamProcessor, self._node
         )
         stream = KStream(b, node, self._key_serde, self._value_serde, False)
         return stream if mapper is None else stream.select_key(mapper)

@@ -17,7 +17,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from kstream.dsl.graph import ValueGetter
-from kstream.dsl.processors import BuiltinProcessor, Change, SendOldValues
+from kstream.dsl.processors import BuiltinProcessor, Change
+from kstream.dsl.table_processors import SendOldValues
 from kstream.errors import TopologyError
 from kstream.records import Record
 from kstream.topology.processor import ProcessorContext

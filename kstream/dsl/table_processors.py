@@ -1,0 +1,215 @@
+"""The table operators' processors: a table's source (and a global table's), filter,
+map_values and to_stream, and the flag that tells a table operator to send old values.
+
+Split from `kstream.dsl.processors` (the stream operators' processors, which these build on).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kstream.dsl.processors import BuiltinProcessor, Change
+from kstream.records import Record, derive
+from kstream.topology.processor import ProcessorContext
+
+
+class TableSourceProcessor(BuiltinProcessor):
+    """Materializes a stream of upserts (None = delete) into a store; emits `Change`s."""
+
+    def __init__(self, store: str) -> None:
+        self.store_name = store
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        self.store = ctx.get_store(self.store_name)
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        store, task, on_error = self.store, self.task, self.ctx.on_error
+        out = []
+        for r in records:
+            k = r.key
+            if k is None:
+                self.ctx.record_dropped("null_key", r)
+                continue
+            if task is not None:
+                task.current = r
+            try:
+                old = store.get(k)
+                store.put(k, r.value)
+            except Exception as e:
+                on_error(e, r)
+                continue
+            out.append(r.with_value(Change(r.value, old)))
+        if task is not None:
+            task.current = None
+        self.ctx.forward_batch(out)
+
+
+class GlobalTableProcessor(BuiltinProcessor):
+    """Keeps a global store equal to its topic (upserts, None deletes)."""
+
+    def __init__(self, store: str) -> None:
+        self.store_name = store
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        self.store = ctx.get_store(self.store_name)
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        put, task = self.store.put, self.task
+        for r in records:
+            if r.key is None:
+                self.ctx.record_dropped("null_key", r)
+            else:
+                if task is not None:
+                    task.current = r
+                put(r.key, r.value)
+        if task is not None:
+            task.current = None
+
+
+class SendOldValues:
+    """Whether a table filter's consumers need old values (Kafka's `sendOldValues`).
+
+    Kafka's KTableFilter forwards `Change(null, null)` for an update that does not match,
+    which `to_stream` turns into a tombstone, unless the table above it is materialized or a
+    consumer needs old values (a re-grouping, a table-table join): then an update invisible
+    before and after is not forwarded at all. The DSL switches this on when the filter is made
+    below a materialized table (`KTable._sends_old_values`) or such a consumer is added below
+    it.
+    """
+
+    __slots__ = ("enabled",)
+
+    def __init__(self) -> None:
+        self.enabled = False
+
+
+class TableFilterProcessor(BuiltinProcessor):
+    """Filters a table: a key that stops matching is deleted downstream.
+
+    An update that is not visible before or after is forwarded as a delete only while no
+    consumer needs old values (see `SendOldValues`; None: never forwarded). With `store` (a
+    `materialized=` filter, Kafka's `KTableFilter` with a queryable name) the result is also
+    kept there, and the old value forwarded is the one stored, not the parent's.
+    """
+
+    def __init__(
+        self,
+        predicate: Callable[[Any, Any], Any],
+        negate: bool = False,
+        old_values: SendOldValues | None = None,
+        store: str | None = None,
+    ) -> None:
+        self.predicate = predicate
+        self.negate = negate
+        self.old_values = old_values
+        self.store_name = store
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        self.quiet = self.old_values is None or self.old_values.enabled
+        self.store = None if self.store_name is None else ctx.get_store(self.store_name)
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        pred, neg, on_error = self.predicate, self.negate, self.ctx.on_error
+        quiet, store = self.quiet, self.store
+        out = []
+        for r in records:
+            new, old = r.value
+            k = r.key
+            try:
+                if new is not None and (bool(pred(k, new)) is neg):
+                    new = None
+                if store is not None:
+                    old = store.get(k) if quiet else None
+                elif old is not None and (bool(pred(k, old)) is neg):
+                    old = None
+            except Exception as e:
+                on_error(e, r)
+                continue
+            if new is None and old is None and quiet:
+                continue
+            if store is not None and not _put(self, store, r, new):
+                continue
+            out.append(r.with_value(Change(new, old)))
+        self.ctx.forward_batch(out)
+
+
+def _put(proc: BuiltinProcessor, store: Any, r: Record, value: Any) -> bool:
+    """Write a materialized table operator's result for `r`'s key (None deletes), with `r`
+    as the write's provenance; False when the store refused (reported to the error handler)."""
+    task = proc.task
+    if task is not None:
+        task.current = r
+    try:
+        store.put(r.key, value)
+    except Exception as e:
+        proc.ctx.on_error(e, r)
+        return False
+    finally:
+        if task is not None:
+            task.current = None
+    return True
+
+
+class TableMapValuesProcessor(BuiltinProcessor):
+    """`KTable.map_values`: `fn` on the new and old values (never on None).
+
+    With `store` (a `materialized=` map_values) the result is also kept there and, as Kafka's
+    `KTableMapValues` with a queryable name, the old value forwarded is the stored one, sent
+    only while a consumer needs old values (`old_values`), else None.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        with_key: bool = False,
+        store: str | None = None,
+        old_values: SendOldValues | None = None,
+    ) -> None:
+        self.fn = fn
+        self.with_key = with_key  # fn(key, value), Kafka's ValueMapperWithKey
+        self.store_name = store
+        self.old_values = old_values
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        self.store = None if self.store_name is None else ctx.get_store(self.store_name)
+        self.send_old = self.old_values is not None and self.old_values.enabled
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        fn, on_error, store = self.fn, self.ctx.on_error, self.store
+        # with a key: `fn(key, value)` through a partial per record (a cold path)
+        keyed = functools.partial if self.with_key else None
+        out = []
+        for r in records:
+            new, old = r.value
+            try:
+                f = fn if keyed is None else keyed(fn, r.key)
+                if store is None:
+                    ch = Change(
+                        None if new is None else f(new),
+                        None if old is None else f(old),
+                    )
+                else:
+                    ch = Change(
+                        None if new is None else f(new),
+                        store.get(r.key) if self.send_old else None,
+                    )
+            except Exception as e:
+                on_error(e, r)
+                continue
+            if store is not None and not _put(self, store, r, ch.new):
+                continue
+            out.append(r.with_value(ch))
+        self.ctx.forward_batch(out)
+
+
+class TableToStreamProcessor(BuiltinProcessor):
+    """A table's updates as a stream: the new value, None for a delete (a tombstone)."""
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        self.ctx.forward_batch([derive(r, r.key, r.value[0]) for r in records])
