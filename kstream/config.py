@@ -29,11 +29,9 @@ DEFAULT_GUARANTEE = "exactly_once_v2"
 """Kafka Streams' default exactly-once mode since 4.0 (which removed per-task exactly_once;
 kstream keeps it as a choice)."""
 REBALANCE_PROTOCOLS = ("cooperative", "eager")
-"""`rebalance_protocol`: "eager" (the default) closes every task on every rebalance;
-"cooperative" (Kafka Streams' default since 2.4) revokes only the partitions that move, so
-tasks that stay keep running (kstream.runtime.rebalance). Cooperative is opt-in while a loss
-of outputs seen under exactly_once_v2 with instances coming and going is open
-(docs/operations.md)."""
+"""`rebalance_protocol`: "cooperative" (the default, Kafka Streams' since 2.4) revokes only the
+partitions that move, so tasks that stay keep running; "eager" closes every task on every
+rebalance (kstream.runtime.rebalance)."""
 BROKER_COMPAT = ("none", "tansu")
 """`broker_compat`: "none" for Apache Kafka and brokers that behave like it; "tansu" turns on
 the compensations for the embedded Tansu broker (kstream.broker_compat)."""
@@ -117,7 +115,7 @@ class Config:
     slow_rebalance_warning: int = 60_000
     # "cooperative" or "eager" (kstream.runtime.rebalance): which partitions a rebalance takes
     # from the stream thread, only those that move or all of them
-    rebalance_protocol: str = "eager"
+    rebalance_protocol: str = "cooperative"
     # Kafka's group.instance.id (static membership): a restart within session.timeout.ms
     # moves no task; worker processes get "<id>-<worker index>"; None: a dynamic member
     group_instance_id: str | None = None
@@ -126,6 +124,23 @@ class Config:
     # waits only while an empty partition is known to have data at the broker, -1 never waits
     # (kstream.runtime.idling)
     max_task_idle_ms: int = 0
+    # Kafka's statestore.cache.max.bytes: the record cache (kstream.state.caching) that
+    # coalesces a key's table updates between commits before they are forwarded; bytes of the
+    # instance, divided among its worker processes (one stream thread each); 0 (the default
+    # here, 10 MB in Kafka) turns it off
+    cache_max_bytes: int = 0
+    # Kafka's num.standby.replicas: how many other instances keep a standby copy of each
+    # task's stores, following its changelogs, so a failover restores only the tail
+    # (kstream.runtime.standby); 0 (Kafka's default) keeps none
+    num_standby_replicas: int = 0
+    # Kafka's acceptable.recovery.lag (KIP-441): with standby replicas, an instance that
+    # joins while others run the app first warms up the standbys placed on it and joins the
+    # group once each is within this many changelog records of its end
+    # (kstream.runtime.standby); -1: join at once
+    acceptable_recovery_lag: int = 10_000
+    # Kafka's StoreQueryParameters.enableStaleStores() as the default of the HTTP store
+    # queries: also answer from standby copies (possibly behind the active task)
+    enable_stale_stores: bool = False
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -170,6 +185,28 @@ class Config:
             raise ConfigError(
                 "max_task_idle_ms: expected milliseconds (an int >= 0), or -1 to turn task "
                 f"idling off, got {idle!r}"
+            )
+        standbys = self.num_standby_replicas
+        if isinstance(standbys, bool) or not isinstance(standbys, int) or standbys < 0:
+            raise ConfigError(
+                f"num_standby_replicas: expected an int >= 0 (Kafka's num.standby.replicas), "
+                f"got {standbys!r}"
+            )
+        lag = self.acceptable_recovery_lag
+        if isinstance(lag, bool) or not isinstance(lag, int) or lag < -1:
+            raise ConfigError(
+                "acceptable_recovery_lag: expected a number of changelog records (an int >= 0, "
+                f"Kafka's acceptable.recovery.lag), or -1 to join without warming up, got {lag!r}"
+            )
+        if not isinstance(self.enable_stale_stores, bool):
+            raise ConfigError(
+                f"enable_stale_stores: expected true or false, got {self.enable_stale_stores!r}"
+            )
+        cmb = self.cache_max_bytes
+        if isinstance(cmb, bool) or not isinstance(cmb, int) or cmb < 0:
+            raise ConfigError(
+                "cache_max_bytes: expected a number of bytes (an int >= 0; 0 turns the record "
+                f"cache off), got {cmb!r}"
             )
         if not isinstance(self.gc_pause, bool):
             raise ConfigError(f"gc_pause: expected true or false, got {self.gc_pause!r}")
@@ -238,6 +275,13 @@ class Config:
                 f"Kafka, 'tansu' for the embedded Tansu broker), got {compat!r}"
             )
         set_(self, "broker_compat", compat.strip().lower())
+        if self.num_standby_replicas and self.broker_compat == "tansu":
+            raise ConfigError(
+                "num_standby_replicas: standby replicas need a broker whose read_committed "
+                "readers see committed records only (Apache Kafka); broker_compat='tansu' "
+                "admits changelog records by the owner's committed offsets, which a standby "
+                "does not know"
+            )
         if not isinstance(self.kafka, Mapping):
             raise ConfigError(f"kafka: expected a dict of librdkafka settings, got {self.kafka!r}")
         bad = [k for k in self.kafka if not isinstance(k, str)]

@@ -33,9 +33,11 @@ def key_value(
     key_serde: Any = None,
     value_serde: Any = None,
     changelog: bool = True,
+    caching: bool = True,
     **removed: Any,
 ) -> StoreSpec:
-    """A key-value store. `backend`: URL, short name, Backend instance or None (app default)."""
+    """A key-value store. `backend`: URL, short name, Backend instance or None (app default).
+    `caching=False`: the record cache (`cache_max_bytes`) never holds back its updates."""
     _refuse_removed(name, removed)
     return StoreSpec(
         name,
@@ -44,6 +46,7 @@ def key_value(
         key_serde=key_serde,
         value_serde=value_serde,
         changelog=changelog,
+        caching=bool(caching),
     )
 
 
@@ -114,9 +117,11 @@ def window(
     value_serde: Any = None,
     changelog: bool = True,
     segment_interval: DurationLike | None = None,
+    caching: bool = True,
     **removed: Any,
 ) -> StoreSpec:
-    """A window store: values per (key, window start), dropped once older than `retention`."""
+    """A window store: values per (key, window start), dropped once older than `retention`.
+    `caching=False`: the record cache (`cache_max_bytes`) never holds back its updates."""
     _refuse_removed(name, removed)
     ret, seg = _retention(name, retention, segment_interval)
     size = duration(window_size, name=f"store {name!r} window_size")
@@ -131,6 +136,7 @@ def window(
         window_size=size,
         retain_duplicates=bool(retain_duplicates),
         segment_interval=seg,
+        caching=bool(caching),
     )
 
 
@@ -142,9 +148,11 @@ def session(
     value_serde: Any = None,
     changelog: bool = True,
     segment_interval: DurationLike | None = None,
+    caching: bool = True,
     **removed: Any,
 ) -> StoreSpec:
-    """A session store: aggregates per (key, session start, end), expired by session end."""
+    """A session store: aggregates per (key, session start, end), expired by session end.
+    `caching=False`: the record cache (`cache_max_bytes`) never holds back its updates."""
     _refuse_removed(name, removed)
     ret, seg = _retention(name, retention, segment_interval)
     return StoreSpec(
@@ -156,6 +164,7 @@ def session(
         changelog=changelog,
         retention=ret,
         segment_interval=seg,
+        caching=bool(caching),
     )
 
 
@@ -186,16 +195,15 @@ def dedup(
 def _refuse_removed(name: str, removed: dict[str, Any]) -> None:
     """Arguments a factory no longer takes, refused with what to do instead.
 
-    `cache=` was stored on the spec and read by nothing: no store ever cached, and updates were
-    forwarded and logged one by one whatever it said. Kafka's record cache (coalescing a key's
-    updates before they are forwarded and written to the changelog) is an application setting
-    still to come (`cache_max_bytes`), not a per-store flag, so the argument went rather than
-    keep promising it.
+    `cache=` was stored on the spec and read by nothing: no store ever cached. Kafka's record
+    cache is now the application setting `cache_max_bytes` (kstream.state.caching), and a
+    store opts out with `caching=False` (Kafka's `Materialized.withCachingDisabled`).
     """
     if "cache" in removed:
         raise ConfigError(
-            f"store {name!r}: the argument cache= was removed (it never did anything: kstream "
-            "has no record cache yet, every update is forwarded and logged); drop it"
+            f"store {name!r}: the argument cache= was removed (it never did anything); the "
+            "record cache is the app setting cache_max_bytes, and caching=False (or "
+            "spec.with_caching_disabled()) turns it off for one store"
         )
     if removed:
         raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(removed))}")

@@ -116,6 +116,8 @@ class StreamBuilder:
         ks, vs = serde(key_serde), serde(value_serde)
         # Kafka names an unnamed store first (`MaterializedInternal`), then the two nodes
         spec = _spec(b, store, f"{topic}", backend, ks, vs, versioned)
+        if store is None:  # Kafka's record cache holds back a source table's updates only
+            spec = dataclasses.replace(spec, caching=False)  # when it is materialized by name
         src = b.source(topic, ks, vs, None if name is None else f"{name}-source")
         src = _extracting(b, src, timestamp_extractor)
         node = b.name("SOURCE", name, prefix="KTABLE")

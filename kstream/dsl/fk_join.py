@@ -66,7 +66,7 @@ from kstream.dsl.fk_wire import (
 )
 from kstream.dsl.graph import AUTO, InternalBuilder, StoreLike, ValueGetter, processor_factory
 from kstream.dsl.materialized import table_store, value_serde_of
-from kstream.dsl.processors import BuiltinProcessor, Change
+from kstream.dsl.processors import BuiltinProcessor, Change, NotLatest
 from kstream.errors import TopologyError
 from kstream.records import Record
 from kstream.serde import Serde, SerdeContext
@@ -141,6 +141,10 @@ class SubscriptionSendProcessor(BuiltinProcessor):
     def process_batch(self, records: Sequence[Record]) -> None:
         out: list[Record] = []
         for r in records:
+            if type(r.value) is NotLatest:
+                # an out-of-order update of a versioned left table: not joined (KIP-914)
+                self.ctx.record_dropped("late_record", r)
+                continue
             try:
                 self._instructions(r, out)
             except Exception as e:
@@ -310,6 +314,10 @@ class ForeignTableJoinProcessor(BuiltinProcessor):
             fk = r.key
             if fk is None:
                 self.ctx.record_dropped("null_key", r)
+                continue
+            if type(r.value) is NotLatest:
+                # an out-of-order update of a versioned right table: not joined (KIP-914)
+                self.ctx.record_dropped("late_record", r)
                 continue
             new = r.value.new
             try:

@@ -18,7 +18,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kstream.dsl.graph import AUTO, InternalBuilder, ValueGetter, processor_factory
-from kstream.dsl.processors import BuiltinProcessor, Change, timestamped_access
+from kstream.dsl.processors import (
+    BuiltinProcessor,
+    Change,
+    NotLatest,
+    cached_forwarding,
+    timestamped_access,
+)
 from kstream.dsl.table import KTable
 from kstream.errors import SerdeError, TopologyError
 from kstream.records import Record
@@ -254,6 +260,11 @@ class TableRegroupProcessor(BuiltinProcessor):
         select, on_error = self.selector, self.ctx.on_error
         out = []
         for r in records:
+            if type(r.value) is NotLatest:
+                # an out-of-order update of a versioned table: the aggregate takes the latest
+                # values only (Kafka's KTableRepartitionMap with versioned semantics, KIP-914)
+                self.ctx.record_dropped("late_record", r)
+                continue
             new, old = r.value
             try:
                 np = None if new is None else self._usable(select(r.key, new), r)
@@ -297,12 +308,15 @@ class TableAggregateProcessor(BuiltinProcessor):
 
     def init(self, ctx: ProcessorContext) -> None:
         super().init(ctx)
-        self.get, self.put = timestamped_access(ctx.get_store(self.store_name))
+        store = ctx.get_store(self.store_name)
+        self.cached = cached_forwarding(store, ctx)
+        self.get, self.put = timestamped_access(store)
 
     def process_batch(self, records: Sequence[Record]) -> None:
         get, put = self.get, self.put
         add, subtract, task, on_error = self.add, self.subtract, self.task, self.ctx.on_error
-        out = []
+        out: list[Record] = []
+        emit = out.append if self.cached is None else self.cached
         for r in records:
             k = r.key
             if k is None:
@@ -326,7 +340,7 @@ class TableAggregateProcessor(BuiltinProcessor):
                 ts = stored_ts
             put(kb, agg, ts)
             result = r.with_value(Change(agg, before))
-            out.append(result if ts == r.timestamp else result.with_timestamp(ts))
+            emit(result if ts == r.timestamp else result.with_timestamp(ts))
         if task is not None:
             task.current = None
         self.ctx.forward_batch(out)

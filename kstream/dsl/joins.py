@@ -46,7 +46,7 @@ from typing import Any
 
 from kstream.dsl.graph import AUTO, ValueGetter, processor_factory
 from kstream.dsl.joined import Joined
-from kstream.dsl.processors import BuiltinProcessor, Change
+from kstream.dsl.processors import BuiltinProcessor, Change, NotLatest
 from kstream.dsl.stream import KStream
 from kstream.dsl.stream_stream_join import (
     JoinSideProcessor,
@@ -526,6 +526,11 @@ class TableTableJoinProcessor(BuiltinProcessor):
             k = r.key
             if k is None:
                 self.ctx.record_dropped("null_key", r)
+                continue
+            if type(r.value) is NotLatest:
+                # an out-of-order update of a versioned table: the latest value, which the
+                # join follows, did not change (KIP-914)
+                self.ctx.record_dropped("late_record", r)
                 continue
             try:
                 ov = get(k)

@@ -32,6 +32,45 @@ class Change(NamedTuple):
     old: Any
 
 
+class NotLatest(Change):
+    """An update of a versioned table older than its key's latest version (Kafka's
+    `Change.isLatest == false`, KIP-914): it went into the store's history only. Filters,
+    `map_values` and `transform_values` keep the mark (an unmaterialized result is still that
+    update), `to_stream` lets it through; table-table and foreign-key joins and regroupings
+    drop it, as the latest value did not change (kstream.dsl.versioned).
+
+    Example:
+        >>> from kstream.testing import TopologyTestDriver
+        >>> b = StreamBuilder()
+        >>> prices = b.table("prices", "string", "long", versioned="1h")
+        >>> prices.to_stream().to("changes", "string", "long")
+        >>> with TopologyTestDriver(b) as d:
+        ...     src = d.input_topic("prices", "string", "long")
+        ...     src.pipe("apple", 3, timestamp=30)
+        ...     src.pipe("apple", 2, timestamp=20)  # older than the latest: history only
+        ...     out = d.output_topic("changes", "string", "long")
+        ...     [(r.value, r.timestamp) for r in out.read_records()]
+        [(3, 30), (2, 20)]
+        >>> NotLatest(2, 3)
+        NotLatest(new=2, old=3)
+    """
+
+    __slots__ = ()
+
+
+def same_kind(change: Change, new: Any, old: Any) -> Change:
+    """`Change(new, old)`, a `NotLatest` when `change` is one: the result of an operator that
+    keeps the mark of the update it transformed.
+
+    Example:
+        >>> same_kind(NotLatest("b", "a"), "B", "A")
+        NotLatest(new='B', old='A')
+        >>> same_kind(Change("b", "a"), "B", "A")
+        Change(new='B', old='A')
+    """
+    return NotLatest(new, old) if type(change) is NotLatest else Change(new, old)
+
+
 def _tuple_new(cls: type) -> Callable[[tuple[Any, ...]], Any]:
     return functools.partial(tuple.__new__, cls)
 
@@ -419,6 +458,32 @@ def timestamped_access(store: Any) -> tuple[TimestampedGet, TimestampedPut]:
     return view.get, view.put
 
 
+UpdateSink = Callable[[Record], None]
+"""Where a table processor puts one update record: `out.append` (forwarded after the run) or a
+record cache's `cache_update` (forwarded when the cache flushes)."""
+
+
+def cached_forwarding(store: Any, ctx: ProcessorContext) -> UpdateSink | None:
+    """Forward `store`'s updates through the record cache (kstream.state.caching), as Kafka's
+    `TimestampedTupleForwarder` does when its store caches: the processor then hands each
+    update to the returned function right after the store write it made, with the value the
+    store held before that write as the Change's old value, and the cache forwards a key's
+    latest update, with the value before its first one, when it flushes (commit or eviction).
+    None: the store does not cache (the cache is off, the store's spec disables it, or the
+    store has no caching layer, as in the test driver); forward every update as before."""
+    register = getattr(store, "set_flush_listener", None)
+    if register is None:
+        return None
+
+    def forward_flushed(flushed: list[tuple[Record, Any]]) -> None:
+        ctx.forward_batch([derive(r, r.key, new_change((r.value[0], old))) for r, old in flushed])
+
+    if not register(forward_flushed):
+        return None
+    sink: UpdateSink = store.cache_update
+    return sink
+
+
 class AggregateProcessor(BuiltinProcessor):
     """count / reduce / aggregate of a grouped stream into a timestamped key-value store.
 
@@ -445,12 +510,17 @@ class AggregateProcessor(BuiltinProcessor):
 
     def init(self, ctx: ProcessorContext) -> None:
         super().init(ctx)
-        self.get, self.put = timestamped_access(ctx.get_store(self.store_name))
+        store = ctx.get_store(self.store_name)
+        self.cached = cached_forwarding(store, ctx)
+        self.get, self.put = timestamped_access(store)
 
     def process_batch(self, records: Sequence[Record]) -> None:
         get, put, step, task, on_error = self.get, self.put, self.step, self.task, self.ctx.on_error
-        dropped, initial = self.ctx.record_dropped, self.initial
-        out = []
+        dropped, initial, cached = self.ctx.record_dropped, self.initial, self.cached
+        out: list[Record] = []
+        # cached: the update's old value is what the store held (None for a new key), as the
+        # cache's flush forwards it in Kafka; uncached, a new key's is the initial aggregate
+        emit = out.append if cached is None else cached
         for r in records:
             k, v = r.key, r.value
             if k is None:
@@ -472,8 +542,8 @@ class AggregateProcessor(BuiltinProcessor):
             if stored is not None and stored_ts > ts:
                 ts = stored_ts
             put(kb, new, ts)
-            result = derive(r, r.key, new_change((new, old)))
-            out.append(result if ts == r.timestamp else result.with_timestamp(ts))
+            result = derive(r, r.key, new_change((new, old if cached is None else stored)))
+            emit(result if ts == r.timestamp else result.with_timestamp(ts))
         if task is not None:
             task.current = None
         self.ctx.forward_batch(out)

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from kstream.dsl.graph import AUTO, InternalBuilder, ValueGetter, processor_factory
 from kstream.dsl.processors import BuiltinProcessor, Change
+from kstream.dsl.versioned import versioned_upstream
 from kstream.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from kstream.duration import DurationLike, duration
 from kstream.errors import ConfigError, KStreamError, TopologyError
@@ -561,6 +562,15 @@ def suppress(table: KTable, suppressed: Suppressed) -> KTable:
 
     if not isinstance(suppressed, Suppressed):
         raise TopologyError(f"suppress needs a Suppressed, got {suppressed!r}")
+    if versioned_upstream(table._getter):
+        # Kafka refuses it when the topology is built (InternalStreamsBuilder): a suppress
+        # buffer keeps one update per key, not a versioned table's history
+        raise TopologyError(
+            f"suppress() of table {table._node!r}: suppress() is only supported for "
+            "non-versioned KTables (note that version semantics might be inherited from "
+            "upstream: a filter, map_values or transform_values without a store of its own "
+            "keeps a versioned table versioned)"
+        )
     b = table._builder
     wait = (
         _window_grace(b, table._node)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, overload
 from kstream.dsl import table_processors as tp
 from kstream.dsl.graph import Handle, InternalBuilder, StoreLike, ValueGetter, processor_factory
 from kstream.dsl.materialized import materialize_node, table_store, value_serde_of
+from kstream.dsl.versioned import versioned_upstream
 from kstream.errors import TopologyError
 from kstream.serde import Serde, SerdeLike
 from kstream.topology.processor import ProcessorFactory
@@ -146,14 +147,19 @@ class KTable(Handle):
         flag.enabled = self._sends_old_values
         if self._sends_old_values:
             self._want_old_values()
+        versioned = versioned_upstream(self._getter)
         if materialized is None:
-            factory = processor_factory(tp.TableFilterProcessor, predicate, negate, flag)
+            factory = processor_factory(
+                tp.TableFilterProcessor, predicate, negate, flag, None, versioned
+            )
             table = self._then("FILTER", factory, name, getter, self._value_serde)
             b.table_operator(table._node, self._node, flag)
             return table
         node = b.name("FILTER", name, prefix="KTABLE")
         spec = table_store(b, materialized, "FILTER", self._key_serde, self._value_serde)
-        factory = processor_factory(tp.TableFilterProcessor, predicate, negate, flag, spec.name)
+        factory = processor_factory(
+            tp.TableFilterProcessor, predicate, negate, flag, spec.name, versioned
+        )
         return self._materialized(node, factory, spec, flag, self._value_serde)
 
     def _want_old_values(self) -> None:

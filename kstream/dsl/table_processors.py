@@ -10,7 +10,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kstream.dsl.processors import BuiltinProcessor, Change
+from kstream.dsl.processors import BuiltinProcessor, Change, cached_forwarding, same_kind
 from kstream.records import Record, derive
 from kstream.topology.processor import ProcessorContext
 
@@ -24,10 +24,12 @@ class TableSourceProcessor(BuiltinProcessor):
     def init(self, ctx: ProcessorContext) -> None:
         super().init(ctx)
         self.store = ctx.get_store(self.store_name)
+        self.cached = cached_forwarding(self.store, ctx)
 
     def process_batch(self, records: Sequence[Record]) -> None:
         store, task, on_error = self.store, self.task, self.ctx.on_error
-        out = []
+        out: list[Record] = []
+        emit = out.append if self.cached is None else self.cached
         for r in records:
             k = r.key
             if k is None:
@@ -41,7 +43,7 @@ class TableSourceProcessor(BuiltinProcessor):
             except Exception as e:
                 on_error(e, r)
                 continue
-            out.append(r.with_value(Change(r.value, old)))
+            emit(r.with_value(Change(r.value, old)))
         if task is not None:
             task.current = None
         self.ctx.forward_batch(out)
@@ -91,9 +93,11 @@ class TableFilterProcessor(BuiltinProcessor):
     """Filters a table: a key that stops matching is deleted downstream.
 
     An update that is not visible before or after is forwarded as a delete only while no
-    consumer needs old values (see `SendOldValues`; None: never forwarded). With `store` (a
-    `materialized=` filter, Kafka's `KTableFilter` with a queryable name) the result is also
-    kept there, and the old value forwarded is the one stored, not the parent's.
+    consumer needs old values (see `SendOldValues`; None: never forwarded), and always below a
+    versioned table (`versioned`: Kafka's `KTableFilter` with versioned semantics). With
+    `store` (a `materialized=` filter, Kafka's `KTableFilter` with a queryable name) the result
+    is also kept there, and the old value forwarded is the one stored, not the parent's.
+    Without a store, an update marked `NotLatest` stays marked.
     """
 
     def __init__(
@@ -102,29 +106,33 @@ class TableFilterProcessor(BuiltinProcessor):
         negate: bool = False,
         old_values: SendOldValues | None = None,
         store: str | None = None,
+        versioned: bool = False,
     ) -> None:
         self.predicate = predicate
         self.negate = negate
         self.old_values = old_values
         self.store_name = store
+        self.versioned = versioned
 
     def init(self, ctx: ProcessorContext) -> None:
         super().init(ctx)
-        self.quiet = self.old_values is None or self.old_values.enabled
+        self.send_old = self.old_values is None or self.old_values.enabled
+        self.quiet = self.send_old and not self.versioned
         self.store = None if self.store_name is None else ctx.get_store(self.store_name)
 
     def process_batch(self, records: Sequence[Record]) -> None:
         pred, neg, on_error = self.predicate, self.negate, self.ctx.on_error
-        quiet, store = self.quiet, self.store
+        quiet, send_old, store = self.quiet, self.send_old, self.store
         out = []
         for r in records:
-            new, old = r.value
+            change = r.value
+            new, old = change
             k = r.key
             try:
                 if new is not None and (bool(pred(k, new)) is neg):
                     new = None
                 if store is not None:
-                    old = store.get(k) if quiet else None
+                    old = store.get(k) if send_old else None
                 elif old is not None and (bool(pred(k, old)) is neg):
                     old = None
             except Exception as e:
@@ -132,9 +140,11 @@ class TableFilterProcessor(BuiltinProcessor):
                 continue
             if new is None and old is None and quiet:
                 continue
-            if store is not None and not _put(self, store, r, new):
+            if store is not None:
+                if _put(self, store, r, new):
+                    out.append(r.with_value(Change(new, old)))
                 continue
-            out.append(r.with_value(Change(new, old)))
+            out.append(r.with_value(same_kind(change, new, old)))
         self.ctx.forward_batch(out)
 
 
@@ -190,7 +200,8 @@ class TableMapValuesProcessor(BuiltinProcessor):
             try:
                 f = fn if keyed is None else keyed(fn, r.key)
                 if store is None:
-                    ch = Change(
+                    ch = same_kind(
+                        r.value,
                         None if new is None else f(new),
                         None if old is None else f(old),
                     )

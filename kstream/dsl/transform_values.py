@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from kstream.dsl.graph import ValueGetter
-from kstream.dsl.processors import BuiltinProcessor, Change
+from kstream.dsl.processors import BuiltinProcessor, Change, same_kind
 from kstream.dsl.table_processors import SendOldValues
 from kstream.errors import TopologyError
 from kstream.records import Record
@@ -109,7 +109,8 @@ class TableTransformValuesProcessor(BuiltinProcessor):
             finally:
                 if task is not None:
                     task.current = None
-            out.append(r.with_value(Change(nv, ov)))
+            ch = Change(nv, ov) if store is not None else same_kind(r.value, nv, ov)
+            out.append(r.with_value(ch))
         self.ctx.forward_batch(out)
 
     def close(self) -> None:

@@ -5,19 +5,25 @@
 (kstream.state.versioned). What changes against a plain table, as in Kafka Streams 4.x:
 
 - the source (Kafka's `KTableSource` over a versioned store) puts each update at its
-  timestamp. An update older than the key's latest version goes into history only: nothing is
-  forwarded for it, so downstream operators (filters, joins, aggregations, `to_stream`) see
-  the latest value change only when it does. An update older than history retention is dropped
+  timestamp. An update older than the key's latest version goes into history only, and is
+  forwarded marked as such (`NotLatest`, with the latest value as its old value): filters,
+  `map_values` and `transform_values` keep the mark and `to_stream` emits it, while
+  table-table joins, foreign-key joins and regroupings (aggregations) drop it, so they see the
+  latest value change only when it does. An update older than history retention is dropped
   (counted as `late_record`);
+- a filter below a versioned table forwards an update invisible before and after as a
+  delete (Kafka's `KTableFilter` with versioned semantics), where below a plain table it may
+  drop it; `suppress` of a versioned table (or of a table derived from one without a store of
+  its own) is refused when the topology is built, as Kafka refuses it;
 - a stream-table join reads the table as of each stream record's timestamp (KIP-914): a
   stream record joins the value the table had when the record happened, not the one it has
   when the record arrives. With `Joined.with_grace_period` the stream side is held back for the
   grace period first (KIP-923; kstream.dsl.grace_join).
 
-Filters and `map_values` of a versioned table keep it versioned (their getters replay the
-transforms on the version read). Kafka's source also forwards an out-of-order update, marked as
-not the latest, and only `to_stream` and filters let it through; kstream does not forward it
-at all (docs/differences.md would say so).
+Filters, `map_values` and `transform_values` without a store of their own keep a versioned
+table versioned (their getters replay the transforms on the version read); `versioned_upstream`
+tells whether a table is one, as Kafka's `InternalStreamsBuilder` decides its nodes' versioned
+semantics.
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from kstream.dsl.graph import InternalBuilder, StoreLike, ValueGetter
-from kstream.dsl.processors import BuiltinProcessor, Change
+from kstream.dsl.processors import BuiltinProcessor, Change, NotLatest
+from kstream.dsl.transform_values import TransformedValueGetter
 from kstream.duration import DurationLike
 from kstream.errors import TopologyError
 from kstream.records import Record
@@ -43,6 +50,7 @@ __all__ = [
     "VersionedValueGetter",
     "is_versioned",
     "versioned_spec",
+    "versioned_upstream",
 ]
 
 VERSIONED = "versioned_key_value"
@@ -122,6 +130,25 @@ class VersionedValueGetter(ValueGetter):
         return value
 
 
+def versioned_upstream(getter: ValueGetter) -> bool:
+    """Whether a table whose getter is `getter` gives a versioned table's updates: a versioned
+    table itself, or one derived from it by filters, `map_values` and `transform_values` that
+    keep no store (Kafka's `isVersionedOrVersionedUpstream`; a store of another kind, a join,
+    an aggregation or a suppress ends it).
+
+    Example:
+        >>> b = StreamBuilder()
+        >>> t = b.table("t", "string", "string", versioned="1h")
+        >>> versioned_upstream(t.filter(lambda k, v: True).map_values(str.upper)._getter)
+        True
+        >>> versioned_upstream(t.filter(lambda k, v: True, materialized="plain")._getter)
+        False
+    """
+    while isinstance(getter, TransformedValueGetter):
+        getter = getter.parent
+    return isinstance(getter, VersionedValueGetter)
+
+
 def as_of_getter(getter: ValueGetter, ctx: ProcessorContext) -> Callable[[Any, int], Any] | None:
     """`get(key, as_of)` when `getter` reads a versioned table (None otherwise)."""
     if isinstance(getter, VersionedValueGetter):
@@ -131,7 +158,9 @@ def as_of_getter(getter: ValueGetter, ctx: ProcessorContext) -> Callable[[Any, i
 
 class VersionedTableSourceProcessor(BuiltinProcessor):
     """Kafka's `KTableSource` over a versioned store: puts each update at its timestamp and
-    forwards `Change(new, old latest)` only when the update became the latest version."""
+    forwards `Change(new, old latest)`, a `NotLatest` when the update went into history only
+    (older than the key's latest version). An update older than history retention is not put,
+    and not forwarded."""
 
     spark_refusal: ClassVar[str] = SPARK_REFUSAL
 
@@ -165,8 +194,9 @@ class VersionedTableSourceProcessor(BuiltinProcessor):
                 continue
             if code == PUT_RETURN_CODE_NOT_PUT:
                 dropped("late_record", r)
-            elif code == PUT_RETURN_CODE_VALID_TO_UNDEFINED:
-                out.append(r.with_value(Change(r.value, None if old is None else old.value)))
+                continue
+            change = Change if code == PUT_RETURN_CODE_VALID_TO_UNDEFINED else NotLatest
+            out.append(r.with_value(change(r.value, None if old is None else old.value)))
         if task is not None:
             task.current = None
         self.ctx.forward_batch(out)

@@ -1,8 +1,9 @@
 """The processors behind windowed aggregations: time (tumbling/hopping), sliding and session.
 
 They follow Kafka Streams' `KStreamWindowAggregate`, `KStreamSlidingWindowAggregate` and
-`KStreamSessionWindowAggregate` record for record (with no record cache: every update is
-forwarded).
+`KStreamSessionWindowAggregate` record for record. With the record cache on
+(`cache_max_bytes`, kstream.state.caching) and `emit="update"`, each update goes to the cache
+right after its store write and the cache forwards a window's latest one when it flushes.
 
 Time: each processor tracks its own observed stream time (the largest timestamp it has seen),
 so results do not depend on how records were batched. With `close = stream time - grace`:
@@ -45,7 +46,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kstream.dsl.processors import BuiltinProcessor, _tuple_new, new_change
+from kstream.dsl.processors import (
+    BuiltinProcessor,
+    UpdateSink,
+    _tuple_new,
+    cached_forwarding,
+    new_change,
+)
 from kstream.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from kstream.records import Record, Windowed, derive
 from kstream.topology.processor import ProcessorContext
@@ -63,6 +70,18 @@ def _update(r: Record, key: Windowed, new: Any, old: Any, ts: int) -> Record:
     u = derive(r, key, new_change((new, old)))
     u.timestamp = ts
     return u
+
+
+class _ToCache(list[Record]):
+    """The update list of a windowed aggregation whose store caches: each update goes to the
+    record cache as it is appended (right after its store write), none is kept here."""
+
+    def __init__(self, sink: UpdateSink) -> None:
+        super().__init__()
+        self.sink = sink
+
+    def append(self, record: Record) -> None:
+        self.sink(record)
 
 
 class _WindowedAggregate(BuiltinProcessor):
@@ -84,6 +103,10 @@ class _WindowedAggregate(BuiltinProcessor):
         super().init(ctx)
         self.store = ctx.get_store(self.store_name)
         self.dropped = ctx.record_dropped
+        # the record cache holds back updates only when every update is forwarded (Kafka
+        # disables caching for emit-on-window-close)
+        sink = None if self.emit_final else cached_forwarding(self.store, ctx)
+        self.updates: _ToCache | None = None if sink is None else _ToCache(sink)
         # Stream time and the final-emission point are state like the aggregates: they live
         # in a small changelogged store, committed with them, so a restarted task drops the
         # same late records and emits no final result twice.
@@ -133,7 +156,7 @@ class _WindowedAggregate(BuiltinProcessor):
                 # windows before the record's new windows can push them out of retention.
                 self._emit_until(close, out, r)
             try:
-                self.apply(r, close, out)
+                self.apply(r, close, out if self.updates is None else self.updates)
             except Exception as e:
                 on_error(e, r)
         self._save_time()

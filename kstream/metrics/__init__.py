@@ -152,6 +152,11 @@ class Metrics:
         self.lag: dict[tuple[str, int], int] = {}
         self.assigned: set[tuple[str, int]] = set()
         self.restoring_tasks = 0
+        # standby replicas (kstream.runtime.standby): records behind the changelog's end per
+        # (store, partition), the standby tasks kept, the changelog records they applied
+        self.standby_lag: dict[tuple[str, int], int] = {}
+        self.standby_tasks = 0
+        self.standby_records = 0
         self.restored_by_store: dict[str, int] = {}
         self._restore_seen: dict[tuple[str, int], int] = {}
         self.store_ops: dict[tuple[str, str], int] = {}
@@ -339,6 +344,22 @@ class Metrics:
 
     def set_restoring(self, tasks: int) -> None:
         self.restoring_tasks = tasks
+
+    def set_standby_lag(self, store: str, partition: int, lag: int | None) -> None:
+        """Records a standby copy of (`store`, `partition`) is behind its changelog's end;
+        None: no standby of it here any more (its series goes)."""
+        with self._lock:
+            if lag is None:
+                self.standby_lag.pop((store, partition), None)
+            else:
+                self.standby_lag[(store, partition)] = max(0, lag)
+
+    def set_standby_tasks(self, n: int) -> None:
+        self.standby_tasks = n
+
+    def standby_applied(self, n: int) -> None:
+        """Standby tasks applied `n` changelog records."""
+        self.standby_records += n
 
     # --- kstream.state.metrics.StoreMetrics ------------------------------------------------------
 

@@ -236,6 +236,27 @@ def _families(m: Metrics) -> Iterator[Metric]:
     )
     restoring.add_metric([], float(m.restoring_tasks))
     yield restoring
+    standby_tasks = GaugeMetricFamily(
+        "kstream_standby_tasks",
+        "Standby tasks this instance keeps (warm copies of other instances' stores).",
+    )
+    standby_tasks.add_metric([], float(m.standby_tasks))
+    yield standby_tasks
+    standby_lag = GaugeMetricFamily(
+        "kstream_standby_lag_records",
+        "Per standby store partition: changelog records not yet applied (the changelog's end "
+        "as last fetched minus the standby's position); what a failover would restore.",
+        labels=["store", "partition"],
+    )
+    for (s, p), n in sorted(list(m.standby_lag.items())):
+        standby_lag.add_metric([s, str(p)], float(n))
+    yield standby_lag
+    yield _counter(
+        "kstream_standby_records",
+        "Changelog records applied by standby tasks.",
+        [],
+        [((), m.standby_records)],
+    )
     yield _counter(
         "kstream_restore_records",
         "Changelog records applied while restoring, per store.",

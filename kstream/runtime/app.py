@@ -38,6 +38,7 @@ from kstream.runtime.failures import (
     UncaughtExceptionHandler,
     uncaught_response,
 )
+from kstream.runtime.instances import InstanceRegistry
 from kstream.runtime.slow_rebalance import RebalanceWatch
 from kstream.runtime.state_lock import StateDirLock
 from kstream.runtime.store_health import unanswered_store
@@ -147,6 +148,10 @@ class App:
         self._partition_counts: dict[str, int] = {}
         self._app_shutdown: ApplicationShutdown | None = None
         self._shut_down_by: KStreamError | None = None
+        # the instance registry (kstream.runtime.instances): the one `kstreamd run` attaches,
+        # or the App's own when it keeps standby replicas; `_own_registry`: the App closes it
+        self._registry: InstanceRegistry | None = None
+        self._own_registry = False
         if self.processes > 1:
             if client_supplier is not None:
                 raise ConfigError(
@@ -236,6 +241,47 @@ class App:
         """Input records processed (including records of batches that were retried)."""
         return self._stream.processed if self._stream is not None else 0
 
+    def attach_registry(self, registry: InstanceRegistry) -> bool:
+        """Use `registry` (started by the caller, `kstreamd run`) as this instance's entry in
+        the instance registry: the stream thread publishes its active and standby tasks to it
+        and places standby replicas by it. False when the app runs worker processes (each
+        worker is an instance of its own; the caller publishes for the supervisor then). Call
+        it before `start()`."""
+        if self._reference is not None:
+            return False
+        self._registry = registry
+        return True
+
+    def standby_partitions(self) -> list[tuple[str, int]]:
+        """The input (topic, partition) pairs of the tasks this instance keeps standby
+        replicas of right now."""
+        stream = self._stream
+        return [] if stream is None else stream.standbys.standby_partitions()
+
+    def _start_registry(self) -> None:
+        """With standby replicas and no registry attached: the App's own entry in the
+        registry, under its process id (kept in the state directory, so a restart is the same
+        instance) and its `http` address if it has one."""
+        if self.config.num_standby_replicas <= 0 or self._registry is not None:
+            return
+        from kstream.runtime.instances import InstanceRegistry
+
+        registry = InstanceRegistry(
+            self.app_id,
+            self.bootstrap_servers,
+            instance_id=process_id(self.config.state_dir, self.app_id),
+            endpoint=self.config.http or "",
+            kafka=self.config.kafka,
+            connect_timeout=self.config.connect_timeout,
+            client_supplier=self.client_supplier,
+        )
+        registry.start()
+        self._registry, self._own_registry = registry, True
+
+    def _close_registry(self) -> None:
+        if self._own_registry and self._registry is not None:
+            self._registry.close()
+
     # --- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -251,6 +297,7 @@ class App:
         try:
             counts = self._create_topics()
             self._follow_shutdown_requests()
+            self._start_registry()
         except BaseException:
             self._set_state(AppState.ERROR)
             self._release_state_dir()
@@ -332,7 +379,9 @@ class App:
             store_metrics=self.metrics,
         )
         txn_id = f"{self.app_id}-{process_id(self.config.state_dir, self.app_id)}-1"
-        stream = StreamThread(ctx, self._stop, self._thread_state, self.metrics, txn_id)
+        stream = StreamThread(
+            ctx, self._stop, self._thread_state, self.metrics, txn_id, membership=self._registry
+        )
         return stream
 
     def _thread_state(self, new: AppState | str) -> None:
@@ -471,6 +520,7 @@ class App:
             self._thread.join(self.config.shutdown_timeout / 1000 if timeout is None else timeout)
             stopped = not self._thread.is_alive()
         if stopped:  # a thread still closing keeps the directory (and its process id) locked
+            self._close_registry()
             self._release_state_dir()
         return stopped
 
@@ -482,47 +532,85 @@ class App:
 
     # --- queries ---------------------------------------------------------------------------
 
-    def store(self, name: str) -> LocalStore:
-        """A read-only view of store `name` over the partitions this instance holds."""
+    def store(self, name: str, enable_stale_stores: bool = False) -> LocalStore:
+        """A read-only view of store `name` over the partitions this instance holds.
+
+        `enable_stale_stores` (Kafka's `StoreQueryParameters.enableStaleStores()`): the
+        standby copies this instance keeps count too, after the active partitions; they may
+        be behind their active task (`kstream_standby_lag_records`)."""
         if self._reference is not None:
             raise KStreamError(
                 f"app {self.app_id!r} runs in {self.processes} worker processes: query its "
                 "stores through the supervisor's HTTP address (config['http'])"
             )
-        return LocalStore(self, name)
+        return LocalStore(self, name, enable_stale_stores)
 
-    def query(self, store: str, key: Any) -> Any:
-        """The value of `key` in `store` from the local partitions (None if absent)."""
-        return self.store(store).get(key)
+    def query(
+        self,
+        store: str,
+        key: Any,
+        enable_stale_stores: bool = False,
+        as_of: int | None = None,
+    ) -> Any:
+        """The value of `key` in `store` from the local partitions (None if absent);
+        `enable_stale_stores`: from the standby copies too (`store`). For a versioned store
+        the answer is a `VersionedRecord`, with `as_of` the version valid at that time
+        (Kafka's `VersionedKeyQuery.asOf`); `store(name).versions(...)` lists versions."""
+        if as_of is None:
+            return self.store(store, enable_stale_stores).get(key)
+        return self.store(store, enable_stale_stores).get(key, as_of)
 
-    def _stores(self, name: str) -> list[Any]:
+    def _stores(self, name: str, stale: bool = False) -> list[Any]:
         out = []
         if self._ctx is not None and name in self._ctx.global_views:
             return [self._ctx.global_views[name]]
-        if self._stream is not None:
-            for rt in list(self._stream.tasks.values()):
+        stream = self._stream
+        if stream is not None:
+            for rt in list(stream.tasks.values()):
                 s = rt.task.stores.get(name)
                 if s is not None:
                     out.append(s.read_only())
+            if stale:
+                out += stream.standbys.views(name)
         return out
 
 
 class LocalStore:
-    """A store as one instance sees it: every local partition, committed data only."""
+    """A store as one instance sees it: every local partition, committed data only (and the
+    standby copies with `stale`)."""
 
-    def __init__(self, app: App, name: str) -> None:
+    def __init__(self, app: App, name: str, stale: bool = False) -> None:
         self._app = app
         self.name = name
+        self.stale = stale
 
     def partitions(self) -> list[Any]:
-        return self._app._stores(self.name)
+        return self._app._stores(self.name, self.stale)
 
-    def get(self, key: Any) -> Any:
+    def get(self, key: Any, *as_of: int) -> Any:
+        """The key's value from the first local partition that has it; a versioned store also
+        takes a time (`get(key, as_of)`: the version valid then)."""
         for s in self.partitions():
-            v = s.get(key)
+            v = s.get(key, *as_of)
             if v is not None:
                 return v
         return None
+
+    def versions(
+        self,
+        key: Any,
+        from_time: int | None = None,
+        to_time: int | None = None,
+        ascending: bool = False,
+    ) -> list[Any]:
+        """A versioned store's versions of `key` valid at some time in [from_time, to_time],
+        newest first unless `ascending` (Kafka's `MultiVersionedKeyQuery`, KIP-968; see
+        `VersionedKeyValueStore.versions`), from the first local partition that has any."""
+        for s in self.partitions():
+            found: list[Any] = s.versions(key, from_time, to_time, ascending)
+            if found:
+                return found
+        return []
 
     def all(self) -> Iterator[tuple[Any, Any]]:
         """Every entry of every local partition (partition by partition)."""

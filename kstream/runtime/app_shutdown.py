@@ -33,7 +33,7 @@ FOLLOW_WAIT_S = 0.2
 
 
 def control_topic(app_id: str) -> str:
-    """The instance registry's topic (kstream.service.instances.instances_topic)."""
+    """The instance registry's topic (kstream.runtime.instances.instances_topic)."""
     return f"{app_id}-instances"
 
 

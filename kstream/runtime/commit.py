@@ -170,6 +170,7 @@ class CommitProtocol:
         if self.transactional and rt.producer.in_transaction:
             self.metrics.transaction_aborted()
         scope = self.scope(rt, tasks)
+        log.debug("rolling back tasks %s", [one.id for one in scope])
         for one in scope:
             producer = one.producer
             if self.transactional and producer.in_transaction:

@@ -28,6 +28,7 @@ from kstream.kafka.consumer import Consumer
 from kstream.metrics import Metrics
 from kstream.runtime.commit import CommitProtocol, task_transactional_id
 from kstream.runtime.rebalance import generation
+from kstream.runtime.standby import StandbyTasks
 from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask, restore_tasks
 from kstream.state.restore import RestoreResult
 
@@ -73,10 +74,14 @@ class TaskManager:
         stop: threading.Event,
         on_state: Callable[[str], None],
         cooperative: bool = False,
+        standbys: StandbyTasks | None = None,
     ) -> None:
         """`cooperative`: the consumer's group rebalances incrementally (revokes and assigns
-        only the partitions that move; kstream.runtime.rebalance)."""
+        only the partitions that move; kstream.runtime.rebalance). `standbys`: the thread's
+        standby replicas (kstream.runtime.standby), which hand their stores to a task
+        assigned here and keep those of a task given up."""
         self.ctx = ctx
+        self.standbys = standbys
         self.cooperative = cooperative
         # tasks created and closed since the start, rebuilt ones included (a task kept across
         # a cooperative rebalance is neither)
@@ -122,7 +127,7 @@ class TaskManager:
             rolled: list[RuntimeTask] = []
             if self.host.error is None:
                 rolled = self.host.commit_all_or_rollback()
-            self._close_tasks(moving)
+            self._close_tasks(moving, park=True)
             self.seek_back([rt for rt in _unique(rolled) if rt in self.tasks.values()])
         self._release(parts)
         self._after_change("revoked", moving)
@@ -136,7 +141,7 @@ class TaskManager:
         rolled: list[RuntimeTask] = []
         for rt in lost:
             rolled += self.rollback(rt)
-        self._close_tasks(lost)
+        self._close_tasks(lost, park=True)
         self.seek_back([rt for rt in _unique(rolled) if rt in self.tasks.values()])
         self._release(parts)
         self._after_change("lost", lost)
@@ -157,9 +162,11 @@ class TaskManager:
             tps = [(t, n) for sid, n in wanted for t in compiled.subtopologies[sid].source_topics]
             keys = list(wanted)
             committed = self._read_committed(keys, tps)
+            # a standby's stores go on from its checkpoints: only the tail is restored
+            handed = {k: self.standbys.take(k) for k in keys} if self.standbys else {}
             try:
                 # every store of every new task, restored by one consumer
-                restored = restore_tasks(self.ctx, keys, committed)
+                restored = restore_tasks(self.ctx, keys, committed, handed)
             except BaseException as e:
                 self.host.fail(e)
                 raise
@@ -192,16 +199,21 @@ class TaskManager:
         found = [self.task_of.get((p.topic, p.partition)) for p in parts]
         return _unique([rt for rt in found if rt is not None])
 
-    def _close_tasks(self, tasks: list[RuntimeTask]) -> None:
-        """Close `tasks` and forget them."""
+    def _close_tasks(self, tasks: list[RuntimeTask], park: bool = False) -> None:
+        """Close `tasks` and forget them; `park`: their stores stay open as standbys when
+        standby replicas are on (a task given up in a rebalance)."""
         for rt in tasks:
             self.tasks.pop((rt.subtopology, rt.partition), None)
             for tp in rt.tps:
                 if self.task_of.get(tp) is rt:
                     del self.task_of[tp]
+                # A pending seek goes with its task: whoever runs the partition next (another
+                # instance, or a new task here if it comes back before the rebalance ends)
+                # starts from the committed offset, which may have moved on since.
+                self._seeks.pop(tp, None)
             self.tasks_closed += 1
             try:
-                self._close(rt)
+                self._close(rt, park)
             except Exception as e:
                 log.warning("closing task %s: %s", rt.id, e)
 
@@ -280,10 +292,16 @@ class TaskManager:
             self.commits.release_producer(producer)
             raise
 
-    def _close(self, rt: RuntimeTask) -> None:
-        """Close `rt`'s stores, then release its producer to the commit protocol."""
+    def _close(self, rt: RuntimeTask, park: bool = False) -> None:
+        """Close `rt`'s stores (`park`: hand those a standby can keep to it), then release
+        its producer to the commit protocol."""
         try:
-            rt.close()
+            if park and self.standbys is not None and self.standbys.enabled:
+                rest = self.standbys.park((rt.subtopology, rt.partition), rt.close_keeping_stores())
+                for store in rest:
+                    store.close()
+            else:
+                rt.close()
         finally:
             self.commits.release_producer(rt.producer)
 
@@ -433,6 +451,12 @@ class TaskManager:
         for rt in tasks:
             for tp in rt.tps:
                 self._seeks[tp] = rt.committed.get(tp, OFFSET_BEGINNING)
+        if tasks and log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "seeking back %s (%s)",
+                {f"{t}[{p}]": o for (t, p), o in self._seeks.items()},
+                "after the rebalance" if self.rebalancing else "now",
+            )
         if not self.rebalancing:
             self.apply_seeks()
 
@@ -451,6 +475,7 @@ class TaskManager:
                 continue  # revoked meanwhile: its next owner starts from the committed offset
             try:
                 self.consumer.seek(t, p, off)
+                log.debug("sought %s[%d] back to %d", t, p, off)
             except KafkaClientError as e:
                 # librdkafka refuses a seek while the partition is not fetching (between the
                 # rounds of a cooperative rebalance, or just assigned). Dropping it would go on

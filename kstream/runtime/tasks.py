@@ -48,6 +48,8 @@ from kstream.records import KAFKA_TIMESTAMP_TYPES, Record
 from kstream.runtime.collector import Collector
 from kstream.runtime.idling import IDLING_DISABLED, LagOf, PartitionBuffers
 from kstream.runtime.policies import ErrorCounts, make_handler
+from kstream.state import Store
+from kstream.state.caching import RecordCache, cached
 from kstream.state.changelog import CHANGELOG_OFFSET, changelog_records
 from kstream.state.metrics import StoreMetrics, instrument
 from kstream.state.provenance import header_value
@@ -85,11 +87,14 @@ class RuntimeContext:
     store_metrics: StoreMetrics | None = None
     # the broker-compatibility component's switches (config.broker_compat)
     compat: BrokerCompat = field(init=False)
+    # the stream thread's record cache (config.cache_max_bytes, kstream.state.caching)
+    record_cache: RecordCache = field(init=False)
 
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.compat = compat_of(self.config)
+        self.record_cache = RecordCache(self.config.cache_max_bytes)
 
     def restoring_changed(self, delta: int) -> None:
         """Count tasks being restored (tasks restore side by side on pool threads)."""
@@ -128,16 +133,25 @@ def task_store_parts(
 
 
 def restore_tasks(
-    ctx: RuntimeContext, tasks: Sequence[tuple[int, int]], committed: Mapping[TP, int]
+    ctx: RuntimeContext,
+    tasks: Sequence[tuple[int, int]],
+    committed: Mapping[TP, int],
+    handed: Mapping[tuple[int, int], Mapping[str, Store]] | None = None,
 ) -> list[list[RestoreResult]]:
     """Open and restore the stores of `tasks` (`(subtopology, partition)`) with one consumer,
     as Kafka Streams' restore consumer does for a thread's tasks: one client and one wait for
     the end per rebalance, not per store. `committed`: the tasks' committed input offsets
     (with the broker-compatibility component on, under exactly-once a changelog record counts
-    only if its input offset was committed).
+    only if its input offset was committed). `handed`: stores already open per task and store
+    name (a standby's, kstream.runtime.standby), restored from their checkpoints on.
     Returns each task's `RestoreResult`s, in `task_store_parts` order."""
     cfg = ctx.config
     parts = [task_store_parts(ctx, sub, part) for sub, part in tasks]
+    given: list[Store | None] = [
+        (handed or {}).get(key, {}).get(spec.name)
+        for key, task_parts in zip(tasks, parts, strict=True)
+        for spec, _ in task_parts
+    ]
     # with provenance stamped on every changelog record, each must name an input partition of
     # its task (kstream.state.restore_check)
     sources: list[frozenset[TP] | None] = [
@@ -161,6 +175,7 @@ def restore_tasks(
             client_supplier=ctx.client_supplier,
             on_error=cfg.on_restore_error,
             sources=sources,
+            given=given,
         )
     finally:
         ctx.restoring_changed(-len(tasks))
@@ -215,6 +230,8 @@ class RuntimeTask:
             self.collector = Collector(self)
             if restored is None:
                 restored = restore_tasks(ctx, [(subtopology, partition)], committed)[0]
+            # the stores as restored, without the metering layer: what a standby keeps
+            self.restored_stores: list[Store] = [res.store for res in restored]
             ready = {res.store.name: self._restored(res) for res in restored}
             self.task = Task(
                 ctx.compiled,
@@ -235,6 +252,7 @@ class RuntimeTask:
                 name = marks_spec(subtopology).name
                 self.marks_store = ready.pop(name)
                 self.marks_store.source = self.task.source
+                self.marks_store.clock = self.task.record_time
                 self.task.stores[name] = self.marks_store
                 self.marks = load_marks(self.marks_store)
         except BaseException:
@@ -245,6 +263,8 @@ class RuntimeTask:
     def _restored(self, res: RestoreResult) -> Any:
         """A store of this task fresh from its restore: logged, and timed when asked to be."""
         ctx, cfg, name = self.ctx, self.ctx.config, res.store.name
+        # the record cache's layer (when on), under the metering one as in Kafka's chain
+        store = cached(res.store, ctx.record_cache)
         log.info(
             "task %s: restored store %r: %d record(s) applied, %d skipped, %d refused, "
             "offsets %d..%d",
@@ -265,8 +285,8 @@ class RuntimeTask:
             # Kafka Streams: a wrapper per call cost P3 5-8% of its CPU. Before the processors'
             # init: aggregations take the store's fused accessors there, and those must already
             # be the timed ones. The metering layer is a new object around the store.
-            return instrument(res.store, ctx.store_metrics, sample_every=STORE_TIMING_SAMPLE_EVERY)
-        return res.store
+            return instrument(store, ctx.store_metrics, sample_every=STORE_TIMING_SAMPLE_EVERY)
+        return store
 
     def __repr__(self) -> str:
         return f"RuntimeTask({self.id})"
@@ -416,13 +436,19 @@ class RuntimeTask:
                 check()
 
     def produce_changelogs(self) -> None:
+        """Queue the changelog records of the stores' pending writes (inside the transaction,
+        before the input offsets). The record caches are flushed first: what they held back
+        is forwarded now, so its outputs and the writes it causes downstream are in this
+        commit too."""
+        if self.ctx.record_cache.enabled:
+            self.task.flush_caches()
         app_id = self.ctx.app_id
         produce = self.producer.produce
         for store in self.task.stores.values():
             if not store.spec.changelog or not store.has_pending():
                 continue
             for rec in changelog_records(store, app_id, provenance=self.collector.stamp):
-                produce(rec.topic, rec.value, rec.key, rec.partition, 0, rec.headers)
+                produce(rec.topic, rec.value, rec.key, rec.partition, rec.timestamp, rec.headers)
 
     def apply(self, delivered: Mapping[TP, int]) -> None:
         """Apply the write caches with their changelog checkpoints (after the commit)."""
@@ -467,3 +493,12 @@ class RuntimeTask:
     def close(self) -> None:
         """Close the task's stores (its producer is the commit protocol's to release)."""
         self.task.close()
+
+    def close_keeping_stores(self) -> list[Store]:
+        """Close the task's processors but not its stores, which it returns (their write
+        caches emptied: nothing uncommitted goes on), for a standby to keep
+        (kstream.runtime.standby)."""
+        self.task.close(keep_stores=True)
+        for store in self.restored_stores:
+            store.discard()
+        return list(self.restored_stores)

@@ -39,6 +39,7 @@ from kstream.runtime.future_timestamps import FutureTimestamps
 from kstream.runtime.globals import GlobalStores
 from kstream.runtime.purge import RepartitionPurge
 from kstream.runtime.rebalance import COOPERATIVE, effective_protocol, group_settings
+from kstream.runtime.standby import Membership, StandbyTasks
 from kstream.runtime.task_manager import TaskManager
 from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask
 from kstream.runtime.thread_metrics import ThreadMetrics
@@ -70,7 +71,10 @@ class StreamThread:
         on_state: Callable[[str], None],
         metrics: Metrics | None = None,
         transactional_id: str = "",
+        membership: Membership | None = None,
     ) -> None:
+        """`membership`: the instance registry the thread publishes its tasks to and places
+        standby replicas by (kstream.runtime.standby); None: neither."""
         self.ctx = ctx
         # exactly_once_v2: the id of the thread's producer, the same across restarts so that a
         # restarted instance fences its predecessor at once
@@ -87,6 +91,9 @@ class StreamThread:
         )
         # "cooperative" or "eager" (kstream.runtime.rebalance)
         self.rebalance_protocol = effective_protocol(ctx.compiled, ctx.config)
+        # warm copies of other instances' tasks (num_standby_replicas), and the publishing of
+        # this thread's tasks to the instance registry
+        self.standbys = StandbyTasks(ctx, membership, self.metrics, ctx.config.batch_max_records)
         # the tasks: rebalances, creation, restore, rebuild and rollback
         self.task_manager = TaskManager(
             ctx,
@@ -96,6 +103,7 @@ class StreamThread:
             stop,
             on_state,
             cooperative=self.rebalance_protocol == COOPERATIVE,
+            standbys=self.standbys,
         )
         # deletes consumed repartition records after commits, as Kafka Streams does
         self.purge = RepartitionPurge(ctx)
@@ -176,6 +184,8 @@ class StreamThread:
             # instance's predecessor (same transactional id) and aborts its open transaction,
             # whose pending offsets would hold up reading the committed ones (_read_committed).
             self.shared_producer()
+        # with standbys, an instance joining a running app warms up first (KIP-441)
+        self.standbys.warm_up(self.stop, cfg.acceptable_recovery_lag)
         self.consumer = self.ctx.client_supplier.consumer(
             ClientConfig(
                 self.ctx.bootstrap_servers,
@@ -226,6 +236,8 @@ class StreamThread:
         if msgs:
             self._process(msgs)
         self._process_idle()
+        if not self.task_manager.rebalancing:
+            self._tick_standbys()
         self.stats.gauges(self.tasks.values(), self.task_of.keys(), self.consumer)
         now_ms = int(time.time() * 1000)
         for rt in list(self.tasks.values()):
@@ -238,6 +250,18 @@ class StreamThread:
         # no commit while the group moves to a new generation (TaskManager.rebalancing)
         if due and not self.task_manager.rebalancing:
             self.commit()
+
+    def _tick_standbys(self) -> None:
+        """The standbys' turn (kstream.runtime.standby). A standby that fails (a changelog
+        record its restore step refuses, a consumer error) must not stop the active tasks:
+        the standbys are closed and placed again at the next check, from their checkpoints
+        (the active task's own restore meets the same record, and stops there if the policy
+        says so)."""
+        try:
+            self.standbys.tick(self.tasks)
+        except Exception as e:
+            log.warning("standby tasks: %s; closing them (placed again from their checkpoints)", e)
+            self.standbys.close()
 
     def _process(self, msgs: list[Any]) -> None:
         """Run a batch through its tasks with the cyclic garbage collector paused.
@@ -450,6 +474,10 @@ class StreamThread:
                 except Exception:
                     pass
         self.task_manager.close_all()
+        try:
+            self.standbys.close()
+        except Exception as e:
+            log.warning("closing the standby tasks: %s", e)
         if self.consumer is not None:
             try:
                 self.consumer.close()

@@ -37,6 +37,7 @@ __all__ = ["HttpServer", "JsonHandler", "Problem", "Served"]
 
 _METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _FORMATS = ("text", "mermaid", "dot")
+_STORE_PATHS = ("keys", "versions", "owner")
 _FORWARD_TIMEOUT = 10.0
 BACKLOG = 512
 """Pending connections the kernel queues (capped by net.core.somaxconn); a small backlog makes
@@ -94,7 +95,9 @@ class Served(Protocol):
 
     def locate(self, store: str, key_text: str, key_type: str | None = None) -> Any: ...
 
-    def get_local(self, loc: Any, any_partition: bool = False) -> dict[str, Any]: ...
+    def get_local(
+        self, loc: Any, any_partition: bool = False, stale: bool = False
+    ) -> dict[str, Any]: ...
 
     def peers(self) -> list[str]: ...
 
@@ -233,13 +236,14 @@ class _Handler(JsonHandler):
             self._send(200, served.topology(fmt).encode(), "text/plain; charset=utf-8")
         elif parts == ["stores"]:
             self._json(200, {"app_id": served.app_id, "stores": served.stores()})
-        elif len(parts) == 4 and parts[0] == "stores" and parts[2] in ("keys", "owner"):
+        elif len(parts) == 4 and parts[0] == "stores" and parts[2] in _STORE_PATHS:
             self._store(parts[1], parts[2], parts[3], query)
         elif parts and parts[0] == "stores":
             raise Problem(
                 404,
                 "not_found",
-                "use /stores, /stores/{store}/keys/{key} or /stores/{store}/owner/{key}",
+                "use /stores, /stores/{store}/keys/{key}, /stores/{store}/versions/{key} or "
+                "/stores/{store}/owner/{key}",
             )
         else:
             raise Problem(404, "not_found", f"no endpoint {url.path!r}")
@@ -268,12 +272,33 @@ class _Handler(JsonHandler):
         if local_only not in ("true", "false", "1", "0"):
             raise Problem(400, "bad_request", "local must be true or false")
         anywhere = (_one(query, "anywhere") or "false").lower() in ("true", "1")
+        # stale reads (Kafka's enableStaleStores): a standby copy may answer
+        stale_text = _one(query, "stale")
+        if stale_text is not None and stale_text.lower() not in ("true", "false", "1", "0"):
+            raise Problem(400, "bad_request", "stale must be true or false")
+        stale = (
+            stale_text.lower() in ("true", "1")
+            if stale_text is not None
+            else bool(getattr(served, "stale_by_default", False))
+        )
         loc = served.locate(store, key, _one(query, "key_type"))
+        # a versioned store's as_of or /versions query (KIP-960/968) rides on the location
+        # (imported here: kstream.service.versioned_query builds on this module's Problem)
+        from kstream.service.versioned_query import with_version_query
+
+        loc = with_version_query(loc, what, query)
         if what == "owner":
             self._json(200, loc.to_json())
             return
         if local_only in ("true", "1"):
-            self._json(200, served.get_local(loc, any_partition=anywhere))
+            if stale:
+                self._json(200, served.get_local(loc, any_partition=anywhere, stale=True))
+            else:
+                self._json(200, served.get_local(loc, any_partition=anywhere))
+            return
+        if stale and not loc.local and getattr(loc, "standby_local", False):
+            # this instance keeps a standby of the key's partition: answer here, no hop
+            self._json(200, served.get_local(loc, stale=True))
             return
         if loc.local:
             try:

@@ -18,6 +18,8 @@ from kstream.service.http import Problem
 from kstream.service.instances import InstanceInfo, InstanceRegistry
 from kstream.service.keys import BadKey, jsonable, key_type_of, parse_key
 from kstream.service.probe import Probe, assigned_partitions
+from kstream.service.versioned_query import VersionQuery
+from kstream.service.versioned_query import answer as versioned_answer
 
 __all__ = ["AppService", "Location"]
 
@@ -34,6 +36,10 @@ class Location:
     partition: int | None
     local: bool
     owner: InstanceInfo | None
+    # this instance keeps a standby copy of the key's partition (stale reads may use it)
+    standby_local: bool = False
+    # a versioned store's version query (as_of, or versions in a range): service.versioned_query
+    versions: VersionQuery | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -44,6 +50,7 @@ class Location:
             "local": self.local,
             "instance_id": self.owner.instance_id if self.owner else None,
             "endpoint": self.owner.endpoint if self.owner else None,
+            "standby_local": self.standby_local,
         }
 
 
@@ -156,7 +163,9 @@ class AppService:
         owner = self.registry.owner(topic, partition) if self.registry else None
         if local and (owner is None or owner.instance_id != self.instance_id):
             owner = InstanceInfo(self.instance_id, self.registry.endpoint if self.registry else "")
-        return Location(store, key, topic, partition, local, owner)
+        standbys = getattr(self.app, "standby_partitions", None)
+        standby_local = callable(standbys) and (topic, partition) in set(standbys())
+        return Location(store, key, topic, partition, local, owner, standby_local)
 
     def _input_topic(self, store: str) -> str:
         for sub in self.app.compiled.subtopologies:
@@ -189,14 +198,27 @@ class AppService:
             if i.instance_id != self.instance_id and i.endpoint
         ]
 
-    def get_local(self, loc: Location, any_partition: bool = False) -> dict[str, Any]:
+    @property
+    def stale_by_default(self) -> bool:
+        """Key queries may answer from standby copies unless they say `stale=false`
+        (config `enable_stale_stores`)."""
+        return bool(getattr(self.app.config, "enable_stale_stores", False))
+
+    def get_local(
+        self, loc: Location, any_partition: bool = False, stale: bool = False
+    ) -> dict[str, Any]:
         """The key's value from this instance's stores; Problem if absent or unavailable.
 
         `any_partition`: look in every local partition, not only the predicted one (for keys
-        written with another partitioner than murmur2).
+        written with another partitioner than murmur2). `stale`: the standby copies this
+        instance keeps count too (Kafka's enableStaleStores; they may be behind).
         """
         spec, _ = self._spec(loc.store)
-        views = self.app.store(loc.store).partitions()
+        views = (
+            self.app.store(loc.store, enable_stale_stores=True).partitions()
+            if stale
+            else self.app.store(loc.store).partitions()
+        )
         if loc.partition is not None and not any_partition:
             views = [v for v in views if getattr(v, "partition", loc.partition) == loc.partition]
         if not views:
@@ -206,6 +228,9 @@ class AppService:
                 f"store {loc.store!r} partition {loc.partition} is not open on this instance "
                 f"(state {self.state}; restoring or rebalancing)",
             )
+        versioned = versioned_answer(loc, spec.kind, views, self.instance_id)
+        if versioned is not None:
+            return versioned
         value: Any = None
         found_in: int | None = None
         if spec.kind == "key_value":

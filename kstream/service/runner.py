@@ -91,6 +91,11 @@ def run_service(target: Any, settings: Settings, out: TextIO = sys.stdout) -> in
                 client_supplier=getattr(app, "client_supplier", None),
             )
             registry.start()
+            # an App publishes its active and standby tasks itself from its stream thread (and
+            # places standby replicas by the registry); a supervisor of worker processes does
+            # not, so this loop publishes for it
+            attach_registry = getattr(app, "attach_registry", None)
+            app_publishes = bool(attach_registry(registry)) if callable(attach_registry) else False
             server.served = AppService(app, probe, registry, instance_id)
             app.start()
             print(
@@ -102,6 +107,8 @@ def run_service(target: Any, settings: Settings, out: TextIO = sys.stdout) -> in
             while not stop.wait(_PUBLISH_EVERY_S):
                 if str(getattr(app.state, "value", app.state)) in ("ERROR", "NOT_RUNNING"):
                     break
+                if app_publishes:
+                    continue
                 try:
                     registry.publish(assigned_partitions(app))
                 except Exception as e:
@@ -157,7 +164,9 @@ class _Pending:
     def locate(self, store: str, key_text: str, key_type: str | None = None) -> Any:
         raise self._starting()
 
-    def get_local(self, loc: Any, any_partition: bool = False) -> dict[str, Any]:
+    def get_local(
+        self, loc: Any, any_partition: bool = False, stale: bool = False
+    ) -> dict[str, Any]:
         raise self._starting()
 
     def peers(self) -> list[str]:

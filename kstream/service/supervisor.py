@@ -302,6 +302,11 @@ class Supervisor:
         config["state_dir"] = slot.state_dir
         host = f"[{self.host}]" if ":" in self.host else self.host
         config["http"] = f"{host}:{port}"
+        cache = config.get("cache_max_bytes")
+        if isinstance(cache, int) and not isinstance(cache, bool) and cache > 0:
+            # the record cache is divided among the stream threads, as Kafka divides
+            # statestore.cache.max.bytes: here one thread per worker process
+            config["cache_max_bytes"] = max(1, cache // self.processes)
         if config.get("group_instance_id"):
             # static membership: each worker a stable member id of its own, kept across its
             # restarts (its state directory is kept too), so a restart moves no task

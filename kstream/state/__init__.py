@@ -16,8 +16,10 @@ CachingKeyValueStore(ChangeLoggingKeyValueBytesStore(RocksDBStore)))`:
 
 1. `MeteredStore` (kstream.state.metrics): operation counts and latency. Added by the runtime
    at the debug recording level only; at info there is no layer at all.
-2. (Kafka's record cache, which coalesces a key's updates before forwarding and logging them,
-   is not here yet: every update is forwarded and logged.)
+2. `CachingStore` (kstream.state.caching): the record cache, which holds back the forwarding
+   of a key's updates until the commit (or an eviction) and forwards the latest. Added by the
+   runtime while `cache_max_bytes` > 0, to the stores that can cache; not the write cache of
+   step 4.
 3. `ChangeLoggingStore` (kstream.state.changelog): the store's writes as changelog records.
    `open_store` adds it when the spec has `changelog=True`.
 4. The typed store (`KeyValueStore`, `WindowStore`, `SessionStore`, `DedupStore`, on

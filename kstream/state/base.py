@@ -49,6 +49,11 @@ class StateStore:
         self._sources: dict[bytes, Source | None] = {}
         self.source: Callable[[], Source | None] | None = None
         """Set by the runtime: returns the provenance of the record being processed."""
+        self.clock: Callable[[], int] | None = None
+        """Set by the runtime: the time of the record being processed (Kafka's record
+        context timestamp: a punctuation's time in a punctuation), which a changelog record
+        carries (`changelog_timestamp`)."""
+        self._times: dict[bytes, int] = {}
         self._closed = False
 
     def __repr__(self) -> str:
@@ -62,6 +67,8 @@ class StateStore:
         self._cache.put(pkey, value)
         if self.source is not None:
             self._sources[pkey] = self.source()
+        if self.clock is not None:
+            self._times[pkey] = self.clock()
 
     def _read(self, pkey: bytes) -> bytes | None:
         data = self._cache.data
@@ -107,6 +114,13 @@ class StateStore:
         for pk, v in self._cache.data.items():
             yield pk, v, sources.get(pk)
 
+    def changelog_timestamp(self, pkey: bytes, value: bytes | None) -> int:
+        """The timestamp of the changelog record of a pending write (-1: none known): the
+        time of the record that made the write, as Kafka's change-logging layer takes it from
+        the record context. Stores that keep a timestamp in the value (aggregations) take that
+        one instead, as Kafka's timestamped stores do."""
+        return self._times.get(pkey, -1)
+
     def flush(self, checkpoint: dict[str, Any] | None = None) -> None:
         """Apply pending writes and `checkpoint` in one atomic backend write."""
         if self._closed:
@@ -128,6 +142,7 @@ class StateStore:
             self.backend.write_batch(puts, deletes, checkpoint)
         self._cache.clear()
         self._sources = {}
+        self._times = {}
         self._after_flush()
 
     def _after_flush(self) -> None:
@@ -137,6 +152,7 @@ class StateStore:
         """Drop pending writes (the transaction aborted)."""
         self._cache.clear()
         self._sources = {}
+        self._times = {}
         self._after_discard()
 
     def _after_discard(self) -> None:

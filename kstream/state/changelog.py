@@ -9,7 +9,10 @@ outputs), then `flush` once it committed. Local state therefore never holds unco
 and an aborted batch (`discard`) leaves no record behind.
 
 Topic `<app_id>-<store>-changelog`, partition = the task's partition, key/value = the store's
-logical changelog bytes (the typed store's `_to_changelog`: no segment prefix). With the
+logical changelog bytes (the typed store's `_to_changelog`: no segment prefix), timestamp = the
+time of the record whose write it logs, or the value's own timestamp in the stores that keep one
+(`StateStore.changelog_timestamp`), as Kafka's change-logging layers write it; a time ahead of
+the wall clock, or none, is sent as 0, which the producer replaces with its wall clock. With the
 broker-compatibility component on (kstream.broker_compat), header `kstream.src` = the
 provenance of the write; its index counts the changelog records caused by one input record, so
 ids stay unique and deterministic across retries. A write no input record caused (a
@@ -22,6 +25,7 @@ store (`StateStore.apply_changelog`), which must not log them again.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -33,11 +37,13 @@ CHANGELOG_OFFSET = "changelog_offset"
 
 
 class ChangelogEntry(NamedTuple):
-    """One record for the changelog: logical key bytes, value bytes (None = tombstone)."""
+    """One record for the changelog: logical key bytes, value bytes (None = tombstone), the
+    input record that caused it and its timestamp (-1: none known)."""
 
     key: bytes
     value: bytes | None
     source: Source | None = None
+    timestamp: int = -1
 
 
 class ChangelogRecord(NamedTuple):
@@ -46,6 +52,9 @@ class ChangelogRecord(NamedTuple):
     key: bytes
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
+    timestamp: int = 0
+    """The record's CreateTime (`changelog_timestamp`); 0 when no time is known, which the
+    producer replaces with its wall clock."""
 
 
 class ChangeLoggingStore:
@@ -81,11 +90,12 @@ class ChangeLoggingStore:
         write order, the logical key from the typed store's `_to_changelog` (a write it maps
         to None is not logged)."""
         to_changelog = self.inner._to_changelog
+        timestamp = self.inner.changelog_timestamp
         out: list[ChangelogEntry] = []
         for pk, v, source in self.inner.pending_writes():
             logged = to_changelog(pk, v)
             if logged is not None:
-                out.append(ChangelogEntry(logged[0], logged[1], source))
+                out.append(ChangelogEntry(logged[0], logged[1], source, timestamp(pk, v)))
         return out
 
     def changelog_records(
@@ -104,6 +114,7 @@ class ChangeLoggingStore:
         part = inner.partition
         counters: dict[Source, int] = {}
         out: list[ChangelogRecord] = []
+        now = time.time_ns() // 1_000_000
         for e in entries:
             headers: list[tuple[str, bytes | None]] = []
             if provenance and e.source is not None:
@@ -112,7 +123,12 @@ class ChangeLoggingStore:
                 headers.append((HEADER, encode(e.source[0], e.source[1], e.source[2], idx)))
             elif provenance:
                 headers.append((HEADER, NO_SOURCE))
-            out.append(ChangelogRecord(topic, part, e.key, e.value, headers))
+            # a time ahead of the wall clock is sent as 0 (the producer's clock): Kafka 4 brokers
+            # refuse CreateTime records more than an hour ahead (message.timestamp.after.max.ms),
+            # which would fail every commit of the task
+            ts = e.timestamp
+            stamp = ts if 0 < ts <= now else 0
+            out.append(ChangelogRecord(topic, part, e.key, e.value, headers, stamp))
         return out
 
     def flush(self, checkpoint: dict[str, Any] | None = None) -> list[ChangelogEntry]:

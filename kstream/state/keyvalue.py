@@ -177,6 +177,13 @@ class KeyValueStore(StateStore):
 
         return get, put
 
+    def changelog_timestamp(self, pkey: bytes, value: bytes | None) -> int:
+        """A timestamped value's own timestamp (Kafka's change-logging layer of timestamped
+        stores logs `ValueAndTimestamp.timestamp()`); else the writing record's time."""
+        if value is not None and len(value) >= 8 and isinstance(self.value_serde, TimestampedSerde):
+            return int(_TS.unpack_from(value)[0])
+        return super().changelog_timestamp(pkey, value)
+
     def put_if_absent(self, key: Any, value: Any) -> Any:
         """Put unless the key has a value; returns the existing value or None."""
         existing = self.get(key)

@@ -136,8 +136,9 @@ def wipe(
     be.destroy()
 
 
-class _Restoring:
-    """One store's place in a restore: where it started and how far it has read."""
+class Restoring:
+    """One store's place in a restore: where it started and how far it has read (a standby
+    replica keeps one per store while it follows the changelog, kstream.runtime.standby)."""
 
     __slots__ = ("applied", "next", "refused", "skipped", "sources", "start", "store", "wiped")
 
@@ -196,7 +197,7 @@ def restore_all(
     supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
     flags = list(wiped) if wiped is not None else [False] * len(stores)
     reads = list(sources) if sources is not None else [None] * len(stores)
-    every = [_Restoring(store, w, r) for store, w, r in zip(stores, flags, reads, strict=True)]
+    every = [Restoring(store, w, r) for store, w, r in zip(stores, flags, reads, strict=True)]
     # a store without a changelog (`changelog=False`, Kafka's logging disabled) has nothing to
     # read: it keeps what its backend holds
     states = {
@@ -210,19 +211,7 @@ def restore_all(
     starts = {tp: st.start for tp, st in states.items()}
     try:
         for got in read_to_end(consumer, starts, max_records=batch, idle_timeout=idle_timeout):
-            records = _checked(got.messages, states, committed, on_error)
-            for tp in sorted(records.keys() | got.ended.keys()):
-                st = states[tp]
-                if tp in got.ended:
-                    st.next = got.ended[tp]  # control records (commit/abort markers) may follow
-                try:
-                    st.applied += st.store.apply_changelog(
-                        records.get(tp, []), {CHANGELOG_OFFSET: st.next}
-                    )
-                except StoreLostError as e:
-                    raise StoreLostWhileRestoring(st.store, e) from e
-                if progress is not None:
-                    progress(st.store.name, tp[1], st.applied, got.ended.get(tp))
+            apply_batch(states, got.messages, got.ended, committed, on_error, progress)
     except ReadToEndTimeout as e:
         t, p = min(e.positions)
         st = states[(t, p)]
@@ -235,9 +224,39 @@ def restore_all(
     return [st.result() for st in every]
 
 
+def apply_batch(
+    states: Mapping[tuple[str, int], Restoring],
+    messages: Sequence[Any],
+    ended: Mapping[tuple[str, int], int],
+    committed: Committed | None,
+    on_error: str,
+    progress: Progress | None = None,
+) -> int:
+    """Apply one consumer batch of changelog records to the stores of `states` (by changelog
+    partition), each store's records and its new checkpoint in one backend write: the one
+    step of a restore, and of a standby replica following a changelog. `ended`: partitions
+    whose end the batch reached, with the end offset (control records may lie before it).
+    Returns the records applied."""
+    records = _checked(messages, states, committed, on_error)
+    applied = 0
+    for tp in sorted(records.keys() | ended.keys()):
+        st = states[tp]
+        if tp in ended:
+            st.next = max(st.next, ended[tp])  # control records (commit/abort markers)
+        try:
+            n = st.store.apply_changelog(records.get(tp, []), {CHANGELOG_OFFSET: st.next})
+        except StoreLostError as e:
+            raise StoreLostWhileRestoring(st.store, e) from e
+        st.applied += n
+        applied += n
+        if progress is not None:
+            progress(st.store.name, tp[1], st.applied, ended.get(tp))
+    return applied
+
+
 def _checked(
     msgs: Sequence[Any],
-    states: Mapping[tuple[str, int], _Restoring],
+    states: Mapping[tuple[str, int], Restoring],
     committed: Committed | None,
     on_error: str,
 ) -> dict[tuple[str, int], list[tuple[bytes, bytes | None]]]:
@@ -305,10 +324,15 @@ def open_and_restore_all(
     client_supplier: ClientSupplier | None = None,
     on_error: str = "fail",
     sources: Sequence[Collection[tuple[str, int]] | None] | None = None,
+    given: Sequence[Store | None] | None = None,
 ) -> list[RestoreResult]:
     """Open store partitions (`(spec, partition)`, wiping untrustworthy state) and restore them
     from their changelogs together (`restore_all`, which takes `on_error` and `sources`, one
     per part), in the order of `parts`.
+
+    `given[i]`, when not None, is part i already open: a standby replica's store handed to
+    its new active task (kstream.runtime.standby), whose checkpoint says where the restore
+    goes on from, so only the tail of the changelog is read.
 
     A remote store that loses its data while being restored (StoreLostError) is wiped and
     restored again from offset 0, a few times before giving up; the others go on from where
@@ -326,8 +350,9 @@ def open_and_restore_all(
 
     opened: list[tuple[Store, bool]] = []
     try:
-        for spec, partition in parts:
-            opened.append(open_one(spec, partition))
+        handed = list(given) if given is not None else [None] * len(parts)
+        for (spec, partition), store in zip(parts, handed, strict=True):
+            opened.append((store, False) if store is not None else open_one(spec, partition))
         losses = 0
         while True:
             try:
@@ -368,6 +393,9 @@ def open_and_restore_all(
     except BaseException:
         for store, _ in opened:
             store.close()
+        for store in given or ():  # handed over but not reached
+            if store is not None and all(store is not o for o, _ in opened):
+                store.close()
         raise
 
 

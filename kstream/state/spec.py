@@ -39,6 +39,11 @@ class StoreSpec:
     window_size: int | None = None
     retain_duplicates: bool = False
     segment_interval: int | None = None
+    caching: bool = True
+    """Whether the record cache (app setting `cache_max_bytes`, kstream.state.caching) may
+    hold back this store's updates: Kafka's `Materialized.withCachingEnabled/Disabled`. It
+    only matters for the stores Kafka caches (aggregations, materialized table sources) and
+    while the cache is on."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
@@ -59,6 +64,16 @@ class StoreSpec:
             raise ConfigError(f"store {self.name!r}: a window store needs window_size")
         if self.segment_interval is not None and self.segment_interval <= 0:
             raise ConfigError(f"store {self.name!r}: segment_interval must be > 0")
+
+    def with_caching_disabled(self) -> StoreSpec:
+        """This spec with the record cache off for it (Kafka's
+        `Materialized.withCachingDisabled()`): every update is forwarded."""
+        return dataclasses.replace(self, caching=False)
+
+    def with_caching_enabled(self) -> StoreSpec:
+        """This spec with the record cache on for it (the default; Kafka's
+        `Materialized.withCachingEnabled()`), effective while `cache_max_bytes` > 0."""
+        return dataclasses.replace(self, caching=True)
 
     def changelog_topic(self, app_id: str) -> str:
         return f"{app_id}-{self.name}-changelog"

@@ -80,7 +80,7 @@ class VersionedKeyValueStore(SegmentedStore):
     """put(key, value, timestamp) / get(key[, as_of]) / delete(key, timestamp)."""
 
     kind = "versioned_key_value"
-    READ_METHODS = SegmentedStore.READ_METHODS | {"get", "history_retention"}
+    READ_METHODS = SegmentedStore.READ_METHODS | {"get", "versions", "history_retention"}
 
     def __init__(
         self,
@@ -127,6 +127,40 @@ class VersionedKeyValueStore(SegmentedStore):
             latest = self._latest(kb)
             return None if latest is None or latest.value is None else self._decoded(latest)
         return self._decoded(self._find(kb, as_of_timestamp))
+
+    def versions(
+        self,
+        key: Any,
+        from_time: int | None = None,
+        to_time: int | None = None,
+        ascending: bool = False,
+    ) -> list[VersionedRecord]:
+        """The versions of `key` valid at some time in [from_time, to_time] (None: unbounded),
+        tombstones left out, newest first unless `ascending` (Kafka's `MultiVersionedKeyQuery`,
+        KIP-968): a version that started at or before `to_time` and did not end at or before
+        `from_time`. Versions past history retention are gone, as for `get`."""
+        kb = self._key(key)
+        lo = TS_MIN if from_time is None else int(from_time)
+        hi = TS_MAX - 1 if to_time is None else int(to_time)
+        found: list[_Version] = []
+        latest = self._latest(kb)
+        if latest is not None and latest.valid_from <= hi:
+            found.append(latest)
+        ek = esc(kb)
+        # history versions are filed by the segment of their end (valid_to > lo)
+        for seg in self._segments(lo + 1 if lo < TS_MAX else lo, TS_MAX):
+            with_start = self._scan(seg + ek + ts8(TS_MIN), seg + ek + ts8(hi))
+            try:
+                for pkey, raw in with_start:
+                    v = _history(pkey, raw)
+                    if v.valid_to > lo and v.valid_to > self.live_from():
+                        found.append(v)
+            finally:
+                close = getattr(with_start, "close", None)
+                if close is not None:
+                    close()
+        found.sort(key=lambda v: v.valid_from, reverse=not ascending)
+        return [r for r in map(self._decoded, found) if r is not None]
 
     def _key(self, key: Any) -> bytes:
         kb = self.key_serde.to_bytes(key)
@@ -234,6 +268,13 @@ class VersionedKeyValueStore(SegmentedStore):
 
     def _to_changelog(self, pkey: bytes, value: bytes | None) -> tuple[bytes, bytes | None] | None:
         return pkey, value  # pending_writes already yields logical (key, payload) pairs
+
+    def changelog_timestamp(self, pkey: bytes, value: bytes | None) -> int:
+        """The put's timestamp, which starts the logged payload (Kafka's versioned store logs
+        each put with its timestamp)."""
+        if value is not None and len(value) >= 8:
+            return unts8(value)
+        return super().changelog_timestamp(pkey, value)
 
     def check_changelog(self, key: bytes, value: bytes | None) -> None:
         """Key: the key's bytes; value: 8-byte timestamp, flag, value bytes (see

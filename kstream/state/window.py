@@ -102,6 +102,13 @@ class WindowStore(SegmentedStore):
         else:
             self._write(pk, self.value_serde.to_bytes(value))
 
+    def changelog_timestamp(self, pkey: bytes, value: bytes | None) -> int:
+        """A timestamped window's own timestamp (the value's first 8 bytes, as Kafka's
+        timestamped window stores log it); else the writing record's time."""
+        if value is not None and self.timestamped and len(value) >= 8:
+            return int(_TS.unpack_from(value)[0])
+        return super().changelog_timestamp(pkey, value)
+
     def put_timestamped(self, key: Any, value: Any, timestamp: int, start: int) -> None:
         """Store `value` with the largest record `timestamp` of the window (timestamped stores).
 

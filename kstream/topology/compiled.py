@@ -175,8 +175,14 @@ class CompiledTopology:
                         counts[t] = max(sizes)
         # Other unknown repartition counts follow their writer's input; writers may themselves
         # read repartition topics, so iterate until nothing changes. Repartition topics read
-        # together get the largest of their counts.
-        for _ in range(2 * len(self.subtopologies) + 2):
+        # together get the largest of their counts. A count waits for all its writer's inputs,
+        # unless that leaves every unknown topic waiting on another: a cycle, as in a
+        # foreign-key join of two tables that both come through repartition topics (each
+        # side's sub-topology reads the topic the other writes). Then, as Kafka Streams'
+        # `RepartitionTopics.computePartitionCount` does, the inputs known so far decide, and
+        # the co-partitioning below lifts the topics read together to one count.
+        partial = False
+        for _ in range(2 * (len(self.repartition_topics) + len(self.subtopologies)) + 4):
             changed = False
             for t, it in self.repartition_topics.items():
                 if t in counts:
@@ -186,9 +192,10 @@ class CompiledTopology:
                 # the stream it came from): the other topics it reads decide the count
                 inputs = [s for s in writer.source_topics if s != t]
                 known = [counts[s] for s in inputs if s in counts]
-                if known and len(known) == len(inputs):
+                if known and (partial or len(known) == len(inputs)):
                     counts[t] = max(known)
                     changed = True
+                    partial = False
             for s in self.subtopologies:
                 inferred = [t for t in s.source_topics if t in counts and t not in fixed]
                 if len(inferred) > 1:
@@ -198,7 +205,9 @@ class CompiledTopology:
                             counts[t] = top
                             changed = True
             if not changed:
-                break
+                if partial or all(t in counts for t in self.repartition_topics):
+                    break
+                partial = True
         for t in self.repartition_topics:
             if t not in counts:
                 raise TopologyError(f"cannot determine the partition count of {t!r}")

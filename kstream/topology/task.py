@@ -173,6 +173,7 @@ class Task:
                 store = self._open(spec, partition)
                 if hasattr(store, "source"):
                     store.source = self.source
+                    store.clock = self.record_time
                 self.stores[name] = store
             self.nodes: dict[str, Node] = {}
             self._sources: dict[str, SourceNode] = {}
@@ -262,6 +263,15 @@ class Task:
         if cur is None or cur.topic is None or cur.partition is None or cur.offset is None:
             return None
         return (cur.topic, cur.partition, cur.offset)
+
+    def record_time(self) -> int:
+        """The time of what is being processed, Kafka's record-context timestamp: the current
+        record's, a punctuation's time in a punctuation, else stream time. A store write
+        takes it for its changelog record."""
+        cur = self.current
+        if cur is not None:
+            return cur.timestamp
+        return self.punctuation_time if self.punctuation_time >= 0 else self.stream_time
 
     def report(self, exc: BaseException, record: Record, where: str) -> None:
         """Turn an exception on `record` into a `ProcessingError` for the error handler."""
@@ -463,6 +473,15 @@ class Task:
 
     # --- state -----------------------------------------------------------------------------
 
+    def flush_caches(self) -> None:
+        """Forward what the stores' record caches hold back (kstream.state.caching), before
+        a commit. Stores are flushed in topology order; an update forwarded may fill a cache
+        further down, so this repeats until every cache is clean."""
+        flushers = [f for s in self.stores.values() if (f := getattr(s, "flush_cache", None))]
+        for _ in range(len(flushers) + 1):
+            if not any([f() for f in flushers]):
+                return
+
     def flush_stores(
         self, checkpoints: Mapping[str, dict[str, Any]] | None = None
     ) -> dict[str, Any]:
@@ -494,8 +513,9 @@ class Task:
                 if hook is not None:
                     hook()
 
-    def close(self) -> None:
-        """Close processors, then stores (pending writes are not flushed)."""
+    def close(self, keep_stores: bool = False) -> None:
+        """Close processors, then stores (pending writes are not flushed); `keep_stores`:
+        leave the stores open (the runtime keeps them for a standby replica)."""
         first: BaseException | None = None
         for node in self.nodes.values():
             if isinstance(node, ProcessorNode):
@@ -503,7 +523,7 @@ class Task:
                     node.processor.close()
                 except Exception as e:
                     first = first or e
-        for store in self.stores.values():
+        for store in () if keep_stores else self.stores.values():
             try:
                 store.close()
             except Exception as e:

@@ -4,8 +4,8 @@ Ports of `KTableKTableForeignKeyJoinIntegrationTest` (Kafka 4.x; each test named
 Kafka test it ports, with its expected outputs): for inner and left joins, with the result
 materialized in a store named "store" or not, and with or without a "rejoin" (the result
 joined on the key with the left table again, which makes Kafka materialize the result on
-demand). The tables are not versioned (the non-versioned half of
-`shouldIgnoreOutOfOrderRecordsIffVersioned`). Kafka's assertions read the output as a map
+demand). The tables are not versioned but in `shouldIgnoreOutOfOrderRecordsIffVersioned`,
+which runs every mix of versioned and plain sides. Kafka's assertions read the output as a map
 (the last value per key) and the store in full; so do these. The scenarios of
 `KTableKTableForeignKeyJoinScenarioTest` that check records one by one, timestamps
 included, follow.
@@ -89,12 +89,16 @@ def get_topology(
     left_join: bool,
     rejoin: bool,
     extractor: Callable[[str], str | None] = second_field,
+    versioned: tuple[bool, bool] = (False, False),
 ) -> StreamBuilder:
     """Kafka's `getTopology`: `left.join(right, extractor, joiner, materialized)` (or
-    `leftJoin`) to OUTPUT; with `rejoin`, the result joined with `left` again, on the key."""
+    `leftJoin`) to OUTPUT; with `rejoin`, the result joined with `left` again, on the key.
+    `versioned` makes the left or right table versioned (Kafka's persistent versioned store,
+    5 minutes of history)."""
     b = StreamBuilder()
-    left = b.table(LEFT_TABLE, "string", "string")
-    right = b.table(RIGHT_TABLE, "string", "string")
+    history = {True: "5min", False: None}
+    left = b.table(LEFT_TABLE, "string", "string", versioned=history[versioned[0]])
+    right = b.table(RIGHT_TABLE, "string", "string", versioned=history[versioned[1]])
     store = "store" if materialized else None
     if left_join:
         fk_join = left.left_join(right, extractor, joiner, materialized=store)
@@ -118,8 +122,10 @@ def running(
     materialized: bool,
     rejoin: bool = False,
     extractor: Callable[[str], str | None] = second_field,
+    versioned: tuple[bool, bool] = (False, False),
 ) -> Iterator[Run]:
-    with TopologyTestDriver(get_topology(materialized, left_join, rejoin, extractor)) as d:
+    topology = get_topology(materialized, left_join, rejoin, extractor, versioned)
+    with TopologyTestDriver(topology) as d:
         yield Run(d, materialized, rejoin)
 
 
@@ -318,13 +324,18 @@ def test_should_emit_record_when_old_and_new_fk_differ(materialized: bool, rejoi
         assert subscriptions.get(key) is None
 
 
-@pytest.mark.parametrize(("left_join", "materialized"), [(lj, m) for lj in (1, 0) for m in (1, 0)])
+@pytest.mark.parametrize(
+    ("left_join", "materialized", "left_versioned", "right_versioned"),
+    [(lj, m, lv, rv) for lj in (1, 0) for m in (1, 0) for lv in (1, 0) for rv in (1, 0)],
+)
 def test_should_ignore_out_of_order_records_iff_versioned(
-    left_join: bool, materialized: bool
+    left_join: bool, materialized: bool, left_versioned: bool, right_versioned: bool
 ) -> None:
-    """`shouldIgnoreOutOfOrderRecordsIffVersioned`, the cases with neither table versioned:
-    out-of-order updates on either side are joined as any other."""
-    with running(bool(left_join), bool(materialized)) as t:
+    """`shouldIgnoreOutOfOrderRecordsIffVersioned`: an out-of-order update (older than its
+    key's latest) of a versioned side is not joined (KIP-914), of a plain side it is joined
+    as any other."""
+    versioned = (bool(left_versioned), bool(right_versioned))
+    with running(bool(left_join), bool(materialized), versioned=versioned) as t:
         t.right("rhs1", "rhsValue1", BASE + 4)
         t.check({})
         t.left("lhs1", "lhsValue1|rhs1", BASE + 3)
@@ -333,34 +344,49 @@ def test_should_ignore_out_of_order_records_iff_versioned(
         # a tombstone as the latest record
         t.left("lhs2", None, BASE + 6)
         t.check({"lhs2": None}, {"lhs1": "(lhsValue1|rhs1,rhsValue1)"})
-        # out-of-order LHS records (existing key and not) produce new results
+        # out-of-order LHS records (for existing keys) produce new results iff LHS is plain
         t.left("lhs1", "lhsValue1_ooo|rhs1", BASE + 2)
         t.left("lhs2", "lhsValue2_ooo|rhs1", BASE + 2)
-        ooo = {
-            "lhs1": "(lhsValue1_ooo|rhs1,rhsValue1)",
-            "lhs2": "(lhsValue2_ooo|rhs1,rhsValue1)",
-        }
-        t.check(ooo)
+        if left_versioned:
+            t.check({}, {"lhs1": "(lhsValue1|rhs1,rhsValue1)"})
+        else:
+            ooo = {
+                "lhs1": "(lhsValue1_ooo|rhs1,rhsValue1)",
+                "lhs2": "(lhsValue2_ooo|rhs1,rhsValue1)",
+            }
+            t.check(ooo)
         # and so does an out-of-order LHS tombstone
         t.left("lhs1", None, BASE + 2)
-        t.check({"lhs1": None}, {"lhs2": "(lhsValue2_ooo|rhs1,rhsValue1)"})
+        if left_versioned:
+            t.check({}, {"lhs1": "(lhsValue1|rhs1,rhsValue1)"})
+        else:
+            t.check({"lhs1": None}, {"lhs2": "(lhsValue2_ooo|rhs1,rhsValue1)"})
         # LHS records with larger timestamps
         t.left("lhs1", "lhsValue1_new|rhs1", BASE + 8)
         t.left("lhs2", "lhsValue2_new|rhs1", BASE + 8)
         t.check(
             {"lhs1": "(lhsValue1_new|rhs1,rhsValue1)", "lhs2": "(lhsValue2_new|rhs1,rhsValue1)"}
         )
-        # an out-of-order RHS record is joined too
+        latest = {
+            "lhs1": "(lhsValue1_new|rhs1,rhsValue1)",
+            "lhs2": "(lhsValue2_new|rhs1,rhsValue1)",
+        }
+        # an out-of-order RHS record is joined iff RHS is plain
         t.right("rhs1", "rhsValue1_ooo", BASE + 1)
-        t.check(
-            {
-                "lhs1": "(lhsValue1_new|rhs1,rhsValue1_ooo)",
-                "lhs2": "(lhsValue2_new|rhs1,rhsValue1_ooo)",
-            }
-        )
-        # and an out-of-order RHS tombstone deletes (inner) or half-joins (left)
+        if right_versioned:
+            t.check({}, latest)
+        else:
+            t.check(
+                {
+                    "lhs1": "(lhsValue1_new|rhs1,rhsValue1_ooo)",
+                    "lhs2": "(lhsValue2_new|rhs1,rhsValue1_ooo)",
+                }
+            )
+        # and an out-of-order RHS tombstone deletes (inner) or half-joins (left) iff plain
         t.right("rhs1", None, BASE + 1)
-        if left_join:
+        if right_versioned:
+            t.check({}, latest)
+        elif left_join:
             t.check({"lhs1": "(lhsValue1_new|rhs1,null)", "lhs2": "(lhsValue2_new|rhs1,null)"})
         else:
             t.check({"lhs1": None, "lhs2": None}, {})
@@ -372,3 +398,50 @@ def test_should_ignore_out_of_order_records_iff_versioned(
                 "lhs2": "(lhsValue2_new|rhs1,rhsValue1_new)",
             }
         )
+
+
+@pytest.mark.parametrize("left_join", [False, True])
+def test_should_support_foreign_key_join_of_two_re_keyed_tables(left_join: bool) -> None:
+    """`KStreamImplTest.shouldSupportForeignKeyTableTableJoinWithKTableFromKStream` with both
+    tables re-keyed (`selectKey(...).toTable()`), so both come through repartition topics: each
+    side's sub-topology reads the subscription topic the other writes. With inputs of 2 and 4
+    partitions Kafka's `RepartitionTopics` and `CopartitionedTopicsEnforcer` give every
+    repartition and subscription topic 4 (each is co-partitioned with a topic of 4)."""
+    b = StreamBuilder()
+    left = b.stream("input1", "string", "string").select_key(lambda k, v: k).to_table()
+    right = b.stream("input2", "string", "string").select_key(lambda k, v: k).to_table()
+    join = left.left_join if left_join else left.join
+    join(right, second_field, joiner).to_stream().to(OUTPUT, "string", "string")
+    topology = b.build()
+
+    compiled = topology.compile("app")
+    counts = compiled.resolve_partitions({"input1": 2, "input2": 4})
+    for s in compiled.subtopologies:
+        assert len({counts[t] for t in s.source_topics}) == 1, s.source_topics
+    registration = next(t for t in counts if "SUBSCRIPTION-REGISTRATION" in t)
+    response = next(t for t in counts if "SUBSCRIPTION-RESPONSE" in t)
+    assert compiled.subtopology_for_topic(registration) is not compiled.subtopology_for_topic(
+        response
+    )
+    internal = [t for t in counts if t.endswith(("-repartition", "-topic"))]
+    assert len(internal) == 4
+    assert {counts[t] for t in internal} == {4}
+
+    with TopologyTestDriver(topology) as d:
+        lhs = d.input_topic("input1", "string", "string")
+        rhs = d.input_topic("input2", "string", "string")
+        out = d.output_topic(OUTPUT, "string", "string")
+        rhs.pipe("rhs1", "rhsValue1")
+        rhs.pipe("rhs2", "rhsValue2")
+        rhs.pipe("rhs3", "rhsValue3")  # an unreferenced foreign key: in no result
+        assert dict(out.read_key_values()) == {}
+        lhs.pipe("lhs1", "lhsValue1|rhs1")
+        lhs.pipe("lhs2", "lhsValue2|rhs2")
+        assert dict(out.read_key_values()) == {
+            "lhs1": "(lhsValue1|rhs1,rhsValue1)",
+            "lhs2": "(lhsValue2|rhs2,rhsValue2)",
+        }
+        lhs.pipe("lhs3", "lhsValue3|rhs1")  # another reference to an existing foreign key
+        assert dict(out.read_key_values()) == {"lhs3": "(lhsValue3|rhs1,rhsValue1)"}
+        lhs.pipe("lhs1", None)
+        assert dict(out.read_key_values()) == {"lhs1": None}

@@ -4,7 +4,8 @@ The exactly-once tests check what any Kafka reader sees, not what kstream's own 
 it: this module imports only confluent_kafka and the standard library. It assigns every
 partition of the topics from the beginning (no consumer group: nothing is committed), reads
 with `isolation.level=read_committed` by default, decodes keys as UTF-8 strings and values as
-Kafka's LongSerializer writes them (8 bytes, big-endian), and keeps every record it is given:
+Kafka's LongSerializer writes them (8 bytes, big-endian; `values="string"`: as UTF-8 strings),
+and keeps every record it is given:
 no deduplication of any kind, so a repeated record shows up as a duplicate.
 
 `check_updates` compares what was read with the updates a pipeline must emit: per key, a
@@ -35,7 +36,7 @@ class Update:
     partition: int
     offset: int
     key: str | None
-    value: int | None
+    value: int | str | None
     timestamp: int
 
 
@@ -48,10 +49,14 @@ class IndependentReader:
         topics: list[str],
         isolation: str = "read_committed",
         timeout: float = 30.0,
+        values: str = "long",
     ) -> None:
+        if values not in ("long", "string"):
+            raise ValueError(f"values must be 'long' or 'string', got {values!r}")
         self.bootstrap = bootstrap
         self.topics = list(topics)
         self.isolation = isolation
+        self.strings = values == "string"
         self.consumer = self._new_consumer()
         self.partitions: list[TopicPartition] = []
         end = time.monotonic() + timeout
@@ -130,8 +135,10 @@ class IndependentReader:
                 continue
             raw_key, raw_value = msg.key(), msg.value()
             key = None if raw_key is None else raw_key.decode("utf-8", "replace")
-            value = None
-            if raw_value is not None and len(raw_value) == _LONG.size:
+            value: int | str | None = None
+            if raw_value is not None and self.strings:
+                value = raw_value.decode("utf-8", "replace")
+            elif raw_value is not None and len(raw_value) == _LONG.size:
                 value = _LONG.unpack(raw_value)[0]
             topic = msg.topic()
             assert topic is not None
@@ -236,9 +243,9 @@ class IndependentReader:
                     f"(position, end) {behind}; errors {self.errors[:5]}"
                 )
 
-    def updates(self, topic: str) -> dict[str, list[int | None]]:
+    def updates(self, topic: str) -> dict[str, list[int | str | None]]:
         """Per key, the values read from `topic` in log order."""
-        out: dict[str, list[int | None]] = {}
+        out: dict[str, list[int | str | None]] = {}
         for r in self.records[topic]:
             out.setdefault(str(r.key), []).append(r.value)
         return out
@@ -352,8 +359,23 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -
             "log_level": 3,
         }
     )
+    asked = [TopicPartition(topic, p) for p in range(partitions)]
+    deadline = time.monotonic() + 30
     try:
-        tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], 30)
+        while True:
+            try:
+                tps = consumer.committed(asked, 30)
+                break
+            except KafkaException as e:
+                # a new group's coordinator may be moving or still loading: ask again
+                retriable = e.args[0].code() in (
+                    KafkaError.NOT_COORDINATOR,
+                    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                    KafkaError.COORDINATOR_NOT_AVAILABLE,
+                )
+                if not retriable or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
     finally:
         consumer.close()
     return sum(max(0, tp.offset) for tp in tps)

@@ -23,6 +23,7 @@ from kstream.kafka.producer import Producer
 from kstream.serde import serde
 
 WORKER = str(Path(__file__).with_name("worker.py"))
+DSL_WORKER = str(Path(__file__).with_name("dsl_worker.py"))
 LONG = os.environ.get("KSTREAM_LONG") == "1"
 
 
@@ -57,24 +58,29 @@ def produce(
     key_serde: str = "string",
     value_serde: str = "long",
     headers: list[tuple[str, bytes | None]] | None = None,
+    partition: int | None = None,
 ) -> None:
+    """`records` (key, value, timestamp) to `topic`, to `partition` when given (else the
+    producer's partitioner picks)."""
     ks, vs = serde(key_serde), serde(value_serde)
     # idempotent: a retried batch can neither repeat records nor land after later ones, so the
     # input's order per partition is the order of `records` (the checks depend on it)
     with Producer(bootstrap, idempotent=True) as p:
         for k, v, ts in records:
-            p.produce(topic, vs.to_bytes(v), ks.to_bytes(k), timestamp=ts, headers=headers)
+            p.produce(topic, vs.to_bytes(v), ks.to_bytes(k), partition, ts, headers)
         p.flush()
 
 
 @dataclass
 class Worker:
-    """A worker process running the stateful pipeline."""
+    """A worker process running the stateful pipeline (or the app of another worker
+    `script`, e.g. e2e.dsl_worker's)."""
 
     args: list[str]
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
     logs: list[Path] = field(default_factory=list)
+    script: str = WORKER
 
     def start(self) -> Worker:
         n = len(self.logs)
@@ -82,7 +88,7 @@ class Worker:
         self.logs.append(path)
         out = open(path, "wb")  # noqa: SIM115 (owned by the child)
         self.proc = subprocess.Popen(
-            [sys.executable, WORKER, *self.args], stdout=out, stderr=subprocess.STDOUT
+            [sys.executable, self.script, *self.args], stdout=out, stderr=subprocess.STDOUT
         )
         out.close()
         return self
@@ -150,6 +156,28 @@ def worker(
         *extra,
     ]
     return Worker(args, tmp / f"{name}.log")
+
+
+def dsl_worker(tmp: Path, app: str, bootstrap: str, app_id: str, **flags: Any) -> Worker:
+    """A worker running e2e.dsl_worker's `app` ("fk", "cogroup" or "grace"), its state in
+    `tmp`/state; `flags` are the app's (`hold_ms=200` gives `--hold-ms 200`)."""
+    args = [app, "--bootstrap", bootstrap, "--app-id", app_id, "--state-dir", str(tmp / "state")]
+    for name, value in flags.items():
+        args += [f"--{name.replace('_', '-')}", str(value)]
+    return Worker(args, tmp / f"{app}.log", script=DSL_WORKER)
+
+
+def wait_reading(
+    reader: IndependentReader, what: str, done: Callable[[], bool], deadline_s: float, w: Worker
+) -> None:
+    """Read on until `done()`; fail with the worker's log if it exits or `deadline_s` passes."""
+    end = time.monotonic() + deadline_s
+    while not done():
+        reader.poll(0.2)
+        if not w.alive():
+            raise AssertionError(f"the worker exited while waiting for {what}:\n{w.tail()}")
+        if time.monotonic() > end:
+            raise AssertionError(f"gave up waiting for {what}:\n{w.tail()}")
 
 
 class Results:

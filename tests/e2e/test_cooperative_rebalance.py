@@ -282,17 +282,11 @@ SESSION_MS = 1000
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.xfail(
-    strict=False,
-    reason="open: twice in loaded make test runs about 95-150 of ~1,900 outputs were missing "
-    "after a worker's transaction failed mid-rebalance; cooperative stays opt-in meanwhile "
-    "(docs/operations.md)",
-)
 def test_instances_joining_dying_and_leaving_under_exactly_once_v2_stay_exact(
     kafka_broker: Any, unique_name: Callable[[str], str], tmp_path: Path
 ) -> None:
-    """Worker processes (cooperative protocol) join one by one, one is
-    SIGKILLed and comes back, one leaves with SIGTERM: every update is read once."""
+    """Worker processes (cooperative, the default protocol, asked for explicitly) join one by
+    one, one is SIGKILLed and comes back, one leaves with SIGTERM: every update is read once."""
     require_kafka(kafka_broker)
     bs = kafka_broker.bootstrap_servers
     inp, cnt, sm = unique_name("in"), unique_name("counts"), unique_name("sums")
@@ -321,7 +315,10 @@ def test_instances_joining_dying_and_leaving_under_exactly_once_v2_stay_exact(
                 w.kill()
             else:
                 assert w.stop() == 0, w.tail()
-            res.wait_total(res.total + 150, step, 120, *workers)
+            # progress since the step, but no more outputs than the records produced so far:
+            # the workers may have processed every one of them already (a target above that
+            # can never be met, and once read as 150 lost outputs)
+            res.wait_total(min(res.total + 150, produced), step, 120, *workers)
         produce(bs, inp, data[produced:])
         counts, _ = expected(data)
         res.wait(partial(res.complete, counts), "all outputs", 180, *workers)

@@ -35,16 +35,25 @@ def main() -> None:
     ap.add_argument("--rebalance-protocol", default=None)
     # more librdkafka settings, KEY=VALUE (repeatable)
     ap.add_argument("--kafka", action="append", default=[])
+    # num_standby_replicas (the engine's default when unset)
+    ap.add_argument("--standbys", type=int, default=None)
+    # acceptable_recovery_lag (the engine's default when unset)
+    ap.add_argument("--acceptable-recovery-lag", type=int, default=None)
     args = ap.parse_args()
     faulthandler.register(signal.SIGUSR1)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
     )
     logging.getLogger("kstream.kafka.librdkafka").setLevel(logging.ERROR)
+    if os.environ.get("KSTREAM_WORKER_DEBUG"):  # kstream.runtime's debug log, to trace a run
+        logging.getLogger("kstream.runtime").setLevel(logging.DEBUG)
     kafka: dict[str, int | str] = {}
     if args.session_ms is not None:
         kafka["session.timeout.ms"] = args.session_ms
         kafka["heartbeat.interval.ms"] = max(100, args.session_ms // 5)
+    if os.environ.get("KSTREAM_WORKER_DEBUG") == "rdkafka":  # librdkafka's group log too
+        kafka["debug"] = "cgrp,topic"
+        logging.getLogger("kstream.kafka.librdkafka").setLevel(logging.DEBUG)
     for setting in args.kafka:
         key, _, value = setting.partition("=")
         kafka[key] = value
@@ -64,6 +73,12 @@ def main() -> None:
                 **(
                     {"rebalance_protocol": args.rebalance_protocol}
                     if args.rebalance_protocol
+                    else {}
+                ),
+                **({"num_standby_replicas": args.standbys} if args.standbys is not None else {}),
+                **(
+                    {"acceptable_recovery_lag": args.acceptable_recovery_lag}
+                    if args.acceptable_recovery_lag is not None
                     else {}
                 ),
             }

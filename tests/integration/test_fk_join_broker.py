@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from fk_join_support import StringReader, build
+from e2e.dsl_apps import fk_join
+from e2e.independent_reader import IndependentReader
 from support.groups import fast_group
 from support.waiting import wait_for_app
 
@@ -38,10 +39,10 @@ def _produce(bs: str, topic: str, rows: list[tuple[str, str | None, int]]) -> No
         p.flush()
 
 
-def _wait(app: App, reader: StringReader, what: str, count: int) -> None:
+def _wait(app: App, reader: IndependentReader, what: str, count: int) -> None:
     def check() -> bool:
-        reader.poll()
-        return len(reader.records) >= count
+        reader.poll(0.2)
+        return len(reader.records[reader.topics[0]]) >= count
 
     wait_for_app(what, check, app, timeout=90)
 
@@ -59,9 +60,10 @@ def test_fk_join_across_partition_counts_and_a_restart(
 
     def app(state: str) -> App:
         config = fast_group({"state_dir": str(tmp_path / state), "commit_interval": 50})
-        return App(build(orders, customers, out), app_id, bs, "exactly_once_v2", config)
+        return App(fk_join(orders, customers, out), app_id, bs, "exactly_once_v2", config)
 
-    reader = StringReader(bs, out)
+    reader = IndependentReader(bs, [out], values="string")
+    records = reader.records[out]
     try:
         first = app("run1")
         first.start()
@@ -74,7 +76,7 @@ def test_fk_join_across_partition_counts_and_a_restart(
                 [("c1", "Ann", BASE + 10), ("c2", "Bo", BASE + 11), ("c3", "Cy", BASE + 12)],
             )
             _wait(first, reader, "the first results", 3)
-            assert sorted((r.key, r.value, r.timestamp) for r in reader.records) == [
+            assert sorted((r.key, r.value, r.timestamp) for r in records) == [
                 ("o1", "tea|c1+Ann", BASE + 10),
                 ("o2", "pen|c2+Bo", BASE + 11),
                 ("o3", "cup|c3+Cy", BASE + 12),
@@ -88,7 +90,7 @@ def test_fk_join_across_partition_counts_and_a_restart(
         finally:
             assert first.close(timeout=30)
         assert first.error is None
-        assert sorted((r.key, r.value, r.timestamp) for r in reader.records[3:]) == [
+        assert sorted((r.key, r.value, r.timestamp) for r in records[3:]) == [
             ("o1", "tea|c2+Bo", BASE + 20),
             ("o2", None, BASE + 22),
             ("o3", "cup|c3+Cyd", BASE + 21),
@@ -101,11 +103,11 @@ def test_fk_join_across_partition_counts_and_a_restart(
         try:
             _produce(bs, customers, [("c1", "Ann2", BASE + 30), ("c2", "Bo2", BASE + 31)])
             _wait(second, reader, "the answer after the restart", 8)
-            reader.settle()  # anything more (o1 still answering for c1, o2 back) shows up now
         finally:
             assert second.close(timeout=30)
         assert second.error is None
-        assert [(r.key, r.value, r.timestamp) for r in reader.records[7:]] == [
+        reader.read_to_end()  # anything more (o1 still answering for c1, o2 back) shows up now
+        assert [(r.key, r.value, r.timestamp) for r in records[7:]] == [
             ("o1", "tea|c2+Bo2", BASE + 31)
         ]
         assert reader.errors == []

@@ -40,8 +40,13 @@ def topology():
         .to_stream()
         .to("{out}", key_serde="string", value_serde="long")
     )
+    # a versioned table (KIP-889): its store answers as-of and range queries (KIP-960/968)
+    b.table("{prices}", "string", "string", store="prices", versioned=3_600_000)
     return b.build()
 """
+# each price key's versions: (value, timestamp), the third one arriving out of order
+PRICES = [f"p{i:02d}" for i in range(12)]
+PRICE_PUTS = [("v1", 1_000), ("v3", 3_000), ("v2", 2_000)]
 
 
 @dataclass
@@ -83,10 +88,12 @@ def cluster(
     tmp = tmp_path_factory.mktemp("svc")
     suffix = str(int(time.time() * 1000))
     lines, out, app_id = f"svc-lines-{suffix}", f"svc-counts-{suffix}", f"svc-app-{suffix}"
-    (tmp / "svc_app.py").write_text(APP_MODULE.format(lines=lines, out=out))
+    prices = f"svc-prices-{suffix}"
+    (tmp / "svc_app.py").write_text(APP_MODULE.format(lines=lines, out=out, prices=prices))
     admin = Admin(bootstrap)
     admin.create_topic(lines, 4)
     admin.create_topic(out, 4)
+    admin.create_topic(prices, 4)
     expected: dict[str, int] = {}
     producer = Producer(bootstrap)
     for i in range(400):
@@ -94,6 +101,9 @@ def cluster(
         for w in words:
             expected[w] = expected.get(w, 0) + 1
         producer.produce(lines, " ".join(words).encode(), f"line-{i}".encode())
+    for value, ts in PRICE_PUTS:
+        for p in PRICES:
+            producer.produce(prices, value.encode(), p.encode(), timestamp=ts)
     producer.flush()
     env = {**os.environ, "PYTHONPATH": str(tmp), "PYTHONUNBUFFERED": "1"}
     env.update(fast_group_env())  # short group sessions: joins take ~1s instead of ~3s
@@ -185,6 +195,51 @@ def test_a_key_asked_from_either_instance_gives_the_same_exact_value(
         assert owner["instance_id"] == body["instance_id"]
         routed += not owner["local"]
     assert routed > 0, "no key needed routing: both instances answered everything locally"
+
+
+def test_a_versioned_store_answers_as_of_and_range_queries_from_either_instance(
+    cluster: tuple[list[Instance], dict[str, int], str],
+) -> None:
+    """Kafka's IQv2 VersionedKeyQuery (`as_of`, KIP-960) and MultiVersionedKeyQuery
+    (`/versions`, KIP-968), routed to the key's owner like any key query: each price key has
+    v1@1000, v3@3000 and, out of order, v2@2000 (history only)."""
+    instances, _, _ = cluster
+    v1 = {"value": "v1", "timestamp": 1_000, "valid_to": 2_000}
+    v2 = {"value": "v2", "timestamp": 2_000, "valid_to": 3_000}
+    v3 = {"value": "v3", "timestamp": 3_000, "valid_to": None}
+
+    def versions_of(url: str, key: str) -> Any:
+        status, body = get(url + f"/stores/prices/versions/{key}")
+        return body.get("versions") if status == 200 else None
+
+    wait_until(
+        "the price versions to be served",
+        lambda: all(versions_of(i.url, p) == [v3, v2, v1] for i in instances for p in PRICES),
+        60,
+        [i.log for i in instances],
+    )
+    for inst in instances:
+        for p in PRICES[:4]:
+            status, body = get(inst.url + f"/stores/prices/keys/{p}")
+            assert (status, {k: body[k] for k in v3}) == (200, v3), body
+            status, body = get(inst.url + f"/stores/prices/keys/{p}?as_of=2500")
+            assert (status, {k: body[k] for k in v2}) == (200, v2), body
+            status, body = get(inst.url + f"/stores/prices/keys/{p}?as_of=999")
+            assert (status, body["error"]) == (404, "key_not_found"), body
+            status, body = get(
+                inst.url + f"/stores/prices/versions/{p}?from=1500&to=2000&order=asc"
+            )
+            assert (status, body["versions"]) == (200, [v1, v2]), body
+    url = instances[0].url
+    for path, code in [
+        ("/stores/prices/keys/p00?as_of=soon", "bad_request"),
+        ("/stores/prices/versions/p00?order=sideways", "bad_request"),
+        ("/stores/prices/versions/p00?from=5&to=1", "bad_request"),
+        ("/stores/counts/versions/w001", "not_versioned"),
+        ("/stores/counts/keys/w001?as_of=5", "not_versioned"),
+    ]:
+        status, body = get(url + path)
+        assert (status, body["error"]) == (400, code), (path, body)
 
 
 def test_local_true_does_not_route(cluster: tuple[list[Instance], dict[str, int], str]) -> None:

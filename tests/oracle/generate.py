@@ -445,13 +445,8 @@ class _Graph:
             # join or regroup made earlier materialized the result; kstream's always forwards
             # it as a tombstone. No filter below such a join.
             op = "mapValues"
-        if op in ("filter", "filterNot") and self.below_versioned(h.id):
-            # Known divergence (docs/differences.md, "Output and emission"): Kafka's filter
-            # below a versioned table forwards an update invisible before and after as a
-            # tombstone; kstream's drops it. No filter below a versioned table.
-            op = "mapValues"
-        # Known difference (docs/differences.md, "Not implemented"): Kafka refuses to suppress
-        # a versioned table, kstream does not
+        # Kafka refuses to suppress a versioned table when the topology is built, and so does
+        # kstream (tests/oracle/test_ported_operators.py checks both refuse): not drawn
         versioned = self.below_versioned(h.id)
         if op == "suppress" and self.serdes_known(h.id) and not versioned:  # buffer needs serdes
             return [self.suppress(h)]
@@ -472,19 +467,32 @@ class _Graph:
         if op == "groupBy":
             fn = self.pick(self.fns(lib.KV_MAPPERS, vt))
             return [self.add("groupBy", [h], fn.output(vt), GROUPED_TABLE, fn=fn.name)]
-        other = self.other(h, TABLE)
+        if op != "outerJoin" and self.repartitioned(h.id) and self.draw(st.booleans()):
+            # the other table through a repartition topic too: in a foreign-key join each
+            # side's sub-topology then reads the subscription topic the other writes
+            other = self.regrouped_table()
+        else:
+            other = self.other(h, TABLE)
         self.table_join = True
         fields: dict[str, Any] = {"fn": "pair"}
         fks = self.fns(lib.FK_EXTRACTORS, vt)
         # a foreign-key join (KIP-213) of tables whose serdes Kafka knows (it has no default
         # serde to fall back on here: it hashes the left values and keys the subscriptions)
         fk_join = op != "outerJoin" and self.serdes_known(h.id) and self.serdes_known(other.id)
-        # Known divergence (docs/differences.md, "Not implemented"): kstream cannot size the
-        # subscription topics when both tables come through repartition topics
-        fk_join = fk_join and not (self.repartitioned(h.id) and self.repartitioned(other.id))
         if fk_join and self.pick((False, True)):
             fields["fk"] = self.pick(fks).name
         return [self.add(op, [h, other], lib.STRING, TABLE, **fields)]
+
+    def regrouped_table(self) -> Handle:
+        """A new table that comes through a repartition topic: a new stream grouped by a key
+        selector and counted."""
+        src = self.source(STREAM)
+        fn = self.pick(self.fns(lib.KEY_SELECTORS, src.vt)).name
+        grouped = self.add("groupBy", [src], src.vt, GROUPED, fn=fn)
+        grouped.windows = None
+        return self.add(
+            "count", [grouped], lib.LONG, TABLE, store=f"s{len(self.nodes)}", store_kind="kv"
+        )
 
     def below_unnamed_fk_join(self, nid: int) -> bool:
         """Whether the table `nid` gives is an unmaterialized foreign-key join's result, or
@@ -727,25 +735,21 @@ def records(
     in_order: bool = False,
     wall_clock: bool = False,
     headers: bool = True,
-    rising: frozenset[str] = frozenset(),
 ) -> list[list[Any]]:
     """Records for the input topics `sources` (topic -> value type), timestamps mostly rising
-    (never falling with `in_order`, nor within a topic of `rising`), some with headers; with
+    (never falling with `in_order`), some with headers; with
     `wall_clock`, rows `[None, ms]` that advance the wall clock come between them and after
     the last."""
     topics = sorted(sources)
     n = draw(st.sampled_from(range(1, MAX_RECORDS + 1)))  # uniform: integers() favours few
     out: list[list[Any]] = []
     ts = 0
-    last: dict[str, int] = {}
     for _ in range(n):
         if wall_clock and draw(st.booleans()):
             out.append([None, draw(st.sampled_from(WALL_CLOCK_STEPS))])
         topic = draw(st.sampled_from(topics))
         ts = max(0, ts + draw(st.integers(0 if in_order else -12, 15)))
-        stamp = max(ts, last.get(topic, 0)) if topic in rising else ts
-        last[topic] = stamp
-        row = [topic, draw(st.sampled_from(KEYS)), draw(_value(sources[topic])), stamp]
+        row = [topic, draw(st.sampled_from(KEYS)), draw(_value(sources[topic])), ts]
         drawn = draw(st.sampled_from(HEADERS)) if headers else []
         out.append([*row, drawn] if drawn else row)
     if wall_clock:  # the last punctuations too
@@ -770,15 +774,10 @@ def cases(draw: Any, max_ops: int = MAX_OPS) -> Case:
     # tables) and is older than the key's previous update, the side processed first still
     # sees the other side's previous (newer) timestamp in kstream, the updated one in Kafka.
     # Cases with a table-table join get timestamps that never fall.
-    # Known difference (docs/api.md, "Versioned tables"): an update older than its key's
-    # latest goes into a versioned table's history, and Kafka forwards it marked "not
-    # latest", which to_stream and filters let through; kstream forwards nothing. A versioned
-    # table's topic gets timestamps that never fall.
-    rising = frozenset(n["topic"] for n in g.nodes if "versioned" in n)
     # A timestamp taken from the value falls as often as it rises: not with such a join.
     for n in g.nodes:
-        if n.get("extractor") == "value_time" and (g.table_join or "versioned" in n):
+        if n.get("extractor") == "value_time" and g.table_join:
             del n["extractor"]
     g.single_task_stream_time()
-    rows = records(g.sources, g.table_join, g.wall_clock, headers=not g.sessions, rising=rising)
+    rows = records(g.sources, g.table_join, g.wall_clock, headers=not g.sessions)
     return Case(g.nodes, draw(rows))

@@ -532,6 +532,38 @@ FK_JOIN = (
             id="KTableKTableForeignKeyJoinIntegrationTest.shouldEmitRecordWhenOldAndNewFkDiffer",
         ),
     ]
+    + [
+        pytest.param(
+            Case(
+                [
+                    # both tables come from re-keyed streams, so through repartition topics:
+                    # each side's sub-topology reads the subscription topic the other writes
+                    _node(0, "stream", S, topic="in0"),
+                    _node(1, "selectKey", S, 0, fn="same_key"),
+                    _node(2, "toTable", S, 1, store="s2"),
+                    _node(3, "stream", S, topic="in3"),
+                    _node(4, "selectKey", S, 3, fn="same_key"),
+                    _node(5, "toTable", S, 4, store="s5"),
+                    _node(6, op, S, 2, 5, fn="pair", fk="value_head"),
+                    *_sink(7, S, 6),
+                ],
+                [
+                    ["in3", "a", "rhsValue1", 0],
+                    ["in3", "b", "rhsValue2", 1],
+                    ["in3", "c", "rhsValue3", 2],
+                    ["in0", "lhs1", "a1", 3],
+                    ["in0", "lhs2", "b2", 4],
+                    ["in0", "lhs3", "a3", 5],
+                    ["in0", "lhs1", None, 6],
+                    ["in3", "a", "rhsValue4", 7],
+                    ["in0", "lhs2", "d2", 8],
+                ],
+            ),
+            id="KStreamImplTest.shouldSupportForeignKeyTableTableJoinWithKTableFromKStream"
+            f"-both-re-keyed-{op}",
+        )
+        for op in ("join", "leftJoin")
+    ]
 )
 
 
@@ -757,8 +789,216 @@ VERSIONED = [
     ),
 ]
 
+# AbstractJoinIntegrationTest's `input`: one key, both sides, tombstones and out-of-order
+# updates (older than the side's latest), whose versioned stores (5 minutes of history) keep
+# them in history only
+JOIN_INPUT = [
+    [f"in{side}", "k", value, ts]
+    for side, value, ts in [
+        (0, None, 1), (1, None, 2), (0, "A", 3), (1, "a", 4), (0, "B", 5), (1, "b", 6),
+        (0, None, 7), (1, None, 8), (0, "C", 9), (1, "c", 10), (1, None, 11), (0, None, 12),
+        (1, None, 13), (1, "d", 7), (0, "D", 6), (0, None, 2), (1, None, 3), (1, "e", 14),
+        (0, "E", 15), (0, None, 10), (0, "F", 4), (1, "f", 3),
+    ]
+]  # fmt: skip
+MINUTES_5 = 300_000
+
+
+def _table_join(op: str, versioned: tuple[bool, bool]) -> list[Node]:
+    """TableTableJoinIntegrationTest's topology: two tables (each versioned or not) joined on
+    the key, the result to `out3`."""
+    return [
+        *(_table(i, S, **({"versioned": MINUTES_5} if v else {})) for i, v in enumerate(versioned)),
+        _node(2, op, S, 0, 1, fn="pair"),
+        *_sink(3, S, 2),
+    ]
+
+
+VERSIONED_OUT_OF_ORDER = [
+    pytest.param(
+        Case(_table_join(op, sides), JOIN_INPUT),
+        id=f"TableTableJoinIntegrationTest.test{name}With{which}",
+    )
+    for op, name in (("join", "Inner"), ("leftJoin", "Left"), ("outerJoin", "Outer"))
+    for sides, which in (
+        ((True, True), "VersionedStores"),
+        ((True, False), "LeftVersionedOnly"),
+        ((False, True), "RightVersionedOnly"),
+    )
+] + [
+    pytest.param(
+        Case(
+            [_table(0, S, versioned=MINUTES_5), *_sink(1, S, 0)],
+            [row for row in JOIN_INPUT if row[0] == "in0"],
+        ),
+        # the source forwards an out-of-order update marked not latest: toStream emits it
+        id="KTableSourceTest: a versioned table's out-of-order updates reach toStream (KIP-914)",
+    ),
+    pytest.param(
+        Case(
+            [
+                _table(0, S, versioned=MINUTES_5),
+                _node(1, "groupBy", S, 0, fn="value_pair"),
+                _node(2, "count", L, 1, store="s2", store_kind="kv"),
+                *_sink(3, L, 2),
+            ],
+            [
+                ["in0", "A", "green", 10],
+                ["in0", "B", "green", 9],
+                ["in0", "A", "blue", 12],
+                ["in0", "A", "blue", 11],  # out of order: not counted
+                ["in0", "C", "yellow", 15],
+                ["in0", "D", "green", 11],
+            ],
+        ),
+        id="KTableAggregateTest.testCountOfVersionedStore",
+    ),
+    pytest.param(
+        Case(
+            [
+                _table(0, S, versioned=MINUTES_5),
+                _node(1, "filter", S, 0, fn="is_accept"),
+                _node(2, "groupBy", S, 1, fn="identity"),
+                _node(
+                    3,
+                    "reduce",
+                    S,
+                    2,
+                    fn="plus_text",
+                    subtractor="minus_text",
+                    store="s3",
+                    store_kind="kv",
+                ),
+                *_sink(4, S, 1),
+                *_sink(6, S, 3),
+            ],
+            [
+                ["in0", "A", "reject", 5],
+                ["in0", "B", "reject", 10],
+                ["in0", "C", "reject", 20],
+                ["in0", "A", "accept", 3],  # out of order: through the filter, not regrouped
+                ["in0", "A", "accept", 30],
+                ["in0", "B", "accept", 8],
+            ],
+        ),
+        # the regroup asks for old values, yet a filter below a versioned table forwards an
+        # update invisible before and after as a tombstone
+        id="KTableFilterTest.shouldNotSkipNullIfVersionedUpstream",
+    ),
+    pytest.param(
+        Case(
+            [
+                _table(0, S),
+                _node(1, "filter", S, 0, fn="is_accept", materialized="m1"),
+                _node(2, "groupBy", S, 1, fn="identity"),
+                _node(
+                    3,
+                    "reduce",
+                    S,
+                    2,
+                    fn="plus_text",
+                    subtractor="minus_text",
+                    store="s3",
+                    store_kind="kv",
+                ),
+                *_sink(4, S, 1),
+            ],
+            [["in0", "A", "reject", 5], ["in0", "B", "reject", 10], ["in0", "C", "reject", 20]],
+        ),
+        # the contrast: below a plain table the regroup's old values make the filter skip them
+        id="KTableFilterTest.shouldSkipNullToRepartitionOnMaterialization",
+    ),
+    pytest.param(
+        Case(
+            [
+                _table(0, S, versioned=MINUTES_5),
+                _node(1, "mapValues", S, 0, fn="upper"),
+                _node(2, "filter", S, 1, fn="short_value"),
+                *_sink(3, S, 2),
+            ],
+            [
+                ["in0", "a", "x", 5],
+                ["in0", "a", "long", 7],
+                ["in0", "a", "y", 6],
+                ["in0", "b", "zz", 2],
+                ["in0", "a", "ww", 1],
+            ],
+        ),
+        # mapValues keeps the mark of an out-of-order update, and the filter below it keeps
+        # versioned semantics (no stores between it and the versioned table)
+        id="KTableMapValuesTest/KTableFilterTest: out-of-order updates through mapValues",
+    ),
+]
+VERSIONED_OUT_OF_ORDER += [
+    pytest.param(
+        Case(
+            [
+                _table(0, S, **({"versioned": MINUTES_5} if lv else {})),
+                _table(1, L, **({"versioned": MINUTES_5} if rv else {})),
+                _node(2, op, S, 0, 1, fn="pair", fk="value_head", materialized="result"),
+                *_sink(3, S, 2),
+            ],
+            [
+                ["in1", "a", 1, 4],
+                ["in0", "k1", "a1", 3],
+                ["in0", "k2", "a2", 5],
+                ["in0", "k2", None, 6],
+                ["in0", "k1", "a1-ooo", 2],  # out of order on the left
+                ["in0", "k2", "a2-ooo", 2],
+                ["in0", "k1", None, 2],
+                ["in0", "k1", "a1-new", 8],
+                ["in0", "k2", "a2-new", 8],
+                ["in1", "a", 2, 1],  # out of order on the right
+                ["in1", "a", None, 1],
+                ["in1", "a", 3, 6],
+            ],
+        ),
+        id=f"KTableKTableForeignKeyJoinIntegrationTest.shouldIgnoreOutOfOrderRecordsIffVersioned"
+        f"-{op}-{'left' if lv else ''}{'right' if rv else ''}-versioned",
+    )
+    for op in ("join", "leftJoin")
+    for lv, rv in ((True, True), (True, False), (False, True))
+]
+# a suppress of a versioned table: Kafka refuses the topology, and so does kstream
+SUPPRESS_VERSIONED = [
+    pytest.param(
+        Case(
+            [
+                _table(0, S, versioned=MINUTES_5),
+                _node(1, "filter", S, 0, fn="value_not_null"),
+                _node(2, "suppress", S, 1, until="timeLimit", time_limit=10, buffer={}),
+                *_sink(3, S, 2),
+            ],
+            [["in0", "a", "x", 0]],
+        ),
+        id="SuppressTopologyTest.shouldThrowOnSuppressForNonMaterializedVersionedTable",
+    ),
+]
+
 # minimal specs of divergences the oracle found in issue 37's operators, fixed in kstream
 REGRESSIONS = [
+    pytest.param(
+        Case(
+            [
+                _table(0, S),
+                _node(1, "groupBy", S, 0, fn="const_key"),
+                _node(2, "count", L, 1, store="s2", store_kind="kv"),
+                _node(3, "groupBy", S, 0, fn="identity"),
+                _node(4, "count", L, 3, store="s4", store_kind="kv"),
+                _node(5, "leftJoin", S, 2, 4, fn="pair", fk="abc_of_long"),
+                *_sink(6, S, 5),
+            ],
+            [
+                ["in0", "a", "x", 0],
+                ["in0", "b", "y", 1],
+                ["in0", "a", None, 2],
+                ["in0", "c", "z", 3],
+            ],
+        ),
+        # a foreign-key join of two regrouped tables: kstream could not size the subscription
+        # topics (each side's sub-topology reads what the other writes) and refused to build
+        id="fk-join-of-two-tables-through-repartition-topics",
+    ),
     pytest.param(
         Case(
             [
@@ -828,7 +1068,8 @@ REGRESSIONS = [
 
 
 @pytest.mark.parametrize(
-    "case", COGROUP + SUPPRESS + FK_JOIN + TRANSFORM_VALUES + VERSIONED + OTHERS
+    "case",
+    COGROUP + SUPPRESS + FK_JOIN + TRANSFORM_VALUES + VERSIONED + VERSIONED_OUT_OF_ORDER + OTHERS,
 )
 def test_mirrored_kafka_tests_give_kafka_streams_answers(oracle: Oracle, case: Case) -> None:
     check(oracle, case)
@@ -837,3 +1078,21 @@ def test_mirrored_kafka_tests_give_kafka_streams_answers(oracle: Oracle, case: C
 @pytest.mark.parametrize("case", REGRESSIONS)
 def test_fixed_divergences_of_ported_operators_stay_fixed(oracle: Oracle, case: Case) -> None:
     check(oracle, case)
+
+
+@pytest.mark.parametrize("case", SUPPRESS_VERSIONED)
+def test_suppress_of_a_versioned_table_is_refused_by_both(oracle: Oracle, case: Case) -> None:
+    """Kafka Streams refuses the topology when it is built (`InternalStreamsBuilder`:
+    "suppress() is only supported for non-versioned KTables"); kstream refuses it with the
+    same words when `suppress` is called."""
+    oracle.submit(case)
+    try:
+        spec.run(case)
+    except Exception as e:
+        mine = str(e)
+    else:
+        mine = "ran"
+    theirs = oracle.answer()
+    words = "suppress() is only supported for non-versioned KTables"
+    assert words in mine
+    assert words in str(theirs.get("error")), theirs

@@ -38,8 +38,6 @@ UNIT_SECONDS = {
     "spark": 270.0,
     "spark-differential": 185.0,
     "tests/e2e/test_supervisor.py": 80.0,
-    "tests/integration/test_fk_join_crash.py": 60.0,
-    "tests/integration/test_cogroup_suppress_crash.py": 40.0,
     "tests/e2e/test_broker_failover.py": 75.0,
     "tests/integration/test_redis_loss.py": 55.0,
     "tests/property/test_backends_statemachine.py": 50.0,
@@ -63,6 +61,10 @@ SECONDS_PER_TEST = 0.3
 PER_TEST_UNITS = {
     "tests/e2e/test_processes.py": 50.0,
     "tests/e2e/test_crash.py": 70.0,
+    "tests/e2e/test_crash_cache.py": 35.0,
+    "tests/e2e/test_crash_fk_join.py": 70.0,
+    "tests/e2e/test_crash_grace_join.py": 35.0,
+    "tests/e2e/test_crash_cogroup_suppress.py": 30.0,
     "tests/e2e/test_cooperative_rebalance.py": 40.0,
 }
 # a worker with more than this still to run gets the shortest unit left as its follower

@@ -206,8 +206,9 @@ def test_grace_must_not_exceed_history_retention() -> None:
 
 def test_out_of_order_table_update_goes_to_history_only() -> None:
     """KTableSource over a versioned store: an update older than the latest is kept in history
-    (a later stream record as of its time sees it) and forwards nothing; one older than history
-    retention is dropped and counted."""
+    (a later stream record as of its time sees it) and forwarded marked as not the latest,
+    which `to_stream` emits (KIP-914); one older than history retention is dropped and
+    counted."""
     b = StreamBuilder()
     t = b.table("t", "str", "str", versioned="10ms")
     t.to_stream().to("changes", "str", "str")
@@ -224,6 +225,7 @@ def test_out_of_order_table_update_goes_to_history_only() -> None:
         ti.pipe("k", "v25", timestamp=25)
         assert [(r.value, r.timestamp) for r in changes.read_records()] == [
             ("v20", 20),
+            ("v15", 15),
             ("v25", 25),
         ]
         for ts in (16, 22, 30):
@@ -303,3 +305,59 @@ def test_zero_grace_releases_every_key_at_once() -> None:
             (7, "v-null"),
             (-(2**62), "v-null"),
         ]
+
+
+def test_suppress_of_a_versioned_table_is_refused() -> None:
+    """SuppressTopologyTest.shouldThrowOnSuppressFor{Materialized,NonMaterialized}VersionedTable:
+    a versioned table, or one derived from it by operators without a store of their own
+    (filter, map_values, transform_values), cannot be suppressed; one materialized in a plain
+    store can."""
+    from kstream.dsl.suppress import BufferConfig, Suppressed
+
+    held = Suppressed.until_time_limit(10, BufferConfig.unbounded())
+    b = StreamBuilder()
+    t = b.table("t", "str", "str", versioned="1m")
+    derived = [
+        t,
+        t.filter(lambda k, v: True),
+        t.map_values(str.upper),
+        t.transform_values(lambda: _Same()),
+    ]
+    for table in derived:
+        with pytest.raises(TopologyError, match="only supported for non-versioned KTables"):
+            table.suppress(held)
+    t.filter(lambda k, v: True, materialized="plain").suppress(held)
+
+
+class _Same:
+    def transform(self, key: Any, value: Any) -> Any:
+        return value
+
+
+def test_out_of_order_update_keeps_its_mark_through_stateless_operators() -> None:
+    """An out-of-order update (KIP-914) passes filter, map_values and transform_values and
+    reaches to_stream, while a table-table join and a regroup below the same operators drop
+    it (counted as `late_record`): their inputs' latest values did not change."""
+    b = StreamBuilder()
+    t = b.table("t", "str", "str", versioned="1m")
+    other = b.table("o", "str", "str")
+    derived = t.filter(lambda k, v: v != "skip").map_values(str.upper)
+    derived = derived.transform_values(lambda: _Same())
+    derived.to_stream().to("changes", "str", "str")
+    derived.join(other, lambda a, c: f"{a}+{c}").to_stream().to("joined", "str", "str")
+    derived.group_by(lambda k, v: ("all", v)).count().to_stream().to("counts", "str", "long")
+    with TopologyTestDriver(b) as d:
+        d.input_topic("o", "str", "str").pipe("k", "o", timestamp=0)
+        ti = d.input_topic("t", "str", "str")
+        ti.pipe("k", "new", timestamp=20)
+        ti.pipe("k", "old", timestamp=10)  # out of order
+        ti.pipe("k", "skip", timestamp=5)  # out of order, filtered out: a delete
+        changes = d.output_topic("changes", "str", "str").read_records()
+        assert [(r.value, r.timestamp) for r in changes] == [
+            ("NEW", 20),
+            ("OLD", 10),
+            (None, 5),
+        ]
+        assert d.output_topic("joined", "str", "str").read_values() == ["NEW+o"]
+        assert d.output_topic("counts", "str", "long").read_values() == [1]
+        assert d.dropped_records().get("late_record") == 4

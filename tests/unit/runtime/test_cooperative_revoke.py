@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import TopicPartition
-from support.mock_runtime import DST, SRC, cluster_with_input, running, send
+from support.mock_runtime import DST, SRC, cluster_with_input, counts, running, send
 
 from kstream.dsl import StreamBuilder
+from kstream.errors import KafkaClientError
+from kstream.runtime import task_manager
 from kstream.testing import MockCluster
 
 WORDS = [f"w{i} x{i % 3}" for i in range(40)]
@@ -82,3 +84,109 @@ def test_a_lost_partition_s_work_is_discarded_without_a_commit(
         r.turn(2)
         assert _committed(cluster, 0) == cluster.end_offset(SRC, 0) > first[0]
         assert _committed(cluster, 1) == first[1]
+
+
+def _counts_by_key(cluster: MockCluster) -> dict[str, list[int]]:
+    """Every count the output topic holds, per key, in the order written (the mock keeps only
+    committed transactions' records, as a read_committed reader sees them)."""
+    out: dict[str, list[int]] = {}
+    for key, n in counts(cluster):
+        out.setdefault(key, []).append(n)
+    return out
+
+
+def _keys_of(cluster: MockCluster, partition: int) -> set[str]:
+    return {(m.key() or b"").decode() for m in cluster.messages(SRC, partition)}
+
+
+def test_a_commit_failing_in_a_cooperative_revoke_rolls_back_the_kept_task_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """exactly_once_v2: the revoke's commit fails (the group moved on, as librdkafka's TXNERR
+    at send_offsets_to_transaction reports it). The one transaction held the kept task's work
+    as well, so the kept task is rolled back with the moved one: its uncommitted store
+    updates dropped, its partition sought back to the committed offset once the rebalance
+    ends (its records skipped until then), and it reprocesses them: each count once."""
+    at = {"generation": 1}
+    monkeypatch.setattr(task_manager, "generation", lambda _consumer: at["generation"])
+    cluster = cluster_with_input(*WORDS, partitions=2)
+    with running(
+        cluster,
+        tmp_path,
+        "exactly_once_v2",
+        topology=_count_lines(),
+        rebalance_protocol="cooperative",
+    ) as r:
+        r.turn(2)
+        first = _ends(cluster)
+        send(cluster, *WORDS)
+        r.poll()  # processed in the thread's one transaction, not committed
+        tm = r.thread.task_manager
+        kept = tm.tasks[(0, 1)]
+        assert kept.open and tm.tasks[(0, 0)].open
+        at["generation"] = 2  # the group's JoinGroup answered: a new generation
+        cluster.fail_next_commit()
+        tm.on_revoke([TopicPartition(SRC, 0)])
+        assert all(_committed(cluster, p) == first[p] for p in (0, 1))  # nothing committed
+        assert set(tm.tasks) == {(0, 1)} and tm.tasks[(0, 1)] is kept
+        assert not kept.open  # rolled back with the moved task
+        assert tm.rebalancing
+        assert tm.awaiting_seek == {(SRC, 1): first[1]}
+        send(cluster, *WORDS)
+        r.poll()  # the kept partition's new records are skipped until it is sought back
+        assert not kept.open
+        assert tm.awaiting_seek == {(SRC, 1): first[1]}
+        tm.on_assign([])  # the rebalance's last assignment: nothing added
+        assert not tm.rebalancing
+        r.turn(3)
+        assert not tm.awaiting_seek
+        assert _committed(cluster, 1) == cluster.end_offset(SRC, 1)
+        assert _committed(cluster, 0) == first[0]  # its next owner starts there
+    found = _counts_by_key(cluster)
+    kept_keys, moved_keys = _keys_of(cluster, 1), _keys_of(cluster, 0)
+    assert kept_keys and moved_keys
+    assert all(found[k] == [1, 2, 3] for k in kept_keys)  # no count lost, none twice
+    assert all(found[k] == [1] for k in moved_keys)  # the aborted counts never show
+
+
+def test_a_refused_seek_back_stays_pending_and_is_tried_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """librdkafka refuses a seek while a partition is not fetching (between the rounds of a
+    cooperative rebalance). A rolled-back partition whose seek was refused must not go on
+    after the rolled-back records: it stays pending, its records are skipped, and the seek
+    is tried again on the next loop turn."""
+    cluster = cluster_with_input(*WORDS, partitions=2)
+    with running(
+        cluster,
+        tmp_path,
+        "exactly_once_v2",
+        topology=_count_lines(),
+        rebalance_protocol="cooperative",
+    ) as r:
+        r.turn(2)
+        first = _ends(cluster)
+        tm = r.thread.task_manager
+        consumer = r.thread.consumer
+        assert consumer is not None
+        seek = consumer.seek
+        refused: list[tuple[str, int, int]] = []
+
+        def refuse_once(topic: str, partition: int, offset: int) -> None:
+            if not refused:
+                refused.append((topic, partition, offset))
+                raise KafkaClientError("seeking: Local: Erroneous state", code="_STATE")
+            seek(topic, partition, offset)
+
+        monkeypatch.setattr(consumer, "seek", refuse_once)
+        send(cluster, *WORDS)
+        r.poll()
+        cluster.fail_next_commit()
+        r.commit()  # fails: both tasks rolled back; one of the two seeks is refused
+        assert len(refused) == 1
+        (topic, partition, offset) = refused[0]
+        assert tm.awaiting_seek == {(topic, partition): offset} and offset == first[partition]
+        r.turn(3)  # the seek is tried again, then the partition is reprocessed
+        assert not tm.awaiting_seek
+        assert all(_committed(cluster, p) == cluster.end_offset(SRC, p) for p in (0, 1))
+    assert all(ns == [1, 2] for ns in _counts_by_key(cluster).values())

@@ -17,10 +17,9 @@ from kstream.service.supervisor import Supervisor
 from kstream.topology.compiled import CompiledTopology
 
 
-def test_eager_is_the_default_and_cooperative_a_choice() -> None:
-    assert Config().rebalance_protocol == "eager"
-    chosen = Config.from_mapping({"rebalance_protocol": "COOPERATIVE"})
-    assert chosen.rebalance_protocol == "cooperative"
+def test_cooperative_is_the_default_and_eager_a_choice() -> None:
+    assert Config().rebalance_protocol == "cooperative"
+    assert Config.from_mapping({"rebalance_protocol": "EAGER"}).rebalance_protocol == "eager"
 
 
 @pytest.mark.parametrize(

@@ -322,3 +322,29 @@ def test_factory_defaults_and_refusals() -> None:
         stores.versioned_key_value("e", -1)
     with pytest.raises(ConfigError):
         stores.versioned_key_value("f", "1h", segment_interval=0)
+
+
+def test_versions_between_times(store: Any) -> None:
+    """IQv2VersionedStoreIntegrationTest.verifyStore's MultiVersionedKeyQuery cases (KIP-968) on
+    the store: every version, newest first (Kafka's ResultOrder.ANY) or ascending; the versions
+    valid at some time of a range; none before the first; none for an unknown key. Tombstones
+    are not versions, and versions past history retention are gone."""
+    values, times = ["2", "20", "200", "2000"], [BASE, BASE + 10, BASE + 20, BASE + 30]
+    for v, t in zip(values, times, strict=True):
+        store.put("k", v, t)
+    ends = [*times[1:], LATEST]
+    every = [_version(v, t, end) for v, t, end in zip(values, times, ends, strict=True)]
+    assert store.versions("k") == every[::-1]
+    assert store.versions("k", ascending=True) == every
+    assert store.versions("k", BASE + 15, BASE + 10_000) == every[:0:-1]
+    assert store.versions("k", BASE + 10, BASE + 20) == [every[2], every[1]]
+    assert store.versions("k", BASE - 100, BASE - 50) == []
+    assert store.versions("missing") == []
+    store.delete("k", BASE + 40)
+    ended = _version("2000", BASE + 30, BASE + 40)
+    assert store.versions("k", BASE + 25) == [ended, every[2]]
+    store.put("k", "late", HISTORY_RETENTION + BASE + 35)  # BASE .. BASE + 30 pass retention
+    assert store.versions("k", ascending=True) == [
+        ended,
+        _version("late", HISTORY_RETENTION + BASE + 35, LATEST),
+    ]

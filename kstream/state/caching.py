@@ -1,0 +1,281 @@
+"""The record cache: Kafka Streams' `statestore.cache.max.bytes` and its caching layer.
+
+Two caches live in the state package; they do different jobs:
+
+- the *write cache* (`kstream.state.cache.WriteCache`, inside every typed store) holds the
+  writes of the open transaction until it commits, so that local state never holds
+  uncommitted data. It is always there, and it is why a store's changelog already gets one
+  record per key per commit.
+- the *record cache* (here, config `cache_max_bytes`, 0 = off, the default) holds back the
+  *forwarding* of a table's updates: a key updated many times between two commits reaches the
+  operators downstream (and the output topics) once, as `Change(latest value, value before
+  the first of those updates)`, with the timestamp and headers of its latest update. It is
+  Kafka's `ThreadCache` with its `Caching*Store` layers, minus the read cache Kafka's also is
+  (reads here are served by the write cache and the backend).
+
+`RecordCache` is one stream thread's budget, as Kafka divides `statestore.cache.max.bytes`
+among its stream threads (one per process here: the supervisor of `--processes N` gives each
+worker 1/N). `CachingStore` is the
+layer of one store partition, in the chain as Kafka's `Metered(Caching(ChangeLogging(inner)))`
+(kstream.state's docstring): the runtime adds it to every key-value, window and session store
+whose spec allows caching (`StoreSpec.caching`) when the cache is on. A processor that forwards
+a store's updates (the aggregations, a materialized table source) registers a *flush listener*
+(`set_flush_listener`, Kafka's `TimestampedTupleForwarder` contract): it then hands each update
+to `cache_update` right after its store write instead of forwarding it. A store nobody listens
+to holds nothing back.
+
+An entry is keyed by the physical key of the store write it follows, and its size counts the
+key and value bytes plus `ENTRY_OVERHEAD` (Kafka counts its entries' bookkeeping too). The
+entries of a store are kept in least-recently-written order; when the thread's cache grows past
+its budget, the store being written evicts its oldest entries, and evicting a dirty one flushes
+every dirty entry of that store, the evicted one first, then the others in the order they
+became dirty, exactly as Kafka's `NamedCache.evict`. A commit flushes every dirty entry before
+the task's changelog records and input offsets are sent, so the updates, the changelog and the
+offsets are in the same transaction. A flushed entry stays, clean, until it is evicted; a key
+created and deleted between two flushes forwards nothing (Kafka's flush skips an update whose
+new and old values are both null). A rollback drops the cache's entries with the write cache's
+writes: what the retry forwards is computed again.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from kstream.records import Record
+from kstream.state.base import ReadOnlyView, StateStore
+
+ENTRY_OVERHEAD = 64
+"""Bytes an entry counts beyond its key and value: Kafka's `LRUCacheEntry` and `NamedCache`
+node bookkeeping (record context, list links) is of this order."""
+
+CACHED_KINDS = frozenset({"key_value", "window", "session"})
+"""Store kinds that can have the layer, as in Kafka (versioned and dedup stores cannot)."""
+
+FlushListener = Callable[[list[tuple[Record, Any]]], None]
+"""Called with the flushed updates of a store, oldest-dirty first: each is the latest update
+record of a key (its value a `(new, old)` pair, as the processor made it) and the key's value
+before the first update since the previous flush. The processor forwards them."""
+
+
+class RecordCache:
+    """One stream thread's record-cache budget: `max_bytes` shared by the thread's caching
+    stores (Kafka's `ThreadCache`); 0 turns caching off."""
+
+    __slots__ = ("evictions", "flushes", "max_bytes", "size")
+
+    def __init__(self, max_bytes: int) -> None:
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+            raise ValueError(f"cache_max_bytes: expected an int >= 0, got {max_bytes!r}")
+        self.max_bytes = max_bytes
+        self.size = 0
+        self.evictions = 0
+        self.flushes = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_bytes > 0
+
+    def __repr__(self) -> str:
+        return f"RecordCache({self.size}/{self.max_bytes} bytes)"
+
+
+class _Entry:
+    __slots__ = ("dirty", "old", "record", "size")
+
+    def __init__(self, record: Record, old: Any, size: int) -> None:
+        self.record = record
+        self.old = old
+        self.size = size
+        self.dirty = True
+
+
+def typed_store(store: Any) -> StateStore:
+    """The typed store at the bottom of a chain of layers."""
+    while not isinstance(store, StateStore):
+        store = store.inner
+    return store
+
+
+class CachingStore:
+    """The record-cache layer around one store partition (Kafka's `Caching*Store`).
+
+    Every attribute but its own is the inner store's; the inner store's public methods are
+    bound onto the layer, so an operation through it costs no forwarding step (as in the
+    change-logging layer). Attributes set on it (the task's `source` and `clock`) are set on
+    the inner store.
+    """
+
+    inner: Any
+
+    def __init__(self, inner: Any, cache: RecordCache) -> None:
+        own = object.__setattr__
+        own(self, "inner", inner)
+        own(self, "cache", cache)
+        own(self, "_entries", OrderedDict())
+        own(self, "_dirty", {})
+        own(self, "_listener", None)
+        own(self, "_last", None)
+        for name in _operations(inner):
+            own(self, name, getattr(inner, name))
+        typed = typed_store(inner)
+        # the class's write, not an earlier layer's hook: a store handed on (to a standby) and
+        # wrapped again gets one hook, not a chain of them
+        write = type(typed)._write.__get__(typed)
+
+        def noted_write(pkey: bytes, value: bytes | None) -> None:
+            """The typed store's write, noting its key and size for the update that follows."""
+            write(pkey, value)
+            own(self, "_last", (pkey, len(pkey) + (0 if value is None else len(value))))
+
+        # an instance attribute: the typed store's methods (and the accessors aggregations
+        # take from it) write through it
+        typed._write = noted_write  # type: ignore[method-assign]
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.inner, attr)
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        setattr(self.inner, attr, value)
+        if attr in self.__dict__:  # an operation bound onto the layer: bind the new one
+            object.__setattr__(self, attr, getattr(self.inner, attr))
+
+    # --- the processor's side -------------------------------------------------------------------
+
+    def set_flush_listener(self, listener: FlushListener) -> bool:
+        """Forward this store's updates through the cache from now on; False (and nothing
+        changes) when the cache is off or the store's spec disables caching."""
+        if not self.cache.enabled or not getattr(self.inner.spec, "caching", True):
+            return False
+        object.__setattr__(self, "_listener", listener)
+        return True
+
+    def cache_update(self, record: Record) -> None:
+        """Hold back `record`, the update the processor made for the store write it just did
+        (its value a `(new, old)` pair, `old` the value the store held before that write)."""
+        last = self._last
+        listener = self._listener
+        assert listener is not None, "cache_update before set_flush_listener"
+        if last is None:  # the store kept nothing (a write past retention): forward it now
+            listener([(record, record.value[1])])
+            return
+        object.__setattr__(self, "_last", None)
+        pkey, nbytes = last
+        size = nbytes + ENTRY_OVERHEAD
+        cache, entries = self.cache, self._entries
+        e = entries.get(pkey)
+        if e is None:
+            entries[pkey] = _Entry(record, record.value[1], size)
+            self._dirty[pkey] = None
+            cache.size += size
+        else:
+            entries.move_to_end(pkey)
+            cache.size += size - e.size
+            e.size = size
+            if not e.dirty:
+                e.dirty = True
+                e.old = record.value[1]
+                self._dirty[pkey] = None
+            e.record = record
+        while cache.size > cache.max_bytes and entries:
+            self._evict()
+
+    # --- flushing -------------------------------------------------------------------------------
+
+    def _evict(self) -> None:
+        """Drop the least recently written entry; a dirty one flushes the store's dirty
+        entries first (Kafka's `NamedCache.evict`)."""
+        pkey, e = self._entries.popitem(last=False)
+        self.cache.size -= e.size
+        self.cache.evictions += 1
+        if e.dirty:
+            del self._dirty[pkey]
+            self._flush(e)
+
+    def _flush(self, evicted: _Entry | None = None) -> None:
+        dirty, entries, cache = self._dirty, self._entries, self.cache
+        order = list(dirty)
+        dirty.clear()
+        flushed: list[_Entry] = [] if evicted is None else [evicted]
+        for pkey in order:
+            e = entries[pkey]
+            e.dirty = False
+            flushed.append(e)
+            if e.record.value[0] is None:  # a delete leaves no entry behind
+                del entries[pkey]
+                cache.size -= e.size
+        cache.flushes += 1
+        out = [
+            (e.record, e.old) for e in flushed if e.record.value[0] is not None or e.old is not None
+        ]
+        if out:
+            listener = self._listener
+            assert listener is not None
+            listener(out)
+
+    def flush_cache(self) -> bool:
+        """Forward every dirty entry (before a commit); True if there were any."""
+        if not self._dirty:
+            return False
+        self._flush()
+        return True
+
+    def dirty_count(self) -> int:
+        """Updates held back, waiting for a flush."""
+        return len(self._dirty)
+
+    def _drop_entries(self) -> None:
+        self.cache.size -= sum(e.size for e in self._entries.values())
+        self._entries.clear()
+        self._dirty.clear()
+        object.__setattr__(self, "_last", None)
+
+    # --- the store's lifecycle ------------------------------------------------------------------
+
+    def discard(self) -> None:
+        """The transaction aborted: drop the held-back updates with the pending writes."""
+        self._drop_entries()
+        self.inner.discard()
+
+    def close(self) -> None:
+        self._drop_entries()
+        self.inner.close()
+
+    def destroy(self) -> None:
+        self._drop_entries()
+        self.inner.destroy()
+
+    def read_only(self) -> ReadOnlyView:
+        return ReadOnlyView(self)
+
+    def __repr__(self) -> str:
+        return f"Caching({self.inner!r})"
+
+
+def cached(store: Any, cache: RecordCache | None) -> Any:
+    """`store` inside a `CachingStore` when `cache` is on and the store can cache (its kind,
+    its spec's `caching`); else `store` as it is."""
+    if cache is None or not cache.enabled:
+        return store
+    spec = store.spec
+    if spec.kind not in CACHED_KINDS or not getattr(spec, "caching", True):
+        return store
+    return CachingStore(store, cache)
+
+
+_OWN = frozenset(n for n in vars(CachingStore) if not n.startswith("_"))
+
+
+def _operations(inner: Any) -> list[str]:
+    """The public operations of `inner` (a typed store or a layer) the layer binds onto
+    itself: the typed store's public methods, but those the layer defines."""
+    typed = typed_store(inner)
+    return [
+        name
+        for name in dir(type(typed))
+        if not name.startswith("_")
+        and name not in _OWN
+        and callable(attr := getattr(type(typed), name, None))
+        and not isinstance(attr, type)
+    ]
