@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 from support.scheduling import group_of, longest_units_first, make_scheduler, yield_to_spark
+from support.timeline import test_finished, test_started
 
 from kstream.kafka.broker import EmbeddedBroker
 from kstream.testing.kafka import KafkaCluster
@@ -140,6 +141,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if hasattr(item.config, "workerinput"):
         yield_to_spark(item.nodeid)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """Setup, call and teardown of one test, where it runs (`support.timeline`)."""
+    test_started(item.nodeid)
+    yield
+    test_finished(item.nodeid)
 
 
 def _in_ci() -> bool:
