@@ -80,10 +80,8 @@ def test_sigkill_keeps_cogroup_and_suppress_exact(
         return {k: v for k, v in reader.updates(topic).items() if not k.startswith("tick")}
 
     reader = IndependentReader(bs, [sums, held])
-    w = dsl_worker(
-        tmp_path, "cogroup", bs, app_id, a=a, c=c, sums=sums, held=held, hold_ms=HOLD_MS,
-        delay=DELAY,
-    )  # fmt: skip
+    topics = {"a": a, "c": c, "sums": sums, "held": held}
+    w = dsl_worker(tmp_path, "cogroup", bs, app_id, hold_ms=HOLD_MS, delay=DELAY, **topics)
     try:
         w.start()
         for k in range(KILLS):

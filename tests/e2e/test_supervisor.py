@@ -138,6 +138,9 @@ def fleet(
     try:
         wait(res, sup, lambda: res.complete(counts), "all outputs", 120)
         wait(res, sup, sup.ready, "both workers ready", 120)
+        # under the cooperative protocol a joining worker is ready after a first round that
+        # gives it nothing and takes its partitions in the second: produce once both have some
+        wait(res, sup, lambda: _both_assigned(sup), "both workers assigned", 120)
         more = make_input(200, 50, start_ts=data[-1][2] + 10)
         produce(bs, topics[0], more)
         counts, _ = expected(data + more)
@@ -200,6 +203,20 @@ def test_sigterm_closes_every_worker_and_exits_0(
     for worker in ("sup-0", "sup-1"):
         assert f"worker {worker} closed cleanly" in log
     assert all(pid_gone(p) for p in pids)
+
+
+def _both_assigned(sup: Supervised) -> bool:
+    """Whether each worker reports input partitions assigned (`kstream_assigned_partitions`)."""
+    status, raw = sup.get("/metrics")
+    if status != 200:
+        return False
+    assigned = [
+        ln for ln in raw.decode().splitlines() if ln.startswith("kstream_assigned_partitions{")
+    ]
+    return all(
+        any(f'instance_id="{w}"' in ln and float(ln.rsplit(" ", 1)[1]) > 0 for ln in assigned)
+        for w in ("sup-0", "sup-1")
+    )
 
 
 def _lines(text: str, prefix: str) -> str:

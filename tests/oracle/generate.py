@@ -17,7 +17,10 @@ to three grouped streams (windowed when the first grouping drew windows), suppre
 and windowed tables, foreign-key joins, `transformValues`, sinks with a topic chooser, sources
 with a timestamp extractor, and, one time in four, a user's name on a nameable operator, a
 grouping's name, and a `materialized` store of a table operator's result. A foreign-key join
-and a suppress only take tables whose serdes Kafka knows (it has no default serde here).
+and a suppress only take tables whose serdes Kafka knows (it has no default serde here); a join
+of a table that comes through a repartition topic often takes a second such table (a new
+stream grouped by a key selector and counted), so both sides' sub-topologies read each
+other's subscription topics. Versioned tables get out-of-order updates like any other topic.
 
 Where kstream differs from Kafka Streams on purpose or by a known divergence, the generator
 avoids the shape, with a comment naming the divergence (and the README lists it).
