@@ -125,6 +125,9 @@ class InstanceRegistry:
         self._kafka = dict(kafka or {})
         self._timeout = connect_timeout
         self._lock = threading.Lock()
+        # one publication at a time: a heartbeat re-sending what it read just before a
+        # rebalance's publication would otherwise claim the old partitions again, last
+        self._publishing = threading.Lock()
         self._known: dict[str, InstanceInfo] = {}
         self._published: tuple[dict[str, list[int]], dict[str, list[int]]] | None = None
         self._published_at = 0.0
@@ -164,9 +167,10 @@ class InstanceRegistry:
         """Publish the input partitions of the active tasks and of the standby tasks if they
         changed since the last call (True if published)."""
         grouped = (group_partitions(partitions), group_partitions(standbys))
-        if grouped == self._published or self._producer is None:
-            return False
-        self._send(*grouped)
+        with self._publishing:
+            if grouped == self._published or self._producer is None:
+                return False
+            self._send(*grouped)
         log.info("instance %s: published partitions %s, standbys %s", self.instance_id, *grouped)
         return True
 
@@ -181,14 +185,15 @@ class InstanceRegistry:
 
     def _heartbeat(self) -> None:
         """Publish again what was last published once `HEARTBEAT_S` has passed (`live`)."""
-        last = self._published
-        if last is None or time.monotonic() - self._published_at < HEARTBEAT_S:
-            return
-        try:
-            self._send(*last)
-        except Exception as e:
-            log.warning("instance %s: heartbeat to %s: %s", self.instance_id, self.topic, e)
-            self._published_at = time.monotonic()  # not again at once
+        with self._publishing:
+            last = self._published
+            if last is None or time.monotonic() - self._published_at < HEARTBEAT_S:
+                return
+            try:
+                self._send(*last)
+            except Exception as e:
+                log.warning("instance %s: heartbeat to %s: %s", self.instance_id, self.topic, e)
+                self._published_at = time.monotonic()  # not again at once
 
     def _follow(self) -> None:
         assert self._consumer is not None

@@ -4,6 +4,7 @@ that tells live instances from killed ones, and knowing when the topic has been 
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -80,3 +81,37 @@ def test_a_running_instance_publishes_again_as_a_heartbeat(monkeypatch: Any) -> 
     finally:
         one.close()
     assert cluster.messages("app-instances")[-1].value() is None  # the tombstone ends it
+
+
+def test_a_heartbeat_never_claims_partitions_a_new_publication_gave_up() -> None:
+    """A heartbeat that read the old assignment just before a rebalance's publication must not
+    send it after that publication: the newest claim wins routing, so the instance would
+    claim partitions it no longer holds, and its next heartbeats would repeat them."""
+    cluster = MockCluster()
+    one, two = _registry(cluster, "one"), _registry(cluster, "two")
+    two.start()
+    assert two.wait_caught_up(10)
+    one.start()
+    try:
+        assert one.publish([("in", 0), ("in", 1)])
+        send = one._send
+        in_heartbeat = threading.Event()
+
+        def slow_send(*args: Any) -> None:  # the heartbeat's send, overtaken meanwhile
+            if threading.current_thread().name.startswith("kstream-instances-"):
+                in_heartbeat.set()
+                time.sleep(0.3)
+            send(*args)
+
+        one._send = slow_send  # type: ignore[method-assign]
+        one._published_at -= instances.HEARTBEAT_S  # a heartbeat is due
+        assert in_heartbeat.wait(10)
+        assert one.publish([("in", 0)])  # the rebalance took partition 1 away
+        _until(lambda: any(i.instance_id == "one" for i in two.instances()))
+        time.sleep(0.5)  # the heartbeat's send has ended, whichever order they took
+        [seen] = [i for i in two.instances() if i.instance_id == "one"]
+        assert seen.holds("in", 0) and not seen.holds("in", 1)
+        assert two.owner("in", 1) is None
+    finally:
+        one.close()
+        two.close()
