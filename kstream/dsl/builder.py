@@ -116,20 +116,25 @@ class StreamBuilder:
         ks, vs = serde(key_serde), serde(value_serde)
         # Kafka names an unnamed store first (`MaterializedInternal`), then the two nodes
         spec = _spec(b, store, f"{topic}", backend, ks, vs, versioned)
-        if store is None:  # Kafka's record cache holds back a source table's updates only
-            spec = dataclasses.replace(spec, caching=False)  # when it is materialized by name
         src = b.source(topic, ks, vs, None if name is None else f"{name}-source")
         src = _extracting(b, src, timestamp_extractor)
         node = b.name("SOURCE", name, prefix="KTABLE")
         getter: ValueGetter
+        # Kafka's record cache holds back a source table's updates only when it is
+        # materialized: given a store name, or on demand (tp.MaterializedOnDemand)
+        on_demand = None
         if spec.kind == VERSIONED:
             factory = processor_factory(VersionedTableSourceProcessor, spec.name)
             getter = VersionedValueGetter(spec.name, spec.retention or 0)
         else:
-            factory = processor_factory(tp.TableSourceProcessor, spec.name)
+            if store is None:
+                on_demand = tp.MaterializedOnDemand(node, spec.name, b.topology.store_users)
+            factory = processor_factory(tp.TableSourceProcessor, spec.name, on_demand)
             getter = ValueGetter(spec.name)
         b.processor(node, factory, src)
         b.add_store(spec, [node])
+        if on_demand is not None:  # operators below that force old values switch it on
+            b.table_operator(node, node, on_demand)
         # Kafka materializes a source table given a store name; an unnamed one only on demand
         materialized = store is not None or spec.kind == VERSIONED
         return KTable(b, node, ks, vs, getter, sends_old_values=materialized)

@@ -66,7 +66,8 @@ from kstream.dsl.fk_wire import (
 )
 from kstream.dsl.graph import AUTO, InternalBuilder, StoreLike, ValueGetter, processor_factory
 from kstream.dsl.materialized import table_store, value_serde_of
-from kstream.dsl.processors import BuiltinProcessor, Change, NotLatest
+from kstream.dsl.processors import BuiltinProcessor, Change, NotLatest, cached_forwarding
+from kstream.dsl.table_processors import MaterializedOnDemand
 from kstream.errors import TopologyError
 from kstream.records import Record
 from kstream.serde import Serde, SerdeContext
@@ -392,18 +393,27 @@ class ResponseResolverProcessor(BuiltinProcessor):
 
 class FkJoinResultProcessor(BuiltinProcessor):
     """The join's results as a table (Kafka's `KTableSource` on the response): each result is
-    kept in the store (None deletes) and forwarded as `Change(result, previous)`."""
+    kept in the store (None deletes) and forwarded as `Change(result, previous)`.
 
-    def __init__(self, store: str) -> None:
+    When the store is Kafka's too (`materialized=`, or on demand: `on_demand.materialized()`),
+    the results go through the record cache when it is on, as Kafka's materialized
+    `KTableSource` forwards through its caching store; a store that is kstream's alone
+    forwards every result, as Kafka's unmaterialized source does."""
+
+    def __init__(self, store: str, on_demand: _DescribedOnDemand | None = None) -> None:
         self.store_name = store
+        self.on_demand = on_demand
 
     def init(self, ctx: ProcessorContext) -> None:
         super().init(ctx)
         self.store = ctx.get_store(self.store_name)
+        kafkas = self.on_demand is None or self.on_demand.materialized()
+        self.cached = cached_forwarding(self.store, ctx) if kafkas else None
 
     def process_batch(self, records: Sequence[Record]) -> None:
         out: list[Record] = []
         store, task = self.store, self.task
+        emit = out.append if self.cached is None else self.cached
         for r in records:
             k = r.key
             if k is None:
@@ -420,28 +430,28 @@ class FkJoinResultProcessor(BuiltinProcessor):
             finally:
                 if task is not None:
                     task.current = None
-            out.append(r.with_value(Change(r.value, old)))
+            emit(r.with_value(Change(r.value, old)))
         self.ctx.forward_batch(out)
 
 
-class _DescribedOnDemand:
+class _DescribedOnDemand(MaterializedOnDemand):
     """The result store's "flag" among the table's old-value flags (`InternalBuilder.
     table_operator`): an operator below that needs the result's values or old values switches
     it on, and the store becomes Kafka's, shown by `describe()`, as Kafka materializes the
     result on demand."""
 
-    def __init__(self, b: InternalBuilder, store: str) -> None:
+    def __init__(self, b: InternalBuilder, node: str, store: str) -> None:
         self._undescribed = b.topology.undescribed_stores
-        self._store = store
+        super().__init__(node, store, b.topology.store_users)
 
     @property
     def enabled(self) -> bool:
-        return self._store not in self._undescribed
+        return self.store not in self._undescribed
 
     @enabled.setter
     def enabled(self, on: bool) -> None:
         if on:
-            self._undescribed.discard(self._store)
+            self._undescribed.discard(self.store)
 
 
 # --- building ------------------------------------------------------------------------------
@@ -557,12 +567,14 @@ def join_on_foreign_key(
 
     result = named("-result", "FK-JOIN-OUTPUT")
     spec = table_store(b, materialized, "FK-JOIN-OUTPUT", left._key_serde, None)
-    b.processor(result, processor_factory(FkJoinResultProcessor, spec.name), resolver)
+    on_demand = None if materialized is not None else _DescribedOnDemand(b, result, spec.name)
+    factory = processor_factory(FkJoinResultProcessor, spec.name, on_demand)
+    b.processor(result, factory, resolver)
     b.add_store(spec, [result], described=materialized is not None)
     vs = value_serde_of(spec, None)
     table = KTable(b, result, left._key_serde, vs, ValueGetter(spec.name), materialized is not None)
-    if materialized is None:
-        b.table_operator(result, result, _DescribedOnDemand(b, spec.name))
+    if on_demand is not None:
+        b.table_operator(result, result, on_demand)
     return table
 
 

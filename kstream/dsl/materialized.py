@@ -5,7 +5,9 @@ Materialized, the result table keeps its current value per key in a store of its
 store is queryable by name (`KTable.store_name`), changelogged unless its spec says otherwise,
 and later joins read it instead of replaying the operator on the parent's store. Filter,
 map_values and transform_values write the store in their own processor
-(`kstream.dsl.processors`); a join's result is written by its merge node, wrapped here.
+(`kstream.dsl.table_processors`); a join's result is written by its merge node, wrapped here.
+All of them forward their updates through the record cache (`cache_max_bytes`) when it is on
+and the store's spec allows it, as Kafka's processors do over a caching store.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kstream.dsl.graph import AUTO, InternalBuilder, StoreLike, ValueGetter, processor_factory
-from kstream.dsl.processors import BuiltinProcessor, Change
+from kstream.dsl.processors import BuiltinProcessor, Change, cached_forwarding
 from kstream.records import Record
 from kstream.serde import Serde, serde
 from kstream.topology.processor import ProcessorContext, ProcessorFactory, as_processor
@@ -62,13 +64,18 @@ class _StoringContext:
         self.forward_batch([record], to)
 
     def forward_batch(self, records: list[Record], to: str | None = None) -> None:
-        self._ctx.forward_batch(self._owner.store_all(records), to)
+        out = self._owner.store_all(records)
+        if out:  # none when the record cache holds them back
+            self._ctx.forward_batch(out, to)
 
 
 class MaterializingProcessor(BuiltinProcessor):
     """Runs a table node's processor and keeps the table it emits in `store` (Kafka's
     `KTableKTableJoinMerger` with a queryable name): each `Change`'s new value is written
-    (None deletes) before the change is forwarded."""
+    (None deletes) before the change is forwarded. With the record cache on, the changes go
+    to the cache instead, each with the value the store held before its write as old value
+    (the merger's `TimestampedTupleForwarder`: a flush forwards the store's values, not the
+    join's old ones); the merge sends old values, as it does uncached."""
 
     def __init__(self, factory: ProcessorFactory, store: str, node: str) -> None:
         self.inner = as_processor(factory(), node)
@@ -77,13 +84,15 @@ class MaterializingProcessor(BuiltinProcessor):
     def init(self, ctx: ProcessorContext) -> None:
         super().init(ctx)
         self.store = ctx.get_store(self.store_name)
+        self.cached = cached_forwarding(self.store, ctx)
         self.inner.init(_StoringContext(ctx, self))
 
     def process_batch(self, records: Sequence[Record]) -> None:
         self.inner.process_batch(list(records))
 
     def store_all(self, records: list[Record]) -> list[Record]:
-        put, task, on_error = self.store.put, self.task, self.ctx.on_error
+        """Write `records`' new values; returns those to forward now (none when cached)."""
+        store, task, on_error, cached = self.store, self.task, self.ctx.on_error, self.cached
         out = []
         for r in records:
             ch = r.value
@@ -91,14 +100,18 @@ class MaterializingProcessor(BuiltinProcessor):
             if task is not None:
                 task.current = r
             try:
-                put(r.key, new)
+                stored = None if cached is None else store.get(r.key)
+                store.put(r.key, new)
             except Exception as e:
                 on_error(e, r)
                 continue
             finally:
                 if task is not None:
                     task.current = None
-            out.append(r)
+            if cached is None:
+                out.append(r)
+            else:
+                cached(r.with_value(Change(new, stored)))
         return out
 
     def close(self) -> None:

@@ -463,14 +463,21 @@ UpdateSink = Callable[[Record], None]
 record cache's `cache_update` (forwarded when the cache flushes)."""
 
 
-def cached_forwarding(store: Any, ctx: ProcessorContext) -> UpdateSink | None:
+def cached_forwarding(
+    store: Any, ctx: ProcessorContext, send_old: bool = True
+) -> UpdateSink | None:
     """Forward `store`'s updates through the record cache (kstream.state.caching), as Kafka's
     `TimestampedTupleForwarder` does when its store caches: the processor then hands each
     update to the returned function right after the store write it made, with the value the
     store held before that write as the Change's old value, and the cache forwards a key's
     latest update, with the value before its first one, when it flushes (commit or eviction).
     None: the store does not cache (the cache is off, the store's spec disables it, or the
-    store has no caching layer, as in the test driver); forward every update as before."""
+    store has no caching layer, as in the test driver); forward every update as before.
+
+    `send_old` False (a table operator whose consumers need no old values, Kafka's
+    `setFlushListener(listener, sendOldValues)`): the flushed Changes carry None as old value.
+    The processor still hands the stored old value to the cache, which needs it to skip a key
+    created and deleted between two flushes, and to forward the delete of one that existed."""
     register = getattr(store, "set_flush_listener", None)
     if register is None:
         return None
@@ -478,7 +485,10 @@ def cached_forwarding(store: Any, ctx: ProcessorContext) -> UpdateSink | None:
     def forward_flushed(flushed: list[tuple[Record, Any]]) -> None:
         ctx.forward_batch([derive(r, r.key, new_change((r.value[0], old))) for r, old in flushed])
 
-    if not register(forward_flushed):
+    def forward_flushed_new(flushed: list[tuple[Record, Any]]) -> None:
+        ctx.forward_batch([derive(r, r.key, new_change((r.value[0], None))) for r, _ in flushed])
+
+    if not register(forward_flushed if send_old else forward_flushed_new):
         return None
     sink: UpdateSink = store.cache_update
     return sink

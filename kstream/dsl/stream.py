@@ -571,14 +571,20 @@ class KStream(Handle):
         # the repartition topic is named after the processor, as Kafka's (KStreamImpl.toTable)
         parent = self._ensure_partitioned(node)
         getter: ValueGetter
+        # as `StreamBuilder.table`: cached when named, or materialized by Kafka on demand
+        on_demand = None
         if vspec is not None:
             factory = processor_factory(VersionedTableSourceProcessor, spec.name)
             getter = VersionedValueGetter(spec.name, spec.retention or 0)
         else:
-            factory = processor_factory(tp.TableSourceProcessor, spec.name)
+            if store is None:
+                on_demand = tp.MaterializedOnDemand(node, spec.name, b.topology.store_users)
+            factory = processor_factory(tp.TableSourceProcessor, spec.name, on_demand)
             getter = ValueGetter(spec.name)
         b.processor(node, factory, parent)
         b.add_store(spec, [node])
+        if on_demand is not None:
+            b.table_operator(node, node, on_demand)
         # as `StreamBuilder.table`: materialized in Kafka's sense only when given a store
         return KTable(
             b,

@@ -7,7 +7,7 @@ Split from `kstream.dsl.processors` (the stream operators' processors, which the
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kstream.dsl.processors import BuiltinProcessor, Change, cached_forwarding, same_kind
@@ -15,16 +15,42 @@ from kstream.records import Record, derive
 from kstream.topology.processor import ProcessorContext
 
 
-class TableSourceProcessor(BuiltinProcessor):
-    """Materializes a stream of upserts (None = delete) into a store; emits `Change`s."""
+class MaterializedOnDemand:
+    """Whether a table whose store kstream keeps for itself (a source table or `to_table`
+    without a store name, a foreign-key join's result without `materialized=`) is one Kafka
+    materializes on demand, and so forwards through its caching store (`KTableSource` with a
+    queryable name). Kafka materializes such a table when an operator below forces old values
+    (a table-table join, a `group_by`, a suppress: `enableSendingOldValues(true)`, which the
+    builder signals by switching `enabled` on, as for a filter's `SendOldValues`) or when
+    another node reads it (a join's value getter: `valueGetterSupplier()` materializes it). An
+    unmaterialized Kafka table has no store, hence no cache: every update is forwarded.
+    Asked when the processor starts, after the topology is complete."""
 
-    def __init__(self, store: str) -> None:
+    def __init__(self, node: str, store: str, users: Mapping[str, list[str]]) -> None:
+        self.node = node
+        self.store = store
+        self._users = users  # the topology's store -> connected processors
+        self.enabled = False
+
+    def materialized(self) -> bool:
+        return self.enabled or any(u != self.node for u in self._users.get(self.store, ()))
+
+
+class TableSourceProcessor(BuiltinProcessor):
+    """Materializes a stream of upserts (None = delete) into a store; emits `Change`s.
+
+    Its updates go through the record cache when it is on, unless `on_demand` says Kafka
+    would not materialize the table (see `MaterializedOnDemand`; None: named, always)."""
+
+    def __init__(self, store: str, on_demand: MaterializedOnDemand | None = None) -> None:
         self.store_name = store
+        self.on_demand = on_demand
 
     def init(self, ctx: ProcessorContext) -> None:
         super().init(ctx)
         self.store = ctx.get_store(self.store_name)
-        self.cached = cached_forwarding(self.store, ctx)
+        kafkas = self.on_demand is None or self.on_demand.materialized()
+        self.cached = cached_forwarding(self.store, ctx) if kafkas else None
 
     def process_batch(self, records: Sequence[Record]) -> None:
         store, task, on_error = self.store, self.task, self.ctx.on_error
@@ -96,8 +122,10 @@ class TableFilterProcessor(BuiltinProcessor):
     consumer needs old values (see `SendOldValues`; None: never forwarded), and always below a
     versioned table (`versioned`: Kafka's `KTableFilter` with versioned semantics). With
     `store` (a `materialized=` filter, Kafka's `KTableFilter` with a queryable name) the result
-    is also kept there, and the old value forwarded is the one stored, not the parent's.
-    Without a store, an update marked `NotLatest` stays marked.
+    is also kept there, and the old value forwarded is the one stored, not the parent's;
+    its updates then go through the record cache when it is on (`cached_forwarding`, as Kafka's
+    `KTableFilter` forwards through a `TimestampedTupleForwarder`), which also drops a delete
+    of a key the store never held. Without a store, an update marked `NotLatest` stays marked.
     """
 
     def __init__(
@@ -119,11 +147,17 @@ class TableFilterProcessor(BuiltinProcessor):
         self.send_old = self.old_values is None or self.old_values.enabled
         self.quiet = self.send_old and not self.versioned
         self.store = None if self.store_name is None else ctx.get_store(self.store_name)
+        self.cached = (
+            None if self.store is None else cached_forwarding(self.store, ctx, self.send_old)
+        )
 
     def process_batch(self, records: Sequence[Record]) -> None:
         pred, neg, on_error = self.predicate, self.negate, self.ctx.on_error
-        quiet, send_old, store = self.quiet, self.send_old, self.store
-        out = []
+        quiet, send_old, store, cached = self.quiet, self.send_old, self.store, self.cached
+        # cached: the cache gets the stored old value even when none is sent (it masks it)
+        read_old = send_old or cached is not None
+        out: list[Record] = []
+        emit = out.append if cached is None else cached
         for r in records:
             change = r.value
             new, old = change
@@ -132,7 +166,7 @@ class TableFilterProcessor(BuiltinProcessor):
                 if new is not None and (bool(pred(k, new)) is neg):
                     new = None
                 if store is not None:
-                    old = store.get(k) if send_old else None
+                    old = store.get(k) if read_old else None
                 elif old is not None and (bool(pred(k, old)) is neg):
                     old = None
             except Exception as e:
@@ -142,7 +176,7 @@ class TableFilterProcessor(BuiltinProcessor):
                 continue
             if store is not None:
                 if _put(self, store, r, new):
-                    out.append(r.with_value(Change(new, old)))
+                    emit(r.with_value(Change(new, old)))
                 continue
             out.append(r.with_value(same_kind(change, new, old)))
         self.ctx.forward_batch(out)
@@ -170,7 +204,8 @@ class TableMapValuesProcessor(BuiltinProcessor):
 
     With `store` (a `materialized=` map_values) the result is also kept there and, as Kafka's
     `KTableMapValues` with a queryable name, the old value forwarded is the stored one, sent
-    only while a consumer needs old values (`old_values`), else None.
+    only while a consumer needs old values (`old_values`), else None; the updates go through
+    the record cache when it is on (`cached_forwarding`).
     """
 
     def __init__(
@@ -189,12 +224,18 @@ class TableMapValuesProcessor(BuiltinProcessor):
         super().init(ctx)
         self.store = None if self.store_name is None else ctx.get_store(self.store_name)
         self.send_old = self.old_values is not None and self.old_values.enabled
+        self.cached = (
+            None if self.store is None else cached_forwarding(self.store, ctx, self.send_old)
+        )
 
     def process_batch(self, records: Sequence[Record]) -> None:
-        fn, on_error, store = self.fn, self.ctx.on_error, self.store
+        fn, on_error, store, cached = self.fn, self.ctx.on_error, self.store, self.cached
         # with a key: `fn(key, value)` through a partial per record (a cold path)
         keyed = functools.partial if self.with_key else None
-        out = []
+        # cached: the cache gets the stored old value even when none is sent (it masks it)
+        read_old = self.send_old or cached is not None
+        out: list[Record] = []
+        emit = out.append if cached is None else cached
         for r in records:
             new, old = r.value
             try:
@@ -208,14 +249,15 @@ class TableMapValuesProcessor(BuiltinProcessor):
                 else:
                     ch = Change(
                         None if new is None else f(new),
-                        store.get(r.key) if self.send_old else None,
+                        store.get(r.key) if read_old else None,
                     )
             except Exception as e:
                 on_error(e, r)
                 continue
-            if store is not None and not _put(self, store, r, ch.new):
-                continue
-            out.append(r.with_value(ch))
+            if store is None:
+                out.append(r.with_value(ch))
+            elif _put(self, store, r, ch.new):
+                emit(r.with_value(ch))
         self.ctx.forward_batch(out)
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from kstream.dsl.graph import ValueGetter
-from kstream.dsl.processors import BuiltinProcessor, Change, same_kind
+from kstream.dsl.processors import BuiltinProcessor, Change, cached_forwarding, same_kind
 from kstream.dsl.table_processors import SendOldValues
 from kstream.errors import TopologyError
 from kstream.records import Record
@@ -60,8 +60,9 @@ def _init(transformer: Any, ctx: ProcessorContext) -> None:
 
 class TableTransformValuesProcessor(BuiltinProcessor):
     """Applies a transformer to each `Change`: `Change(transform(k, new), transform(k, old))`,
-    the old one only while old values are wanted; with `store`, the result is kept there and
-    the old value forwarded is the stored one (Kafka's materialized `transformValues`)."""
+    the old one only while old values are wanted; with `store`, the result is kept there, the
+    old value forwarded is the stored one (Kafka's materialized `transformValues`) and the
+    updates go through the record cache when it is on (`cached_forwarding`)."""
 
     def __init__(
         self,
@@ -82,12 +83,18 @@ class TableTransformValuesProcessor(BuiltinProcessor):
         super().init(ctx)
         self.store = None if self.store_name is None else ctx.get_store(self.store_name)
         self.send_old = self.old_values.enabled
+        self.cached = (
+            None if self.store is None else cached_forwarding(self.store, ctx, self.send_old)
+        )
         _init(self.transformer, ctx)
 
     def process_batch(self, records: Sequence[Record]) -> None:
         transform, on_error, store = self.transformer.transform, self.ctx.on_error, self.store
-        send_old, task = self.send_old, self.task
-        out = []
+        send_old, task, cached = self.send_old, self.task, self.cached
+        # cached: the cache gets the stored old value even when none is sent (it masks it)
+        read_old = send_old or cached is not None
+        out: list[Record] = []
+        emit = out.append if cached is None else cached
         for r in records:
             new, old = r.value
             k = r.key
@@ -95,12 +102,12 @@ class TableTransformValuesProcessor(BuiltinProcessor):
                 task.current = r  # the transformer's store writes take this provenance
             try:
                 nv = transform(k, new)
-                if not send_old:
-                    ov = None
-                elif store is not None:
-                    ov = store.get(k)
-                else:
+                if store is not None:
+                    ov = store.get(k) if read_old else None
+                elif send_old:
                     ov = transform(k, old)
+                else:
+                    ov = None
                 if store is not None:
                     store.put(k, nv)
             except Exception as e:
@@ -109,8 +116,10 @@ class TableTransformValuesProcessor(BuiltinProcessor):
             finally:
                 if task is not None:
                     task.current = None
-            ch = Change(nv, ov) if store is not None else same_kind(r.value, nv, ov)
-            out.append(r.with_value(ch))
+            if store is None:
+                out.append(r.with_value(same_kind(r.value, nv, ov)))
+            else:
+                emit(r.with_value(Change(nv, ov)))
         self.ctx.forward_batch(out)
 
     def close(self) -> None:

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 from kstream._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from kstream.runtime.app import App, AppState, LocalStore
+    from kstream.runtime.app import App, AppState
+    from kstream.runtime.local_store import LocalStore
     from kstream.runtime.reader import TopicReader, caught_up, read_unique
 
 __all__ = ["App", "AppState", "LocalStore", "TopicReader", "caught_up", "read_unique"]
@@ -17,7 +18,7 @@ __all__ = ["App", "AppState", "LocalStore", "TopicReader", "caught_up", "read_un
 _EXPORTS = {
     "App": "kstream.runtime.app",
     "AppState": "kstream.runtime.app",
-    "LocalStore": "kstream.runtime.app",
+    "LocalStore": "kstream.runtime.local_store",
     "TopicReader": "kstream.runtime.reader",
     "caught_up": "kstream.runtime.reader",
     "read_unique": "kstream.runtime.reader",

@@ -39,6 +39,7 @@ from kstream.runtime.failures import (
     uncaught_response,
 )
 from kstream.runtime.instances import InstanceRegistry
+from kstream.runtime.local_store import LocalStore
 from kstream.runtime.slow_rebalance import RebalanceWatch
 from kstream.runtime.state_lock import StateDirLock
 from kstream.runtime.store_health import unanswered_store
@@ -543,7 +544,9 @@ class App:
                 f"app {self.app_id!r} runs in {self.processes} worker processes: query its "
                 "stores through the supervisor's HTTP address (config['http'])"
             )
-        return LocalStore(self, name, enable_stale_stores)
+        return LocalStore(
+            name, lambda: self._stores(name, enable_stale_stores), enable_stale_stores
+        )
 
     def query(
         self,
@@ -573,58 +576,6 @@ class App:
             if stale:
                 out += stream.standbys.views(name)
         return out
-
-
-class LocalStore:
-    """A store as one instance sees it: every local partition, committed data only (and the
-    standby copies with `stale`)."""
-
-    def __init__(self, app: App, name: str, stale: bool = False) -> None:
-        self._app = app
-        self.name = name
-        self.stale = stale
-
-    def partitions(self) -> list[Any]:
-        return self._app._stores(self.name, self.stale)
-
-    def get(self, key: Any, *as_of: int) -> Any:
-        """The key's value from the first local partition that has it; a versioned store also
-        takes a time (`get(key, as_of)`: the version valid then)."""
-        for s in self.partitions():
-            v = s.get(key, *as_of)
-            if v is not None:
-                return v
-        return None
-
-    def versions(
-        self,
-        key: Any,
-        from_time: int | None = None,
-        to_time: int | None = None,
-        ascending: bool = False,
-    ) -> list[Any]:
-        """A versioned store's versions of `key` valid at some time in [from_time, to_time],
-        newest first unless `ascending` (Kafka's `MultiVersionedKeyQuery`, KIP-968; see
-        `VersionedKeyValueStore.versions`), from the first local partition that has any."""
-        for s in self.partitions():
-            found: list[Any] = s.versions(key, from_time, to_time, ascending)
-            if found:
-                return found
-        return []
-
-    def all(self) -> Iterator[tuple[Any, Any]]:
-        """Every entry of every local partition (partition by partition)."""
-        for s in self.partitions():
-            with s.all() as cur:
-                yield from cur
-
-    def fetch(self, key: Any, time_from: int, time_to: int) -> list[tuple[int, Any]]:
-        """Window stores: `(start, value)` of `key` over the local partitions."""
-        out: list[tuple[int, Any]] = []
-        for s in self.partitions():
-            with s.fetch(key, time_from, time_to) as cur:
-                out.extend(cur)
-        return sorted(out)
 
 
 @contextlib.contextmanager

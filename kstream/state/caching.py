@@ -19,10 +19,13 @@ worker 1/N). `CachingStore` is the
 layer of one store partition, in the chain as Kafka's `Metered(Caching(ChangeLogging(inner)))`
 (kstream.state's docstring): the runtime adds it to every key-value, window and session store
 whose spec allows caching (`StoreSpec.caching`) when the cache is on. A processor that forwards
-a store's updates (the aggregations, a materialized table source) registers a *flush listener*
-(`set_flush_listener`, Kafka's `TimestampedTupleForwarder` contract): it then hands each update
-to `cache_update` right after its store write instead of forwarding it. A store nobody listens
-to holds nothing back.
+a store's updates (the aggregations, a materialized table source, and the `materialized=`
+results of table filter, map_values, transform_values and joins, through
+`kstream.dsl.processors.cached_forwarding`) registers a *flush listener* (`set_flush_listener`,
+Kafka's `TimestampedTupleForwarder` contract): it then hands each update to `cache_update`
+right after its store write instead of forwarding it, with the value the store held before
+that write as old value (the listener leaves it out when no consumer wants old values). A
+store nobody listens to holds nothing back.
 
 An entry is keyed by the physical key of the store write it follows, and its size counts the
 key and value bytes plus `ENTRY_OVERHEAD` (Kafka counts its entries' bookkeeping too). The

@@ -78,7 +78,10 @@ class Oracle:
         """Send `case`; with `broker` ({"bootstrap", "application_id", "timeout_ms"}) the
         harness runs it as a KafkaStreams app on that broker instead of in its test driver
         (the case's records are then already in its input topics, and the answer is
-        {"ran_ms": ...} once the app has consumed them all)."""
+        {"ran_ms": ...} once the app has consumed them all). For input written while the app
+        runs, `broker` may add "max_task_idle_ms", "input_records" (run until the sources hold
+        that many records, all consumed) and "running_file" (written once the app is RUNNING);
+        Broker.java."""
         assert self._proc.stdin is not None
         line = case.to_json()
         if broker is not None:

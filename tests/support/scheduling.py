@@ -46,6 +46,7 @@ UNIT_SECONDS = {
     "tests/property/test_join_window_reference.py": 25.0,
     "tests/oracle/test_oracle.py": 25.0,
     "tests/oracle/test_on_broker.py": 30.0,
+    "tests/oracle/test_idling_on_broker.py": 50.0,
     "tests/e2e/test_examples.py": 25.0,
     "tests/integration/test_kstreamd_processes.py": 25.0,
     "tests/unit/service/test_service_process.py": 25.0,

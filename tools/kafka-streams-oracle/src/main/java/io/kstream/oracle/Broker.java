@@ -1,6 +1,9 @@
 package io.kstream.oracle;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -28,6 +31,11 @@ import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
  * "broker": {"bootstrap", "application_id", "timeout_ms"} is built by the same SpecBuilder and
  * run with exactly_once_v2 until the app has consumed all its input, then closed. Its outputs
  * stay in the spec's output topics for the caller to read; the answer says how long it ran.
+ *
+ * For input the caller writes while the app runs (timed input, e.g. task idling), "broker" may
+ * also carry "max_task_idle_ms" (Kafka's max.task.idle.ms), "input_records" (the app runs until
+ * its sources hold at least that many records and it has consumed them all) and "running_file"
+ * (a path written when the app reaches RUNNING, so the caller knows when to start writing).
  */
 final class Broker {
     private Broker() {}
@@ -47,6 +55,12 @@ final class Broker {
         props.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
         props.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), 6000);
         props.put(StreamsConfig.consumerPrefix(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG), 250);
+        if (broker.has("max_task_idle_ms")) {
+            props.put(StreamsConfig.MAX_TASK_IDLE_MS_CONFIG, broker.get("max_task_idle_ms").asLong());
+        }
+        long inputRecords = broker.path("input_records").asLong(0);
+        Path runningFile = broker.hasNonNull("running_file")
+            ? Path.of(broker.get("running_file").asText()) : null;
         StreamsBuilder builder = new StreamsBuilder(new TopologyConfig(new StreamsConfig(props)));
         new SpecBuilder(builder).build(spec);
         // the topics the app's group consumes and commits: its sources (a global table's
@@ -64,9 +78,19 @@ final class Broker {
                 failure.set(e);
                 return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
             });
+            if (runningFile != null) {
+                streams.setStateListener((now, before) -> {
+                    if (now != KafkaStreams.State.RUNNING) return;
+                    try {
+                        Files.writeString(runningFile, appId);
+                    } catch (IOException e) {
+                        failure.compareAndSet(null, e);
+                    }
+                });
+            }
             streams.start();
             long deadline = System.currentTimeMillis() + timeoutMs;
-            while (!drained(admin, appId, sources)) {
+            while (!drained(admin, appId, sources, inputRecords)) {
                 if (failure.get() != null) throw new IllegalStateException("app failed", failure.get());
                 if (System.currentTimeMillis() > deadline) {
                     throw new IllegalStateException("app " + appId + " did not consume its input in "
@@ -86,9 +110,11 @@ final class Broker {
      * True when the group's committed offsets reach the end of every partition it consumes. A
      * repartition topic is written in transactions, so its end is one past the commit marker
      * that follows its last record: a committed offset one short of it has consumed every
-     * record (once a source is committed, what it wrote to a repartition topic is too).
+     * record (once a source is committed, what it wrote to a repartition topic is too). The
+     * sources must also hold at least `inputRecords` records (input still being written).
      */
-    static boolean drained(Admin admin, String appId, Set<String> sources) throws Exception {
+    static boolean drained(Admin admin, String appId, Set<String> sources, long inputRecords)
+            throws Exception {
         Set<String> topics = new HashSet<>(sources);
         for (String t : admin.listTopics().names().get()) {
             if (t.startsWith(appId + "-") && t.endsWith("-repartition")) topics.add(t);
@@ -102,6 +128,11 @@ final class Broker {
             }
         }
         var ends = admin.listOffsets(latest).all().get();
+        long inSources = 0;
+        for (var e : ends.entrySet()) {
+            if (sources.contains(e.getKey().topic())) inSources += e.getValue().offset();
+        }
+        if (inSources < inputRecords) return false;
         for (var e : ends.entrySet()) {
             long end = e.getValue().offset();
             OffsetAndMetadata c = committed.get(e.getKey());
