@@ -46,7 +46,12 @@ def topology():
 """
 # each price key's versions: (value, timestamp), the third one arriving out of order
 PRICES = [f"p{i:02d}" for i in range(12)]
-PRICE_PUTS = [("v1", 1_000), ("v3", 3_000), ("v2", 2_000)]
+# Recent times: the versioned changelog is compacted by the broker once its records are older
+# (by their timestamps, against the wall clock) than min.compaction.lag.ms, history retention
+# plus a day, as Kafka Streams configures it; versions from 1970 could be compacted away before
+# a restore reads them (the broker drops history a store of 1970 would have dropped long ago).
+T0 = int(time.time() * 1000) // 1000 * 1000
+PRICE_PUTS = [("v1", T0 + 1_000), ("v3", T0 + 3_000), ("v2", T0 + 2_000)]
 
 
 @dataclass
@@ -204,9 +209,9 @@ def test_a_versioned_store_answers_as_of_and_range_queries_from_either_instance(
     (`/versions`, KIP-968), routed to the key's owner like any key query: each price key has
     v1@1000, v3@3000 and, out of order, v2@2000 (history only)."""
     instances, _, _ = cluster
-    v1 = {"value": "v1", "timestamp": 1_000, "valid_to": 2_000}
-    v2 = {"value": "v2", "timestamp": 2_000, "valid_to": 3_000}
-    v3 = {"value": "v3", "timestamp": 3_000, "valid_to": None}
+    v1 = {"value": "v1", "timestamp": T0 + 1_000, "valid_to": T0 + 2_000}
+    v2 = {"value": "v2", "timestamp": T0 + 2_000, "valid_to": T0 + 3_000}
+    v3 = {"value": "v3", "timestamp": T0 + 3_000, "valid_to": None}
 
     def versions_of(url: str, key: str) -> Any:
         status, body = get(url + f"/stores/prices/versions/{key}")
@@ -222,12 +227,12 @@ def test_a_versioned_store_answers_as_of_and_range_queries_from_either_instance(
         for p in PRICES[:4]:
             status, body = get(inst.url + f"/stores/prices/keys/{p}")
             assert (status, {k: body[k] for k in v3}) == (200, v3), body
-            status, body = get(inst.url + f"/stores/prices/keys/{p}?as_of=2500")
+            status, body = get(inst.url + f"/stores/prices/keys/{p}?as_of={T0 + 2500}")
             assert (status, {k: body[k] for k in v2}) == (200, v2), body
-            status, body = get(inst.url + f"/stores/prices/keys/{p}?as_of=999")
+            status, body = get(inst.url + f"/stores/prices/keys/{p}?as_of={T0 + 999}")
             assert (status, body["error"]) == (404, "key_not_found"), body
             status, body = get(
-                inst.url + f"/stores/prices/versions/{p}?from=1500&to=2000&order=asc"
+                inst.url + f"/stores/prices/versions/{p}?from={T0 + 1500}&to={T0 + 2000}&order=asc"
             )
             assert (status, body["versions"]) == (200, [v1, v2]), body
     url = instances[0].url
