@@ -66,8 +66,8 @@ from kstream.dsl.fk_wire import (
 )
 from kstream.dsl.graph import AUTO, InternalBuilder, StoreLike, ValueGetter, processor_factory
 from kstream.dsl.materialized import table_store, value_serde_of
-from kstream.dsl.processors import BuiltinProcessor, Change, NotLatest, cached_forwarding
-from kstream.dsl.table_processors import MaterializedOnDemand
+from kstream.dsl.processors import BuiltinProcessor, NotLatest
+from kstream.dsl.table_processors import MaterializedOnDemand, TableSourceProcessor
 from kstream.errors import TopologyError
 from kstream.records import Record
 from kstream.serde import Serde, SerdeContext
@@ -391,7 +391,7 @@ class ResponseResolverProcessor(BuiltinProcessor):
         self.ctx.forward_batch(out)
 
 
-class FkJoinResultProcessor(BuiltinProcessor):
+class FkJoinResultProcessor(TableSourceProcessor):
     """The join's results as a table (Kafka's `KTableSource` on the response): each result is
     kept in the store (None deletes) and forwarded as `Change(result, previous)`.
 
@@ -400,38 +400,7 @@ class FkJoinResultProcessor(BuiltinProcessor):
     `KTableSource` forwards through its caching store; a store that is kstream's alone
     forwards every result, as Kafka's unmaterialized source does."""
 
-    def __init__(self, store: str, on_demand: _DescribedOnDemand | None = None) -> None:
-        self.store_name = store
-        self.on_demand = on_demand
-
-    def init(self, ctx: ProcessorContext) -> None:
-        super().init(ctx)
-        self.store = ctx.get_store(self.store_name)
-        kafkas = self.on_demand is None or self.on_demand.materialized()
-        self.cached = cached_forwarding(self.store, ctx) if kafkas else None
-
-    def process_batch(self, records: Sequence[Record]) -> None:
-        out: list[Record] = []
-        store, task = self.store, self.task
-        emit = out.append if self.cached is None else self.cached
-        for r in records:
-            k = r.key
-            if k is None:
-                self.ctx.record_dropped("null_key", r)
-                continue
-            if task is not None:
-                task.current = r
-            try:
-                old = store.get(k)
-                store.put(k, r.value)
-            except Exception as e:
-                self.ctx.on_error(e, r)
-                continue
-            finally:
-                if task is not None:
-                    task.current = None
-            emit(r.with_value(Change(r.value, old)))
-        self.ctx.forward_batch(out)
+    on_demand: _DescribedOnDemand | None
 
 
 class _DescribedOnDemand(MaterializedOnDemand):
