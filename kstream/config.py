@@ -28,10 +28,18 @@ GUARANTEES = ("exactly_once", "exactly_once_v2", "at_least_once")
 DEFAULT_GUARANTEE = "exactly_once_v2"
 """Kafka Streams' default exactly-once mode since 4.0 (which removed per-task exactly_once;
 kstream keeps it as a choice)."""
-REBALANCE_PROTOCOLS = ("cooperative", "eager")
+REBALANCE_PROTOCOLS = ("cooperative", "eager", "consumer")
 """`rebalance_protocol`: "cooperative" (the default, Kafka Streams' since 2.4) revokes only the
 partitions that move, so tasks that stay keep running; "eager" closes every task on every
-rebalance (kstream.runtime.rebalance)."""
+rebalance; "consumer" is Kafka's consumer group protocol (KIP-848, Apache Kafka 4.0+), whose
+broker-side assignment is incremental for topologies that read several topics too
+(kstream.runtime.rebalance)."""
+_BROKER_SIDE_GROUP_KEYS = {
+    "session.timeout.ms": "group.consumer.session.timeout.ms",
+    "heartbeat.interval.ms": "group.consumer.heartbeat.interval.ms",
+}
+"""librdkafka settings the consumer protocol takes from the broker: the broker's setting (or
+the group's config without the `group.` prefix) instead."""
 BROKER_COMPAT = ("none", "tansu")
 """`broker_compat`: "none" for Apache Kafka and brokers that behave like it; "tansu" turns on
 the compensations for the embedded Tansu broker (kstream.broker_compat)."""
@@ -113,8 +121,9 @@ class Config:
     # does not poll, a broker that lost track of members; kstream.runtime.slow_rebalance);
     # 0 or None: off
     slow_rebalance_warning: int = 60_000
-    # "cooperative" or "eager" (kstream.runtime.rebalance): which partitions a rebalance takes
-    # from the stream thread, only those that move or all of them
+    # "cooperative", "eager" or "consumer" (kstream.runtime.rebalance): which partitions a
+    # rebalance takes from the stream thread, only those that move or all of them, and
+    # whether the broker assigns them (consumer: KIP-848, Apache Kafka 4.0+)
     rebalance_protocol: str = "cooperative"
     # Kafka's group.instance.id (static membership): a restart within session.timeout.ms
     # moves no task; worker processes get "<id>-<worker index>"; None: a dynamic member
@@ -312,8 +321,23 @@ class Config:
                 "group_instance_id: expected 1 to 200 letters, digits, '.', '_' or '-' (Kafka's "
                 f"rules for group.instance.id), got {gid!r}"
             )
+        if self.rebalance_protocol == "consumer":
+            if self.broker_compat == "tansu":
+                raise ConfigError(
+                    "rebalance_protocol: 'consumer' (KIP-848) needs Apache Kafka 4.0 or later; "
+                    "broker_compat='tansu' names a broker without it (use 'cooperative')"
+                )
+            for key, broker_key in _BROKER_SIDE_GROUP_KEYS.items():
+                if key in self.kafka:
+                    raise ConfigError(
+                        f"kafka[{key!r}]: not a client setting under rebalance_protocol="
+                        f"'consumer' (librdkafka refuses it): the broker's {broker_key!r}, or "
+                        f"the group's {broker_key.removeprefix('group.')!r}, sets it"
+                    )
         for key, instead in (
             ("partition.assignment.strategy", "rebalance_protocol"),
+            ("group.protocol", "rebalance_protocol"),
+            ("group.remote.assignor", "rebalance_protocol"),
             ("group.instance.id", "group_instance_id"),
         ):
             if key in self.kafka:

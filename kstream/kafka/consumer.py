@@ -43,6 +43,9 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     "heartbeat.interval.ms": 500,
 }
 
+_CLASSIC_ONLY = ("partition.assignment.strategy", "session.timeout.ms", "heartbeat.interval.ms")
+"""Defaults of the classic group protocol only."""
+
 #: How long a fetch of a consumer that reads to the end may wait for data, in ms.
 TO_END_FETCH_WAIT_MS = 10
 #: How long such a consumer's consume calls wait: a call returns when it has its batch or at its
@@ -101,10 +104,15 @@ class Consumer:
             forced["group.id"] = f"kstream-unmanaged-{uuid.uuid4().hex}"
         if client_id:
             forced["client.id"] = client_id
+        defaults = CONSUMER_DEFAULTS
+        if str((kafka or {}).get("group.protocol", "")).lower() == "consumer":
+            # the consumer group protocol (KIP-848) takes these from the broker, and
+            # librdkafka refuses them with it
+            defaults = {k: v for k, v in defaults.items() if k not in _CLASSIC_ONLY}
         conf = build_config(
             bootstrap_servers,
             client_config("consumer", kafka),
-            defaults=CONSUMER_DEFAULTS,
+            defaults=defaults,
             forced=forced,
             errors=self._errors,
             where="Consumer",

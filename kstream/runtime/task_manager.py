@@ -27,7 +27,7 @@ from kstream.errors import KafkaClientError, StoreError
 from kstream.kafka.consumer import Consumer
 from kstream.metrics import Metrics
 from kstream.runtime.commit import CommitProtocol, task_transactional_id
-from kstream.runtime.rebalance import generation
+from kstream.runtime.rebalance import generation, split_tasks
 from kstream.runtime.standby import StandbyTasks
 from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask, restore_tasks
 from kstream.state.restore import RestoreResult
@@ -75,14 +75,20 @@ class TaskManager:
         on_state: Callable[[str], None],
         cooperative: bool = False,
         standbys: StandbyTasks | None = None,
+        broker_assigned: bool = False,
     ) -> None:
         """`cooperative`: the consumer's group rebalances incrementally (revokes and assigns
         only the partitions that move; kstream.runtime.rebalance). `standbys`: the thread's
         standby replicas (kstream.runtime.standby), which hand their stores to a task
-        assigned here and keep those of a task given up."""
+        assigned here and keep those of a task given up. `broker_assigned`: the broker assigns
+        the partitions (the consumer protocol, KIP-848): no generation barrier to wait out,
+        and every assignment is checked for split tasks (`split_tasks`)."""
         self.ctx = ctx
         self.standbys = standbys
         self.cooperative = cooperative
+        self.broker_assigned = broker_assigned
+        # assignments seen holding only some of a task's partitions (consumer protocol)
+        self.split_assignments = 0
         # tasks created and closed since the start, rebuilt ones included (a task kept across
         # a cooperative rebalance is neither)
         self.tasks_created = 0
@@ -130,6 +136,8 @@ class TaskManager:
             self._close_tasks(moving, park=True)
             self.seek_back([rt for rt in _unique(rolled) if rt in self.tasks.values()])
         self._release(parts)
+        if self.broker_assigned:
+            self._check_split()
         self._after_change("revoked", moving)
 
     def on_lost(self, parts: list[TopicPartition]) -> None:
@@ -174,6 +182,8 @@ class TaskManager:
             if self.ctx.exactly_once:
                 self._restore_again_if_committed_moved(keys, tps)
         self._take(parts)
+        if self.broker_assigned:
+            self._check_split()
         self._generation = generation(self.consumer)
         self.metrics.rebalance()
         self._after_change("assigned", [self.tasks[k] for k in wanted])
@@ -189,10 +199,32 @@ class TaskManager:
         on processing meanwhile and commit once the assignment arrives; seeks of tasks rolled
         back meanwhile wait for it too (`seek_back`).
         """
-        if self.consumer is None or self._generation is None:
+        if self.consumer is None or self._generation is None or self.broker_assigned:
+            # the consumer protocol has no such barrier: the member epoch librdkafka commits
+            # with is the one the coordinator knows, and it moves without a callback here
             return False
         now = generation(self.consumer)
         return now is not None and now != self._generation
+
+    def _check_split(self) -> None:
+        """Log (and count) every task of which the consumer now holds only some partitions.
+
+        The broker's range assignor keeps a task's co-partitioned partitions on one member
+        (kstream.runtime.rebalance); a split would mean another member's task of the same id
+        reads the rest, and a join there or here would miss matches."""
+        assert self.consumer is not None
+        held = [(p.topic, p.partition) for p in self.consumer.assignment()]
+        split = split_tasks(self.ctx.compiled, held)
+        if split:
+            self.split_assignments += 1
+            log.error(
+                "the group's assignment splits tasks: %s",
+                "; ".join(
+                    f"task {sid}_{n} misses "
+                    + ", ".join(f"topic={t!r} partition={p}" for t, p in miss)
+                    for (sid, n), miss in sorted(split.items())
+                ),
+            )
 
     def _tasks_of(self, parts: list[TopicPartition]) -> list[RuntimeTask]:
         """The tasks that read any of `parts`."""
@@ -311,7 +343,9 @@ class TaskManager:
         for tp in rt.tps:
             self.task_of[tp] = rt
 
-    def _read_committed(self, keys: list[TaskId], tps: list[TP]) -> dict[TP, int]:
+    def _read_committed(
+        self, keys: list[TaskId], tps: list[TP], fence: bool = True
+    ) -> dict[TP, int]:
         """The group's committed offsets of `tps` (the partitions of tasks `keys`), read again
         until the read succeeds.
 
@@ -323,16 +357,18 @@ class TaskManager:
         reads again; under exactly_once_v2 `open` fenced this instance's predecessor, and
         another instance's transaction ends with its restart or its timeout. The read is
         retried rather than raised: out of the rebalance callback, an error would leave the
-        partitions assigned (confluent-kafka assigns them anyway) with no task to run them.
+        partitions assigned (confluent-kafka assigns them anyway) with no task to run them. A
+        partition answered with an error fails the read too (`_checked`). `fence`: whether a
+        failed read fences (not once the tasks' own producers are up: it would fence them).
         """
         assert self.consumer is not None
-        per_task = self.ctx.exactly_once and not self.ctx.shared_transactions
+        per_task = fence and self.ctx.exactly_once and not self.ctx.shared_transactions
         full = self.ctx.config.connect_timeout / 1000
         # a read takes milliseconds; under exactly_once a short first try leaves time to fence
         timeout = min(2.0, full) if per_task else full
         while True:
             try:
-                found = self.consumer.committed(tps, timeout=timeout)
+                found = _checked(self.consumer.committed(tps, timeout=timeout))
                 break
             except KafkaClientError as e:
                 if self.stop.is_set():
@@ -384,10 +420,8 @@ class TaskManager:
         final, so a task whose offsets moved is rebuilt from them.
         """
         assert self.consumer is not None
-        final: dict[TP, int] = {}
-        for c in self.consumer.committed(tps):
-            if c.offset is not None and c.offset >= 0:
-                final[(c.topic, c.partition)] = c.offset
+        # read as before, but with the tasks' own producers up: fencing now would fence them
+        final = self._read_committed(keys, tps, fence=False)
         for rt in [self.tasks[k] for k in keys if k in self.tasks]:
             now = {tp: final[tp] for tp in rt.tps if tp in final}
             if now != rt.committed:
@@ -483,6 +517,23 @@ class TaskManager:
                 # records skipped) and is tried again on the next turn of the loop.
                 self._seeks[(t, p)] = off
                 log.debug("seek %s[%d] to %d: %s (tried again)", t, p, off, e)
+
+
+def _checked(found: list[TopicPartition]) -> list[TopicPartition]:
+    """`found` (committed offsets as read), unless a partition came back with an error.
+
+    The client reports such a partition with no offset, the same as a partition nothing was
+    committed for. Taken so, the task would hold no committed offset for it: a rollback (or a
+    rebuild) before its first commit would seek the partition back to its beginning while its
+    stores stay restored up to the real committed offset, and count every record again. Raised
+    instead, the read fails as a whole and is read again."""
+    for c in found:
+        err = getattr(c, "error", None)
+        if err is not None:
+            raise KafkaClientError(
+                f"reading the committed offset of topic={c.topic!r} partition={c.partition}: {err}"
+            )
+    return found
 
 
 def _unique(tasks: list[RuntimeTask]) -> list[RuntimeTask]:

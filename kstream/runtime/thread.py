@@ -38,7 +38,13 @@ from kstream.runtime.failures import MAX_RETRIES, Recovery, route
 from kstream.runtime.future_timestamps import FutureTimestamps
 from kstream.runtime.globals import GlobalStores
 from kstream.runtime.purge import RepartitionPurge
-from kstream.runtime.rebalance import COOPERATIVE, effective_protocol, group_settings
+from kstream.runtime.rebalance import (
+    CONSUMER,
+    INCREMENTAL,
+    JoinWatch,
+    effective_protocol,
+    group_settings,
+)
 from kstream.runtime.standby import Membership, StandbyTasks
 from kstream.runtime.task_manager import TaskManager
 from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask
@@ -89,8 +95,12 @@ class StreamThread:
         self.commits: CommitProtocol = commit_protocol(
             ctx, self, self.metrics, self.transactional_id
         )
-        # "cooperative" or "eager" (kstream.runtime.rebalance)
+        # "cooperative", "eager" or "consumer" (kstream.runtime.rebalance)
         self.rebalance_protocol = effective_protocol(ctx.compiled, ctx.config)
+        # under the consumer protocol: fails the thread if the broker never lets it join
+        self.join_watch = JoinWatch(
+            self.rebalance_protocol, ctx.config.connect_timeout / 1000, ctx.bootstrap_servers
+        )
         # warm copies of other instances' tasks (num_standby_replicas), and the publishing of
         # this thread's tasks to the instance registry
         self.standbys = StandbyTasks(ctx, membership, self.metrics, ctx.config.batch_max_records)
@@ -102,8 +112,9 @@ class StreamThread:
             self.metrics,
             stop,
             on_state,
-            cooperative=self.rebalance_protocol == COOPERATIVE,
+            cooperative=self.rebalance_protocol in INCREMENTAL,
             standbys=self.standbys,
+            broker_assigned=self.rebalance_protocol == CONSUMER,
         )
         # deletes consumed repartition records after commits, as Kafka Streams does
         self.purge = RepartitionPurge(ctx)
@@ -195,6 +206,7 @@ class StreamThread:
             )
         )
         self.task_manager.subscribe(self.consumer)
+        self.join_watch.subscribed(time.monotonic())
 
     def close(self) -> None:
         """Commit what is open (roll it back after an error) and release tasks and clients."""
@@ -217,6 +229,7 @@ class StreamThread:
             log.info("leaving and rejoining the group")
             self.consumer.unsubscribe()
             self.task_manager.subscribe(self.consumer)
+            self.join_watch.subscribed(time.monotonic())
         tm = self.task_manager
         if tm.awaiting_seek and not tm.rebalancing:
             tm.apply_seeks()
@@ -231,6 +244,7 @@ class StreamThread:
             return
         if self.error is not None:
             raise self.error
+        self.join_watch.check(self.consumer, time.monotonic())
         if self.globals is not None:
             self.globals.poll(0)
         if msgs:

@@ -231,6 +231,13 @@ class KafkaNode:
             "group.initial.rebalance.delay.ms": "0",
             # tests use short consumer sessions, so a killed member leaves its group quickly
             "group.min.session.timeout.ms": "500",
+            # the consumer group protocol's (KIP-848) session and heartbeat are the broker's:
+            # a killed member leaves within seconds, and assignments (which travel with the
+            # heartbeats) move within a quarter second instead of five
+            "group.consumer.min.session.timeout.ms": "500",
+            "group.consumer.session.timeout.ms": "6000",
+            "group.consumer.min.heartbeat.interval.ms": "100",
+            "group.consumer.heartbeat.interval.ms": "250",
             # a killed broker is fenced, and a restarted one admitted, within seconds
             "broker.session.timeout.ms": "3000",
             "broker.heartbeat.interval.ms": "500",
