@@ -38,6 +38,8 @@ UNIT_SECONDS = {
     "spark": 270.0,
     "spark-differential": 185.0,
     "tests/e2e/test_supervisor.py": 80.0,
+    "tests/e2e/test_incremental_rebalance.py": 40.0,
+    "tests/e2e/test_pending_offsets.py": 40.0,
     "tests/e2e/test_broker_failover.py": 75.0,
     "tests/integration/test_redis_loss.py": 55.0,
     "tests/property/test_backends_statemachine.py": 50.0,
