@@ -106,11 +106,19 @@ class RuntimeContext:
     ) -> Producer:
         """An idempotent producer, transactional with `transactional_id`, that tracks the
         offsets of the changelog records it delivers (`kafka`: the settings, by default the
-        app's)."""
+        app's).
+
+        A transactional one gets Kafka Streams' `transaction.timeout.ms` of 10 s unless the
+        settings give one (librdkafka's default is 60 s): the broker aborts the open
+        transaction of an instance that died and never comes back after that long, and until
+        then its pending offsets hold up the task's new owner (KIP-447)."""
+        settings = self.config.kafka if kafka is None else kafka
+        if transactional_id is not None:
+            settings = {**TRANSACTIONAL_DEFAULTS, **settings}
         return self.client_supplier.producer(
             ClientConfig(
                 self.bootstrap_servers,
-                self.config.kafka if kafka is None else kafka,
+                settings,
                 self.config.connect_timeout,
                 client_id=transactional_id,
                 transactional_id=transactional_id,
@@ -118,6 +126,11 @@ class RuntimeContext:
                 track_offsets=frozenset(self.changelog_topics),
             )
         )
+
+
+TRANSACTIONAL_DEFAULTS = {"transaction.timeout.ms": 10_000}
+"""The runtime's transactional producers' defaults, as Kafka Streams sets them under
+exactly-once (StreamsConfig: `transaction.timeout.ms` 10000)."""
 
 
 def task_store_parts(
