@@ -213,7 +213,13 @@ class TaskManager:
         (kstream.runtime.rebalance); a split would mean another member's task of the same id
         reads the rest, and a join there or here would miss matches."""
         assert self.consumer is not None
-        held = [(p.topic, p.partition) for p in self.consumer.assignment()]
+        try:
+            held = [(p.topic, p.partition) for p in self.consumer.assignment()]
+        except Exception as e:
+            # the last revoke of a consumer being closed: librdkafka answers "broker handle
+            # destroyed", and an exception out of the callback would end the stream thread
+            log.debug("no assignment to check for split tasks: %s", e)
+            return
         split = split_tasks(self.ctx.compiled, held)
         if split:
             self.split_assignments += 1

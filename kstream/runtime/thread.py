@@ -487,17 +487,22 @@ class StreamThread:
                     self.task_manager.rollback(rt)
                 except Exception:
                     pass
-        self.task_manager.close_all()
-        try:
-            self.standbys.close()
-        except Exception as e:
-            log.warning("closing the standby tasks: %s", e)
-        if self.consumer is not None:
+        # Every step runs, whatever the one before raised, and nothing escapes the thread: a
+        # client that fails while closing (librdkafka's consumer group protocol may answer a
+        # last revoke or commit with an error) must not leave the others open, nor end the
+        # thread on an exception nobody handles.
+        steps: list[tuple[str, Callable[[], None] | None]] = [
+            ("the tasks", self.task_manager.close_all),
+            ("the standby tasks", self.standbys.close),
+            ("the consumer", None if self.consumer is None else self.consumer.close),
+            ("the producers", self.commits.close),
+            ("the repartition purge", self.purge.close),
+            ("the global stores", None if self.globals is None else self.globals.close),
+        ]
+        for what, close in steps:
+            if close is None:
+                continue
             try:
-                self.consumer.close()
+                close()
             except Exception as e:
-                log.warning("closing the consumer: %s", e)
-        self.commits.close()
-        self.purge.close()
-        if self.globals is not None:
-            self.globals.close()
+                log.warning("closing %s: %s", what, e)
