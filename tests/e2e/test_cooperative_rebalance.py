@@ -250,6 +250,17 @@ def test_a_static_member_restarting_within_the_session_moves_nothing(
                 ),
                 "both instances to run",
             )
+            # the join's rounds are over (a loaded machine may still be in a trailing one):
+            # the count this test compares against holds still for 3 s
+            settled: list[tuple[float, int]] = [(time.monotonic(), a.metrics.rebalances_total)]
+
+            def rebalances_settled() -> bool:
+                now, count = time.monotonic(), a.metrics.rebalances_total
+                if count != settled[0][1]:
+                    settled[0] = (now, count)
+                return now - settled[0][0] >= 3.0
+
+            _wait(rebalances_settled, "the join's rebalances to end")
             gen_a, member_a = _generation(a)
             gen_b, member_b = _generation(b)
             a_tasks, b_tasks = _tasks(a), sorted(_tasks(b))
