@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from kstream.dsl import graph as _graph  # its processor_factory: a parameter shadows the name
 from kstream.dsl import processors as p
+from kstream.dsl import table_processors as tp
 from kstream.dsl.dedup import deduplicate as _deduplicate
-from kstream.dsl.graph import Handle, InternalBuilder, StoreLike, processor_factory
+from kstream.dsl.graph import Handle, InternalBuilder, StoreLike, ValueGetter, processor_factory
 from kstream.dsl.topic_chooser import TopicChooserSinkProcessor, TopicNameExtractor
 from kstream.dsl.windows import JoinWindows
 from kstream.duration import DurationLike
@@ -554,8 +555,12 @@ class KStream(Handle):
             ...     d.get_store("profiles").get("a")
             'v2'
         """
-        from kstream.dsl.table import source_table
-        from kstream.dsl.versioned import versioned_spec
+        from kstream.dsl.table import KTable
+        from kstream.dsl.versioned import (
+            VersionedTableSourceProcessor,
+            VersionedValueGetter,
+            versioned_spec,
+        )
 
         b = self._builder
         node = b.name("TOTABLE", name)
@@ -565,9 +570,29 @@ class KStream(Handle):
         )
         # the repartition topic is named after the processor, as Kafka's (KStreamImpl.toTable)
         parent = self._ensure_partitioned(node)
+        getter: ValueGetter
+        # as `StreamBuilder.table`: cached when named, or materialized by Kafka on demand
+        on_demand = None
+        if vspec is not None:
+            factory = processor_factory(VersionedTableSourceProcessor, spec.name)
+            getter = VersionedValueGetter(spec.name, spec.retention or 0)
+        else:
+            if store is None:
+                on_demand = tp.MaterializedOnDemand(node, spec.name, b.topology.store_users)
+            factory = processor_factory(tp.TableSourceProcessor, spec.name, on_demand)
+            getter = ValueGetter(spec.name)
+        b.processor(node, factory, parent)
+        b.add_store(spec, [node])
+        if on_demand is not None:
+            b.table_operator(node, node, on_demand)
         # as `StreamBuilder.table`: materialized in Kafka's sense only when given a store
-        return source_table(
-            b, node, parent, spec, store is not None, self._key_serde, self._value_serde
+        return KTable(
+            b,
+            node,
+            self._key_serde,
+            self._value_serde,
+            getter,
+            sends_old_values=store is not None or vspec is not None,
         )
 
     # --- grouping -------------------------------------------------------------------------
