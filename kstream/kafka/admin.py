@@ -148,6 +148,7 @@ class Admin:
                     f"creating topic {s.name!r} ({s.partitions} partitions): {_err_text(e)}",
                     code=err.name() if isinstance(err, KafkaError) else None,
                 ) from None
+        self._wait_until_served([s for s in specs if created[s.name]])
         existing = [s for s in specs if not created[s.name]]
         if existing:
             counts = self.partition_counts(s.name for s in existing)
@@ -159,6 +160,34 @@ class Admin:
                         f"but {s.partitions} were requested"
                     )
         return created
+
+    def _wait_until_served(self, specs: list[TopicSpec]) -> None:
+        """Wait until the broker's metadata lists each new topic of `specs` with a leader for
+        every partition.
+
+        Under KRaft a topic is created once the controller has committed it; the brokers learn
+        it from the metadata log a moment later. A client that subscribes or produces in that
+        moment is told the topic does not exist (a consumer may skip it until its next
+        metadata refresh). Past the request timeout the topic is left to the clients' retries.
+        """
+        deadline = time.monotonic() + self._request_timeout
+        waiting = {s.name: s.partitions for s in specs}
+        while waiting and time.monotonic() < deadline:
+            try:
+                md = self._admin.list_topics(timeout=self._request_timeout)
+            except KafkaException:
+                md = None
+            for name, want in list(waiting.items()):
+                t = md.topics.get(name) if md is not None else None
+                if (
+                    t is not None
+                    and t.error is None
+                    and len(t.partitions) == want
+                    and all(p.leader >= 0 for p in t.partitions.values())
+                ):
+                    del waiting[name]
+            if waiting:
+                time.sleep(0.05)
 
     def describe_topics(self, names: Iterable[str]) -> dict[str, TopicDescription]:
         """Partition counts and reported configs of existing topics; a missing one raises."""

@@ -257,14 +257,30 @@ class TaskManager:
 
     def _take(self, parts: list[TopicPartition]) -> None:
         """Apply the assignment of `parts` from the callback (confluent-kafka would apply it
-        after the callback returns otherwise): incrementally under the cooperative protocol."""
+        after the callback returns otherwise): incrementally under the cooperative protocol.
+
+        Each partition starts at the committed offset its task was restored for
+        (`RuntimeTask.committed`), not at one the client would read again by itself: should
+        the group's committed offset move between the two reads (a previous owner's late
+        commit), the task would go on after records whose updates its stores never saw.
+        """
         raw = getattr(self.consumer, "raw", None)
         if raw is None:  # an in-memory consumer applies it itself
             return
+        parts = [self._at_restored_offset(p) for p in parts]
         if self.cooperative:
             raw.incremental_assign(parts)
         else:
             raw.assign(parts)
+
+    def _at_restored_offset(self, part: TopicPartition) -> TopicPartition:
+        """`part` to start at its task's committed offset (as the callback gave it when
+        nothing was committed: the consumer's offset reset applies)."""
+        rt = self.task_of.get((part.topic, part.partition))
+        offset = None if rt is None else rt.committed.get((part.topic, part.partition))
+        if offset is None:
+            return part
+        return TopicPartition(part.topic, part.partition, offset)
 
     def _release(self, parts: list[TopicPartition]) -> None:
         """Apply the revocation (or loss) of `parts` from the callback."""

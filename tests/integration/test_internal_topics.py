@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined,unused-ignore]
+    AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
@@ -23,7 +24,7 @@ from support.groups import fast_group
 from kstream import stores
 from kstream.dsl import StreamBuilder
 from kstream.dsl.windows import SessionWindows, TimeWindows
-from kstream.kafka.admin import Admin
+from kstream.kafka.admin import Admin, TopicSpec
 from kstream.kafka.broker import EmbeddedBroker
 from kstream.kafka.producer import Producer
 from kstream.runtime import App, AppState
@@ -254,3 +255,18 @@ def test_repartition_topics_are_purged_up_to_the_committed_offsets(
         assert _data_records(kafka, repartition) < 250
         assert running.error is None
         assert running.store("counts").get("a") == 50
+
+
+def test_a_created_topic_is_served_with_leaders_when_create_returns(kafka: str) -> None:
+    """Under KRaft the controller commits a topic before the broker serves it; `create_topics`
+    returns only once the broker's metadata lists every partition with a leader, so a client
+    started right after it finds the topic (a consumer subscribed in between skipped it)."""
+    names = [f"served-{uuid.uuid4().hex}" for _ in range(3)]
+    created = Admin(kafka).create_topics(TopicSpec(n, 4) for n in names)
+    assert created == dict.fromkeys(names, True)
+    fresh = AdminClient({"bootstrap.servers": kafka})
+    topics = fresh.list_topics(timeout=10).topics
+    for n in names:
+        assert n in topics and topics[n].error is None, n
+        parts = topics[n].partitions
+        assert sorted(parts) == [0, 1, 2, 3] and all(p.leader >= 0 for p in parts.values()), n

@@ -190,3 +190,42 @@ def test_a_refused_seek_back_stays_pending_and_is_tried_again(
         assert not tm.awaiting_seek
         assert all(_committed(cluster, p) == cluster.end_offset(SRC, p) for p in (0, 1))
     assert all(ns == [1, 2] for ns in _counts_by_key(cluster).values())
+
+
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once", "exactly_once_v2"])
+def test_an_assigned_partition_starts_where_its_task_was_restored_for(
+    tmp_path: Path, guarantee: str
+) -> None:
+    """The task manager reads the committed offsets, restores the stores for them, then hands
+    the partitions to the client: each at that offset, not at one the client would read again
+    itself (a late commit of the previous owner in between would otherwise leave the stores
+    behind the position)."""
+    cluster = cluster_with_input(*WORDS, partitions=2)
+    with running(
+        cluster, tmp_path, guarantee, topology=_count_lines(), rebalance_protocol="cooperative"
+    ) as r:
+        r.turn(2)
+        tm = r.thread.task_manager
+        tm.on_revoke([TopicPartition(SRC, 0)])
+        restored_for = _committed(cluster, 0)
+        assert restored_for
+
+        class Client:
+            """Stands in for the confluent-kafka consumer the task manager assigns through."""
+
+            assigned: list[TopicPartition] = []
+
+            def incremental_assign(self, parts: list[TopicPartition]) -> None:
+                self.assigned += parts
+
+        client = Client()
+        consumer = tm.consumer
+        consumer.raw = client  # type: ignore[union-attr]
+        try:
+            tm.on_assign([TopicPartition(SRC, 0)])
+        finally:
+            del consumer.raw  # type: ignore[union-attr]
+        assert tm.tasks[(0, 0)].committed == {(SRC, 0): restored_for}
+        assert [(p.topic, p.partition, p.offset) for p in client.assigned] == [
+            (SRC, 0, restored_for)
+        ]
