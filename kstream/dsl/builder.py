@@ -7,14 +7,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from kstream.dsl import table_processors as tp
-from kstream.dsl.graph import InternalBuilder, StoreLike, ValueGetter, processor_factory
+from kstream.dsl.graph import InternalBuilder, StoreLike, processor_factory
 from kstream.dsl.stream import KStream
-from kstream.dsl.table import GlobalKTable, KTable
+from kstream.dsl.table import GlobalKTable, KTable, source_table
 from kstream.dsl.timestamps import TimestampExtractor
 from kstream.dsl.versioned import (
     VERSIONED,
-    VersionedTableSourceProcessor,
-    VersionedValueGetter,
     versioned_spec,
 )
 from kstream.duration import DurationLike
@@ -119,25 +117,7 @@ class StreamBuilder:
         src = b.source(topic, ks, vs, None if name is None else f"{name}-source")
         src = _extracting(b, src, timestamp_extractor)
         node = b.name("SOURCE", name, prefix="KTABLE")
-        getter: ValueGetter
-        # Kafka's record cache holds back a source table's updates only when it is
-        # materialized: given a store name, or on demand (tp.MaterializedOnDemand)
-        on_demand = None
-        if spec.kind == VERSIONED:
-            factory = processor_factory(VersionedTableSourceProcessor, spec.name)
-            getter = VersionedValueGetter(spec.name, spec.retention or 0)
-        else:
-            if store is None:
-                on_demand = tp.MaterializedOnDemand(node, spec.name, b.topology.store_users)
-            factory = processor_factory(tp.TableSourceProcessor, spec.name, on_demand)
-            getter = ValueGetter(spec.name)
-        b.processor(node, factory, src)
-        b.add_store(spec, [node])
-        if on_demand is not None:  # operators below that force old values switch it on
-            b.table_operator(node, node, on_demand)
-        # Kafka materializes a source table given a store name; an unnamed one only on demand
-        materialized = store is not None or spec.kind == VERSIONED
-        return KTable(b, node, ks, vs, getter, sends_old_values=materialized)
+        return source_table(b, node, src, spec, store is not None, ks, vs)
 
     def global_table(
         self,

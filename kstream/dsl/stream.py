@@ -7,11 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from kstream.dsl import graph as _graph  # its processor_factory: a parameter shadows the name
 from kstream.dsl import processors as p
-from kstream.dsl import table_processors as tp
 from kstream.dsl.dedup import deduplicate as _deduplicate
-from kstream.dsl.graph import Handle, InternalBuilder, StoreLike, ValueGetter, processor_factory
+from kstream.dsl.graph import InternalBuilder, StoreLike, processor_factory
+from kstream.dsl.stream_joins import StreamJoins
 from kstream.dsl.topic_chooser import TopicChooserSinkProcessor, TopicNameExtractor
-from kstream.dsl.windows import JoinWindows
 from kstream.duration import DurationLike
 from kstream.errors import TopologyError
 from kstream.serde import Serde, SerdeLike, serde
@@ -21,8 +20,7 @@ from kstream.topology.topology import Partitioner
 if TYPE_CHECKING:
     from kstream.dsl.branched import BranchedKStream
     from kstream.dsl.grouped import KGroupedStream
-    from kstream.dsl.joined import Joined
-    from kstream.dsl.table import GlobalKTable, KTable
+    from kstream.dsl.table import KTable
     from kstream.state.spec import StoreSpec
 
 
@@ -30,7 +28,7 @@ def _opt_serde(s: SerdeLike) -> Serde | None:
     return None if s is None else serde(s)
 
 
-class KStream(Handle):
+class KStream(StreamJoins):
     """An unbounded stream of independent records (facts, not updates), from
     `StreamBuilder.stream` or an operator; every operator returns a new handle and adds its
     nodes to the builder's topology at once.
@@ -555,12 +553,8 @@ class KStream(Handle):
             ...     d.get_store("profiles").get("a")
             'v2'
         """
-        from kstream.dsl.table import KTable
-        from kstream.dsl.versioned import (
-            VersionedTableSourceProcessor,
-            VersionedValueGetter,
-            versioned_spec,
-        )
+        from kstream.dsl.table import source_table
+        from kstream.dsl.versioned import versioned_spec
 
         b = self._builder
         node = b.name("TOTABLE", name)
@@ -570,29 +564,9 @@ class KStream(Handle):
         )
         # the repartition topic is named after the processor, as Kafka's (KStreamImpl.toTable)
         parent = self._ensure_partitioned(node)
-        getter: ValueGetter
-        # as `StreamBuilder.table`: cached when named, or materialized by Kafka on demand
-        on_demand = None
-        if vspec is not None:
-            factory = processor_factory(VersionedTableSourceProcessor, spec.name)
-            getter = VersionedValueGetter(spec.name, spec.retention or 0)
-        else:
-            if store is None:
-                on_demand = tp.MaterializedOnDemand(node, spec.name, b.topology.store_users)
-            factory = processor_factory(tp.TableSourceProcessor, spec.name, on_demand)
-            getter = ValueGetter(spec.name)
-        b.processor(node, factory, parent)
-        b.add_store(spec, [node])
-        if on_demand is not None:
-            b.table_operator(node, node, on_demand)
         # as `StreamBuilder.table`: materialized in Kafka's sense only when given a store
-        return KTable(
-            b,
-            node,
-            self._key_serde,
-            self._value_serde,
-            getter,
-            sends_old_values=store is not None or vspec is not None,
+        return source_table(
+            b, node, parent, spec, store is not None, self._key_serde, self._value_serde
         )
 
     # --- grouping -------------------------------------------------------------------------
@@ -663,7 +637,7 @@ class KStream(Handle):
             key_serde, value_serde or self._value_serde, name
         )
 
-    # --- implemented in other modules ----------------------------------------------------
+    # --- implemented in other modules (the joins: kstream.dsl.stream_joins) ----------------
 
     def deduplicate(
         self,
@@ -691,147 +665,3 @@ class KStream(Handle):
             [('a', {'id': 7})]
         """
         return _deduplicate(self, id_fn, within, store, name)
-
-    def join(
-        self,
-        other: KStream | KTable | GlobalKTable,
-        *args: Callable[..., Any],
-        window: JoinWindows | None = None,
-        name: str | None = None,
-        with_key: bool = False,
-        joined: Joined | None = None,
-        **kwargs: Callable[..., Any] | None,
-    ) -> KStream:
-        """Inner join with a stream (windowed), a table or a global table: matches only.
-
-        - `join(other_stream, joiner(v, ov), window=JoinWindows.of(...))`: a record joins every
-          record of the other stream with the same key within the window; the result carries the
-          larger of the two timestamps. Out-of-order records still join what the other side keeps.
-        - `join(table, joiner(v, tv))`: a stream record looks up the table's current value; the
-          result keeps the stream record's timestamp; table updates alone emit nothing.
-        - `join(global_table, key_selector(k, v), joiner(v, gv))`: looked up by the selected key,
-          without repartitioning (every instance holds the whole table).
-
-        None keys and values are dropped (counted). A stream whose key changed is repartitioned
-        first; the two sides of a stream or table join must be co-partitioned.
-
-        With `with_key=True` the joiner is `joiner(key, v, ov)` (Kafka's `ValueJoinerWithKey`),
-        in every join here (and left and outer ones); the key is the stream record's, also
-        in a global-table join (not the selected lookup key), as in Kafka.
-
-        A versioned table (`StreamBuilder.table(..., versioned=...)`) is read as of each
-        stream record's timestamp (KIP-914). `joined=Joined.with_grace_period(grace)`
-        (kstream.dsl.joined, versioned tables only, grace <= history retention) holds stream
-        records back until stream time passes their timestamp + grace, then joins them in
-        timestamp order (KIP-923), so a table update that arrives late is still seen.
-
-        Example:
-            enriched = orders.join(customers, lambda order, customer: {**order, "c": customer})
-            keyed = orders.join(customers, lambda k, o, c: {**o, "id": k, "c": c}, with_key=True)
-            pairs = clicks.join(views, lambda c, v: (c, v), window=JoinWindows.of("5s"))
-        """
-        return self._join("inner", other, args, window, name, kwargs, with_key, joined)
-
-    def left_join(
-        self,
-        other: KStream | KTable | GlobalKTable,
-        *args: Callable[..., Any],
-        window: JoinWindows | None = None,
-        name: str | None = None,
-        with_key: bool = False,
-        joined: Joined | None = None,
-        **kwargs: Callable[..., Any] | None,
-    ) -> KStream:
-        """Left join (see `join`): every record of this stream produces a result.
-
-        Without a match the joiner gets None for the other side: `joiner(v, None)`. For a
-        stream-stream join that result is held until the window has closed in stream time
-        (after + grace), so no spurious unmatched result precedes a late match (Kafka 3.1+). A
-        None key is not dropped: it produces `joiner(v, None)` at its own timestamp (Kafka
-        3.7+, KIP-962), and repartition topics above keep None keys.
-
-        Example:
-            >>> from kstream.testing import TopologyTestDriver
-            >>> b = StreamBuilder()
-            >>> customers = b.table("customers", "str", "str")
-            >>> orders = b.stream("orders", "str", "str")
-            >>> orders.left_join(customers, lambda o, c: f"{o} for {c}").to("out", "str", "str")
-            >>> with TopologyTestDriver(b) as d:
-            ...     d.input_topic("customers", "str", "str").pipe("c1", "ann")
-            ...     d.input_topic("orders", "str", "str").pipe_many([("c1", "tea"), ("c2", "jam")])
-            ...     d.output_topic("out", "str", "str").read_values()
-            ['tea for ann', 'jam for None']
-        """
-        return self._join("left", other, args, window, name, kwargs, with_key, joined)
-
-    def outer_join(
-        self,
-        other: KStream | KTable | GlobalKTable,
-        *args: Callable[..., Any],
-        window: JoinWindows | None = None,
-        name: str | None = None,
-        with_key: bool = False,
-        **kwargs: Callable[..., Any] | None,
-    ) -> KStream:
-        """Outer join of two streams (windowed): records of either side without a match are emitted
-        with None for the other side once their window has closed, `joiner(v, None)` or
-        `joiner(None, ov)`; see `join` and `left_join` for timestamps and None keys.
-
-        Example:
-            >>> from kstream.dsl.windows import JoinWindows
-            >>> from kstream.testing import TopologyTestDriver
-            >>> b = StreamBuilder()
-            >>> left, right = b.stream("left", "str", "str"), b.stream("right", "str", "str")
-            >>> both = left.outer_join(right, lambda x, y: f"{x}+{y}", window=JoinWindows.of(10))
-            >>> both.to("out", "str", "str")
-            >>> with TopologyTestDriver(b) as d:
-            ...     d.input_topic("left", "str", "str").pipe_many([("k", "a", 0), ("j", "b", 0)])
-            ...     d.input_topic("right", "str", "str").pipe("k", "x", timestamp=5)
-            ...     d.input_topic("left", "str", "str").pipe("k", "c", timestamp=50)  # closes 0..10
-            ...     d.output_topic("out", "str", "str").read_values()
-            ['a+x', 'b+None']
-        """
-        return self._join("outer", other, args, window, name, kwargs, with_key)
-
-    def _join(
-        self,
-        kind: str,
-        other: KStream | KTable | GlobalKTable,
-        args: tuple[Callable[..., Any], ...],
-        window: JoinWindows | None,
-        name: str | None,
-        kwargs: dict[str, Callable[..., Any] | None],
-        with_key: bool = False,
-        joined: Joined | None = None,
-    ) -> KStream:
-        # joins imports this module: imported here, at the call
-        from kstream.dsl.joins import join_stream
-
-        # join(stream|table, joiner) or join(global_table, key_selector, joiner)
-        key_selector = kwargs.pop("key_selector", None)
-        joiner = kwargs.pop("joiner", None)
-        if kwargs:
-            raise TypeError(f"{kind} join: unexpected arguments {sorted(kwargs)}")
-        if len(args) == 2:
-            key_selector, joiner = args
-        elif len(args) == 1:
-            joiner = args[0]
-        elif args:
-            raise TypeError(
-                f"{kind} join: expected (other, joiner) or (other, key_selector, joiner)"
-            )
-        if kind != "inner":
-            self._builder.keep_null_keys_upstream(self._node)
-            if isinstance(other, KStream):
-                self._builder.keep_null_keys_upstream(other._node)
-        return join_stream(
-            self,
-            other,
-            joiner,
-            kind=kind,
-            window=window,
-            key_selector=key_selector,
-            name=name,
-            with_key=with_key,
-            joined=joined,
-        )

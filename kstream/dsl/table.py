@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Any, overload
 from kstream.dsl import table_processors as tp
 from kstream.dsl.graph import Handle, InternalBuilder, StoreLike, ValueGetter, processor_factory
 from kstream.dsl.materialized import materialize_node, table_store, value_serde_of
-from kstream.dsl.versioned import versioned_upstream
+from kstream.dsl.versioned import (
+    VERSIONED,
+    VersionedTableSourceProcessor,
+    VersionedValueGetter,
+    versioned_upstream,
+)
 from kstream.errors import TopologyError
 from kstream.serde import Serde, SerdeLike
 from kstream.topology.processor import ProcessorFactory
@@ -617,3 +622,36 @@ class GlobalKTable:
 
     def __repr__(self) -> str:
         return f"GlobalKTable({self.store_name!r} <- {self.topic!r})"
+
+
+def source_table(
+    b: InternalBuilder,
+    node: str,
+    parent: str,
+    spec: Any,
+    named: bool,
+    key_serde: Serde | None,
+    value_serde: Serde | None,
+) -> KTable:
+    """The table processor `node` under `parent`, keeping its upserts in `spec`'s store: the
+    one shape of `StreamBuilder.table` and `KStream.to_table`.
+
+    Kafka's record cache holds back a source table's updates only when it is materialized:
+    given a store name (`named`), or on demand (`tp.MaterializedOnDemand`: operators below
+    that need its values or old values switch it on). A versioned store is always named."""
+    getter: ValueGetter
+    on_demand = None
+    versioned = spec.kind == VERSIONED
+    if versioned:
+        factory = processor_factory(VersionedTableSourceProcessor, spec.name)
+        getter = VersionedValueGetter(spec.name, spec.retention or 0)
+    else:
+        if not named:
+            on_demand = tp.MaterializedOnDemand(node, spec.name, b.topology.store_users)
+        factory = processor_factory(tp.TableSourceProcessor, spec.name, on_demand)
+        getter = ValueGetter(spec.name)
+    b.processor(node, factory, parent)
+    b.add_store(spec, [node])
+    if on_demand is not None:
+        b.table_operator(node, node, on_demand)
+    return KTable(b, node, key_serde, value_serde, getter, sends_old_values=named or versioned)

@@ -46,12 +46,19 @@ def _java() -> str:
 
 
 class Oracle:
-    """A running harness: `submit` a case, then read its `answer`, one case at a time."""
+    """A running harness: `submit` a case, then read its `answer`, one case at a time.
+
+    The harness answers in order, so an answer left unread (a test stopped between `submit`
+    and `answer`, by its timeout say) would be taken as the answer to the next case, and every
+    later comparison on this worker would be one case off. `submit` first reads and drops the
+    answers still owed.
+    """
 
     def __init__(self, proc: subprocess.Popen[str], stderr: IO[bytes]) -> None:
         self._proc = proc
         self._stderr = stderr
         self.cases = 0
+        self._owed = 0  # answers submitted for and not read yet
 
     @classmethod
     def start(cls) -> Oracle:
@@ -83,6 +90,8 @@ class Oracle:
         that many records, all consumed) and "running_file" (written once the app is RUNNING);
         Broker.java."""
         assert self._proc.stdin is not None
+        while self._owed:
+            self.answer()  # the answer to a case whose test did not read it
         line = case.to_json()
         if broker is not None:
             line = json.dumps({"nodes": case.nodes, "records": [], "broker": broker})
@@ -91,12 +100,14 @@ class Oracle:
             self._proc.stdin.flush()
         except BrokenPipeError as e:
             raise HarnessError(f"the harness died: {self._tail()}") from e
+        self._owed += 1
 
     def answer(self) -> Answer:
         assert self._proc.stdout is not None
         line = self._proc.stdout.readline()
         if not line:
             raise HarnessError(f"the harness died (exit {self._proc.poll()}): {self._tail()}")
+        self._owed -= 1
         self.cases += 1
         answer: Answer = json.loads(line)
         return answer
