@@ -49,7 +49,7 @@ from kstream.state.restore import Restoring, apply_batch, open_for_restore
 
 log = logging.getLogger("kstream.runtime")
 
-__all__ = ["PLACEMENT_S", "Membership", "StandbyTask", "StandbyTasks"]
+__all__ = ["PLACEMENT_S", "Membership", "StandbyTask", "StandbyTasks", "keepable"]
 
 PLACEMENT_S = 0.25
 """How often the thread publishes what it holds and checks the placement of standbys."""
@@ -114,6 +114,23 @@ class StandbyTask:
                 store.close()
             except Exception as e:
                 log.warning("standby task %s: closing store %r: %s", self.id, store.name, e)
+
+
+def keepable(stores: Iterable[Store]) -> tuple[dict[str, Store], list[Store]]:
+    """Split the stores of a task this instance gives up into those a copy of the task may
+    keep (by name: changelogged stores held in the process, their uncommitted writes discarded,
+    so the copy holds committed data only and a restore goes on from its checkpoint) and the
+    rest, which the caller closes (no changelog to catch up from, or kept outside the
+    process)."""
+    kept: dict[str, Store] = {}
+    rest: list[Store] = []
+    for store in stores:
+        if store.spec.changelog and getattr(store.backend, "check_intact", None) is None:
+            store.discard()
+            kept[store.name] = store
+        else:
+            rest.append(store)
+    return kept, rest
 
 
 class StandbyTasks:
@@ -187,6 +204,11 @@ class StandbyTasks:
 
     def placement(self, active: Mapping[TaskId, Any]) -> set[TaskId]:
         """The tasks this instance should keep standbys of, by the registry's view now."""
+        return self._placed(active)[0]
+
+    def _placed(self, active: Mapping[TaskId, Any]) -> tuple[set[TaskId], set[TaskId]]:
+        """`placement(active)`, and the tasks no instance runs by the registry's view now (on
+        their way from one instance to another in a rebalance, say)."""
         assert self.membership is not None
         me = self.membership.instance_id
         live = list(self.membership.live())
@@ -207,13 +229,19 @@ class StandbyTasks:
         for key in active:
             owners[key] = me
         instances = {m.instance_id for m in live} | {me}
-        placed = place_standbys(self.eligible(), instances, owners, self.replicas)
-        return standbys_for(me, placed) - set(active)
+        eligible = self.eligible()
+        placed = place_standbys(eligible, instances, owners, self.replicas)
+        return standbys_for(me, placed) - set(active), set(eligible) - set(owners)
 
     def _follow_placement(self, active: Mapping[TaskId, Any]) -> None:
-        wanted = self.placement(active)
+        wanted, ownerless = self._placed(active)
         changed = False
-        for key in [k for k in self.tasks if k not in wanted]:
+        # A task that no instance runs yet is placed as if its owner were unknown, which may
+        # put its standby elsewhere for now. Its copy here stays until its new owner claims
+        # it: this instance just gave it up (a task kept as a standby), and once the owner is
+        # known the placement may well want it here (with two instances it always does), when
+        # dropping it meant rebuilding it from its changelog's start.
+        for key in [k for k in self.tasks if k not in wanted and k not in ownerless]:
             self._drop(key)
             changed = True
         for key in sorted(wanted - set(self.tasks)):
@@ -338,18 +366,13 @@ class StandbyTasks:
         given = list(stores)
         if not self.enabled or key in self.tasks:
             return given
-        kept: dict[str, Store] = {}
-        rest: list[Store] = []
-        for store in given:
-            if store.spec.changelog and getattr(store.backend, "check_intact", None) is None:
-                store.discard()  # nothing uncommitted goes on: the standby holds committed data
-                kept[store.name] = store
-            else:
-                rest.append(store)
+        kept, rest = keepable(given)
         if kept:
             self._keep(key, kept)
             self._reassign()
             log.info("task %d_%d: kept as a standby", *key)
+            # as every change of the set is logged (the placement may leave it as it is)
+            log.info("standby tasks now %s", sorted(t.id for t in self.tasks.values()))
         return rest
 
     def take(self, key: TaskId) -> dict[str, Store]:

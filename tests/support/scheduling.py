@@ -39,6 +39,7 @@ UNIT_SECONDS = {
     "spark-differential": 185.0,
     "tests/e2e/test_supervisor.py": 80.0,
     "tests/e2e/test_incremental_rebalance.py": 40.0,
+    "tests/e2e/test_consumer_protocol_processes.py": 18.0,
     "tests/e2e/test_pending_offsets.py": 40.0,
     "tests/e2e/test_broker_failover.py": 75.0,
     "tests/integration/test_redis_loss.py": 55.0,
@@ -69,6 +70,7 @@ PER_TEST_UNITS = {
     "tests/e2e/test_crash_grace_join.py": 35.0,
     "tests/e2e/test_crash_cogroup_suppress.py": 30.0,
     "tests/e2e/test_cooperative_rebalance.py": 40.0,
+    "tests/e2e/test_consumer_protocol_standby.py": 25.0,
 }
 # a worker with more than this still to run gets the shortest unit left as its follower
 LONG_UNIT_S = 30.0
