@@ -28,8 +28,9 @@ from kstream.kafka.consumer import Consumer
 from kstream.metrics import Metrics
 from kstream.runtime.commit import CommitProtocol, task_transactional_id
 from kstream.runtime.rebalance import generation, split_tasks
-from kstream.runtime.standby import StandbyTasks
+from kstream.runtime.standby import StandbyTasks, keepable
 from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask, restore_tasks
+from kstream.state import Store
 from kstream.state.restore import RestoreResult
 
 log = logging.getLogger("kstream.runtime")
@@ -105,6 +106,11 @@ class TaskManager:
         self.tasks: dict[TaskId, RuntimeTask] = {}
         self.task_of: dict[TP, RuntimeTask] = {}
         self.consumer: Consumer | None = None
+        # the stores of tasks given up in the rebalance under way, kept until its assignment
+        # (`_suspend`), when standby replicas do not keep them
+        self._suspended: dict[TaskId, dict[str, Store]] = {}
+        # tasks created from their suspended stores, since the start
+        self.tasks_resumed = 0
 
     def subscribe(self, consumer: Consumer) -> None:
         """Subscribe `consumer` (the thread's) to the source topics, with this manager's
@@ -170,8 +176,9 @@ class TaskManager:
             tps = [(t, n) for sid, n in wanted for t in compiled.subtopologies[sid].source_topics]
             keys = list(wanted)
             committed = self._read_committed(keys, tps)
-            # a standby's stores go on from its checkpoints: only the tail is restored
-            handed = {k: self.standbys.take(k) for k in keys} if self.standbys else {}
+            # a suspended task's or a standby's stores go on from their checkpoints: only the
+            # tail is restored
+            handed = {k: self._handed(k) for k in keys}
             try:
                 # every store of every new task, restored by one consumer
                 restored = restore_tasks(self.ctx, keys, committed, handed)
@@ -185,6 +192,7 @@ class TaskManager:
         if self.broker_assigned:
             self._check_split()
         self._generation = generation(self.consumer)
+        self._close_suspended()
         self.metrics.rebalance()
         self._after_change("assigned", [self.tasks[k] for k in wanted])
         self.on_state("RUNNING")
@@ -347,17 +355,56 @@ class TaskManager:
             raise
 
     def _close(self, rt: RuntimeTask, park: bool = False) -> None:
-        """Close `rt`'s stores (`park`: hand those a standby can keep to it), then release
-        its producer to the commit protocol."""
+        """Close `rt`, then release its producer to the commit protocol. `park` (a task given
+        up in a rebalance): its stores stay open, kept by a standby when standby replicas are
+        on, else suspended until the rebalance's assignment."""
+        key = (rt.subtopology, rt.partition)
         try:
-            if park and self.standbys is not None and self.standbys.enabled:
-                rest = self.standbys.park((rt.subtopology, rt.partition), rt.close_keeping_stores())
-                for store in rest:
+            if not park:
+                rt.close()
+            elif self.standbys is not None and self.standbys.enabled:
+                for store in self.standbys.park(key, rt.close_keeping_stores()):
                     store.close()
             else:
-                rt.close()
+                self._suspend(key, rt.close_keeping_stores())
         finally:
             self.commits.release_producer(rt.producer)
+
+    def _suspend(self, key: TaskId, stores: list[Store]) -> None:
+        """Keep the stores of task `key`, given up in a rebalance, until its assignment: an
+        eager rebalance revokes every task, and those it gives back resume from their stores
+        (restoring only what their changelogs gained meanwhile, usually nothing) instead of
+        rebuilding them, as Kafka Streams suspends and resumes them. The others close then."""
+        kept, rest = keepable(stores)
+        for store in rest:
+            store.close()
+        if kept:
+            self._close_stores(self._suspended.pop(key, {}))
+            self._suspended[key] = kept
+
+    def _handed(self, key: TaskId) -> dict[str, Store]:
+        """The open stores task `key` starts from: its own, suspended in this rebalance, or
+        a standby's; empty when there are none."""
+        suspended = self._suspended.pop(key, None)
+        if suspended:
+            log.info("task %d_%d: resuming with the stores it had before the rebalance", *key)
+            self.tasks_resumed += 1
+            return suspended
+        return self.standbys.take(key) if self.standbys is not None else {}
+
+    def _close_suspended(self) -> None:
+        """Close the stores of the tasks given up and not given back."""
+        suspended, self._suspended = self._suspended, {}
+        for stores in suspended.values():
+            self._close_stores(stores)
+
+    @staticmethod
+    def _close_stores(stores: dict[str, Store]) -> None:
+        for store in stores.values():
+            try:
+                store.close()
+            except Exception as e:
+                log.warning("closing store %r: %s", store.name, e)
 
     def _add(self, key: TaskId, rt: RuntimeTask) -> None:
         self.tasks_created += 1
@@ -452,10 +499,11 @@ class TaskManager:
                 self.rebuild(rt)
 
     def close_all(self) -> None:
-        """Close every task (a rejoin, the thread's end)."""
+        """Close every task (a rejoin, the thread's end), and the stores kept suspended."""
         self._close_tasks(list(self.tasks.values()))
         self.tasks.clear()
         self.task_of.clear()
+        self._close_suspended()
 
     # --- rollback and rebuild ---------------------------------------------------------------
 
