@@ -12,6 +12,7 @@ import os
 import random
 import signal
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -127,7 +128,9 @@ def fleet(
     after that (so each worker has consumed records, however fast the first one was alone)."""
     bs = kafka_broker.bootstrap_servers
     tmp = tmp_path_factory.mktemp("fleet")
-    suffix = tmp.name.replace("_", "-")
+    # unique on the broker: each pytest-xdist worker that runs a test of this module builds
+    # its own fleet, and tmp names repeat across workers
+    suffix = f"{tmp.name.replace('_', '-')}-{uuid.uuid4().hex[:8]}"
     topics = (f"fleet-in-{suffix}", f"fleet-counts-{suffix}", f"fleet-sums-{suffix}")
     create_topics(bs, 4, *topics)
     data = make_input(1_000, 50)
