@@ -10,7 +10,9 @@ its commit, its retry budget, giving up) is the small `TaskHost` interface.
 Under the cooperative protocol (kstream.runtime.rebalance) the callbacks get only the
 partitions that move: a revoke commits every open task and closes the moved ones, an assign
 creates the new ones, and the tasks that stay are not touched. Under the eager protocol a
-revoke takes every partition, so every task closes.
+revoke takes every partition, so every task closes; as Kafka Streams suspends such tasks, their
+stores stay open until the assignment, and the tasks it gives back resume from them (a standby
+keeps them instead when standby replicas are on).
 """
 
 from __future__ import annotations

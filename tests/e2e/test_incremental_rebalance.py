@@ -150,13 +150,6 @@ def _topics(unique_name: Callable[[str], str]) -> tuple[str, str, str, str]:
     )
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="open: in one fresh-clone CI run (of 5 this stop, and 6 helper runs) the counts "
-    "output had 51 duplicated and 51 missing running counts after instances joined under "
-    "the consumer protocol (KIP-848); the protocol is opt-in and warned about as experimental "
-    "under exactly-once until the cause is found",
-)
 @pytest.mark.timeout(300)
 def test_instances_joining_a_multi_topic_app_leave_the_kept_tasks_running(
     kafka_broker: Any, unique_name: Callable[[str], str], tmp_path: Path
