@@ -19,17 +19,9 @@ import pytest
 
 from e2e.incremental_worker import app
 from e2e.independent_reader import IndependentReader, check_updates
-from e2e.support import create_topics, produce, require_kafka
+from e2e.support import produce, require_kafka
 from e2e.test_cooperative_rebalance import _manager, _started, _tasks, _wait
-from e2e.test_incremental_rebalance import (
-    BASE_TS,
-    CUSTOMERS,
-    PARTITIONS,
-    _expected,
-    _order,
-    _region,
-    _topics,
-)
+from e2e.test_incremental_rebalance import PARTITIONS, _customers, _expected, _order, _topics
 from kstream.runtime import App, AppState
 
 FIRST, SECOND = 3_000, 2_000
@@ -56,8 +48,7 @@ def test_an_eager_rebalance_resumes_the_kept_tasks_from_their_stores(
     require_kafka(kafka_broker)
     bs = kafka_broker.bootstrap_servers
     topics = _topics(unique_name)
-    create_topics(bs, PARTITIONS, *topics)
-    produce(bs, topics[1], [(f"c{c}", _region(c), BASE_TS - 1) for c in range(CUSTOMERS)])
+    _customers(bs, topics)
     _orders(bs, topics[0], 0, FIRST)
     app_id = unique_name("eager-resume")
     # the default protocol: a multi-topic topology rebalances eagerly

@@ -150,6 +150,12 @@ def _topics(unique_name: Callable[[str], str]) -> tuple[str, str, str, str]:
     )
 
 
+def _customers(bs: str, topics: tuple[str, str, str, str]) -> None:
+    """Create `topics` with `PARTITIONS` partitions each and write the customers table."""
+    create_topics(bs, PARTITIONS, *topics)
+    produce(bs, topics[1], [(f"c{c}", _region(c), BASE_TS - 1) for c in range(CUSTOMERS)])
+
+
 @pytest.mark.timeout(300)
 def test_instances_joining_a_multi_topic_app_leave_the_kept_tasks_running(
     kafka_broker: Any, unique_name: Callable[[str], str], tmp_path: Path
@@ -157,8 +163,7 @@ def test_instances_joining_a_multi_topic_app_leave_the_kept_tasks_running(
     require_kafka(kafka_broker)
     bs = kafka_broker.bootstrap_servers
     topics = _topics(unique_name)
-    create_topics(bs, PARTITIONS, *topics)
-    produce(bs, topics[1], [(f"c{c}", _region(c), BASE_TS - 1) for c in range(CUSTOMERS)])
+    _customers(bs, topics)
     app_id = unique_name("kip848")
     a = app(bs, app_id, topics, str(tmp_path / "a"))
     # the joining instances are processes of their own: their restores and start-ups do not
@@ -274,8 +279,7 @@ def test_a_static_member_restarting_within_the_group_session_moves_nothing(
     require_kafka(kafka_broker)
     bs = kafka_broker.bootstrap_servers
     topics = _topics(unique_name)
-    create_topics(bs, PARTITIONS, *topics)
-    produce(bs, topics[1], [(f"c{c}", _region(c), BASE_TS - 1) for c in range(CUSTOMERS)])
+    _customers(bs, topics)
     app_id = unique_name("kip848static")
     _group_session(bs, app_id, 30_000)
 
@@ -357,8 +361,7 @@ def test_an_instance_killed_and_restarted_mid_stream_leaves_the_outputs_exact(
     require_kafka(kafka_broker)
     bs = kafka_broker.bootstrap_servers
     topics = _topics(unique_name)
-    create_topics(bs, PARTITIONS, *topics)
-    produce(bs, topics[1], [(f"c{c}", _region(c), BASE_TS - 1) for c in range(CUSTOMERS)])
+    _customers(bs, topics)
     app_id = unique_name("kip848kill")
     a = app(bs, app_id, topics, str(tmp_path / "a"))
     b = _worker(tmp_path, "b", bs, app_id, topics)
