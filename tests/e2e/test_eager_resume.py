@@ -10,7 +10,6 @@ read_committed reader finds every join result and every running count once.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,10 +17,9 @@ from typing import Any
 import pytest
 
 from e2e.incremental_worker import app
-from e2e.independent_reader import IndependentReader, check_updates
 from e2e.support import produce, require_kafka
 from e2e.test_cooperative_rebalance import _manager, _started, _tasks, _wait
-from e2e.test_incremental_rebalance import PARTITIONS, _customers, _expected, _order, _topics
+from e2e.test_incremental_rebalance import PARTITIONS, _customers, _order, _topics, _verdicts
 from kstream.runtime import App, AppState
 
 FIRST, SECOND = 3_000, 2_000
@@ -78,20 +76,6 @@ def test_an_eager_rebalance_resumes_the_kept_tasks_from_their_stores(
             assert _manager(a).tasks_resumed >= len(kept)
             assert all(after[k] is before[k] for k in kept)
             _orders(bs, topics[0], FIRST, SECOND)
-            total = FIRST + SECOND
-            want_joined, want_counts = _expected(total)
-            with IndependentReader(bs, [topics[2], topics[3]]) as reader:
-
-                def counted() -> bool:
-                    reader.poll(1.0)
-                    return reader.count(topics[3]) >= total
-
-                _wait(counted, f"the {total} orders' counts", 120)
-                time.sleep(1.0)
-                reader.read_to_end()
-                verdicts = [
-                    check_updates(reader, topics[2], want_joined),
-                    check_updates(reader, topics[3], want_counts),
-                ]
+            verdicts = _verdicts(bs, topics, FIRST + SECOND)
     print(f"a kept {kept}; " + "; ".join(str(v) for v in verdicts))
     assert all(v.exact for v in verdicts), verdicts

@@ -31,7 +31,7 @@ from confluent_kafka.admin import (
 )
 
 from e2e.incremental_worker import REGION, app
-from e2e.independent_reader import IndependentReader, check_updates
+from e2e.independent_reader import IndependentReader, Verdict, check_updates
 from e2e.support import Worker, create_topics, produce, require_kafka
 from e2e.test_cooperative_rebalance import SAMPLE_S, Timeline, _manager, _started, _tasks, _wait
 from kstream.kafka.producer import Producer
@@ -150,6 +150,24 @@ def _topics(unique_name: Callable[[str], str]) -> tuple[str, str, str, str]:
     )
 
 
+def _verdicts(bs: str, topics: tuple[str, str, str, str], total: int) -> list[Verdict]:
+    """The join results and the counts of `total` orders, read to the end by a plain
+    read_committed reader and checked against what the orders make."""
+    want_joined, want_counts = _expected(total)
+    with IndependentReader(bs, [topics[2], topics[3]]) as reader:
+
+        def counted() -> bool:
+            reader.poll(1.0)
+            return reader.count(topics[3]) >= total
+
+        _wait(counted, f"the {total} orders' counts", 120)
+        reader.read_to_end()
+        return [
+            check_updates(reader, topics[2], want_joined),
+            check_updates(reader, topics[3], want_counts),
+        ]
+
+
 def _customers(bs: str, topics: tuple[str, str, str, str]) -> None:
     """Create `topics` with `PARTITIONS` partitions each and write the customers table."""
     create_topics(bs, PARTITIONS, *topics)
@@ -182,19 +200,7 @@ def test_instances_joining_a_multi_topic_app_leave_the_kept_tasks_running(
                     report.append(_join(a, w, n, bs, app_id, events, line))
                 assert _manager(a).split_assignments == 0
             total = feed.sent
-            want_joined, want_counts = _expected(total)
-            with IndependentReader(bs, [topics[2], topics[3]]) as reader:
-
-                def counted() -> bool:
-                    reader.poll(1.0)
-                    return reader.count(topics[3]) >= total
-
-                _wait(counted, f"the {total} orders' counts", 120)
-                reader.read_to_end()
-                verdicts = [
-                    check_updates(reader, topics[2], want_joined),
-                    check_updates(reader, topics[3], want_counts),
-                ]
+            verdicts = _verdicts(bs, topics, total)
     finally:
         for w in joiners:
             if w.alive():
@@ -385,19 +391,7 @@ def test_an_instance_killed_and_restarted_mid_stream_leaves_the_outputs_exact(
                 back = time.monotonic() - killed
                 time.sleep(1)
             total = feed.sent
-            want_joined, want_counts = _expected(total)
-            with IndependentReader(bs, [topics[2], topics[3]]) as reader:
-
-                def counted() -> bool:
-                    reader.poll(1.0)
-                    return reader.count(topics[3]) >= total
-
-                _wait(counted, f"the {total} orders' counts", 120)
-                reader.read_to_end()
-                verdicts = [
-                    check_updates(reader, topics[2], want_joined),
-                    check_updates(reader, topics[3], want_counts),
-                ]
+            verdicts = _verdicts(bs, topics, total)
             assert b.stop() == 0, b.tail()
     finally:
         if b.alive():
