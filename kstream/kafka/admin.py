@@ -18,6 +18,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined,unused-ignore]
     AdminClient,
     ConfigResource,
     NewTopic,
+    OffsetSpec,
 )
 
 from kstream.duration import DurationLike
@@ -184,10 +185,25 @@ class Admin:
                     and t.error is None
                     and len(t.partitions) == want
                     and all(p.leader >= 0 for p in t.partitions.values())
+                    and self._leaders_answer(name, want)
                 ):
                     del waiting[name]
             if waiting:
                 time.sleep(0.05)
+
+    def _leaders_answer(self, name: str, partitions: int) -> bool:
+        """Whether every partition's leader answers for it (its end offset): metadata names a
+        leader a moment before that broker takes the partition up, and meanwhile answers
+        NOT_LEADER_OR_FOLLOWER."""
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call,unused-ignore]
+        wanted = {TopicPartition(name, p): latest for p in range(partitions)}
+        try:
+            futures = self._admin.list_offsets(wanted, request_timeout=self._request_timeout)
+            for fut in futures.values():
+                fut.result(timeout=self._request_timeout + 5)
+        except KafkaException:
+            return False
+        return True
 
     def describe_topics(self, names: Iterable[str]) -> dict[str, TopicDescription]:
         """Partition counts and reported configs of existing topics; a missing one raises."""

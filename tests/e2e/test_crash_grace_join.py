@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from e2e.independent_reader import IndependentReader, committed_offsets
 from e2e.support import create_topics, dsl_worker, produce, require_kafka, wait_reading
@@ -128,7 +129,14 @@ def test_sigkill_keeps_the_grace_join_exact(
         end = BASE + 10 * ORDERS + 60_000
         for p in range(PARTITIONS):
             produce(bs, orders, [(f"tick{p}", "tick", end)], "string", "string", partition=p)
-        wait_reading(reader, "every order", lambda: len(answers()) >= len(rows), 120, w)
+        try:
+            wait_reading(reader, "every order", lambda: len(answers()) >= len(rows), 120, w)
+        except AssertionError as e:
+            answered = {a.split("|", 1)[0] for a in answers()}
+            missing = [(p, o, ts) for p, o, ts in rows if o not in answered]
+            raise AssertionError(
+                f"{len(missing)} orders unanswered, e.g. {missing[:8]}; {_ends(bs, out)}\n{e}"
+            ) from None
         assert w.stop() == 0, w.tail()
         reader.read_to_end()
     finally:
@@ -147,3 +155,24 @@ def test_sigkill_keeps_the_grace_join_exact(
         missing[:5],
     )
     assert reader.errors == []
+
+
+def _ends(bs: str, topic: str) -> str:
+    """Each partition of `topic`: its read_committed end (the last stable offset) and its high
+    watermark. A stable end stuck below the high watermark is a transaction left open (a
+    reader waits behind it), not an answer never written."""
+    ends = []
+    for iso in ("read_committed", "read_uncommitted"):
+        c = Consumer({"bootstrap.servers": bs, "group.id": "ends", "isolation.level": iso})
+        try:
+            ends.append(
+                [
+                    c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+                    for p in range(PARTITIONS)
+                ]
+            )
+        except KafkaException as e:  # a diagnosis: say why it is missing, fail on the cause
+            ends.append([f"unknown ({e})"])
+        finally:
+            c.close()
+    return f"{topic}: last stable offsets {ends[0]}, high watermarks {ends[1]}"

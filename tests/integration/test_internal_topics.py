@@ -270,3 +270,12 @@ def test_a_created_topic_is_served_with_leaders_when_create_returns(kafka: str) 
         assert n in topics and topics[n].error is None, n
         parts = topics[n].partitions
         assert sorted(parts) == [0, 1, 2, 3] and all(p.leader >= 0 for p in parts.values()), n
+    # and each leader answers for its partition (it says NOT_LEADER_OR_FOLLOWER a moment after
+    # metadata names it)
+    c = Consumer({"bootstrap.servers": kafka, "group.id": f"served-{uuid.uuid4().hex}"})
+    try:
+        for n in names:
+            for p in range(4):
+                assert c.get_watermark_offsets(TopicPartition(n, p), timeout=10) == (0, 0), n
+    finally:
+        c.close()
