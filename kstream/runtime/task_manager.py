@@ -386,7 +386,6 @@ class TaskManager:
         for store in rest:
             store.close()
         if kept:
-            self._close_stores(self._suspended.pop(key, {}))
             self._suspended[key] = kept
 
     def _handed(self, key: TaskId) -> dict[str, Store]:

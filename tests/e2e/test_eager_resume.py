@@ -19,7 +19,7 @@ import pytest
 from e2e.incremental_worker import app
 from e2e.support import produce, require_kafka
 from e2e.test_cooperative_rebalance import _manager, _started, _tasks, _wait
-from e2e.test_incremental_rebalance import PARTITIONS, _customers, _order, _topics, _verdicts
+from e2e.test_incremental_rebalance import PARTITIONS, _created, _order, _verdicts
 from kstream.runtime import App, AppState
 
 FIRST, SECOND = 3_000, 2_000
@@ -45,8 +45,7 @@ def test_an_eager_rebalance_resumes_the_kept_tasks_from_their_stores(
 ) -> None:
     require_kafka(kafka_broker)
     bs = kafka_broker.bootstrap_servers
-    topics = _topics(unique_name)
-    _customers(bs, topics)
+    topics = _created(bs, unique_name)
     _orders(bs, topics[0], 0, FIRST)
     app_id = unique_name("eager-resume")
     # the default protocol: a multi-topic topology rebalances eagerly

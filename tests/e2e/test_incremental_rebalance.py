@@ -141,7 +141,7 @@ def _placed(a: App, bs: str, group: str, instances: int) -> list[list[tuple[str,
 
 
 def _topics(unique_name: Callable[[str], str]) -> tuple[str, str, str, str]:
-    """(orders, customers, joined, counts), created with `PARTITIONS` partitions each."""
+    """The names (orders, customers, joined, counts), unique to the test."""
     return (
         unique_name("orders"),
         unique_name("customers"),
@@ -168,10 +168,12 @@ def _verdicts(bs: str, topics: tuple[str, str, str, str], total: int) -> list[Ve
         ]
 
 
-def _customers(bs: str, topics: tuple[str, str, str, str]) -> None:
-    """Create `topics` with `PARTITIONS` partitions each and write the customers table."""
+def _created(bs: str, unique_name: Callable[[str], str]) -> tuple[str, str, str, str]:
+    """`_topics`, created with `PARTITIONS` partitions each, the customers table written."""
+    topics = _topics(unique_name)
     create_topics(bs, PARTITIONS, *topics)
     produce(bs, topics[1], [(f"c{c}", _region(c), BASE_TS - 1) for c in range(CUSTOMERS)])
+    return topics
 
 
 @pytest.mark.timeout(300)
@@ -180,8 +182,7 @@ def test_instances_joining_a_multi_topic_app_leave_the_kept_tasks_running(
 ) -> None:
     require_kafka(kafka_broker)
     bs = kafka_broker.bootstrap_servers
-    topics = _topics(unique_name)
-    _customers(bs, topics)
+    topics = _created(bs, unique_name)
     app_id = unique_name("kip848")
     a = app(bs, app_id, topics, str(tmp_path / "a"))
     # the joining instances are processes of their own: their restores and start-ups do not
@@ -284,8 +285,7 @@ def test_a_static_member_restarting_within_the_group_session_moves_nothing(
 ) -> None:
     require_kafka(kafka_broker)
     bs = kafka_broker.bootstrap_servers
-    topics = _topics(unique_name)
-    _customers(bs, topics)
+    topics = _created(bs, unique_name)
     app_id = unique_name("kip848static")
     _group_session(bs, app_id, 30_000)
 
@@ -366,8 +366,7 @@ def test_an_instance_killed_and_restarted_mid_stream_leaves_the_outputs_exact(
     60 s by default: as under the classic protocols.)"""
     require_kafka(kafka_broker)
     bs = kafka_broker.bootstrap_servers
-    topics = _topics(unique_name)
-    _customers(bs, topics)
+    topics = _created(bs, unique_name)
     app_id = unique_name("kip848kill")
     a = app(bs, app_id, topics, str(tmp_path / "a"))
     b = _worker(tmp_path, "b", bs, app_id, topics)
