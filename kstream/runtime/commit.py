@@ -193,6 +193,12 @@ class CommitProtocol:
         """A task closed (or could not be created): close `producer` if it was the task's
         own (a shared one closes with the protocol, `close`)."""
 
+    def after_fenced(self) -> None:
+        """The thread was fenced and has closed its tasks to rejoin the group: a producer that
+        outlives its tasks (the shared one) is replaced before the thread rejoins, as Kafka
+        Streams re-initialises its thread producer after a `TaskMigratedException`. A task's
+        own producer closed with its task already; new tasks get new ones."""
+
 
 class AtLeastOnce(CommitProtocol):
     """Flush outputs and changelogs, apply the write caches, then commit the input offsets."""
@@ -299,6 +305,21 @@ class ExactlyOnceV2(CommitProtocol):
 
     def recreate_producer(self, rt: RuntimeTask, tasks: Sequence[RuntimeTask]) -> None:
         self.renew_shared_producer(tasks)
+
+    def after_fenced(self) -> None:
+        """A fenced producer stays fenced: every later call fails the same way, so keeping it
+        would fail the first `begin` after each rejoin, for good. Its transactional id is this
+        thread's alone (the state directory's, whose lock no live instance shares), so what
+        fenced it was the broker aborting a transaction open past `transaction.timeout.ms`
+        (a slow batch, a long pause) or a predecessor's producer: the new producer's
+        `init_transactions` takes the id back and the tasks start again from their
+        committed offsets."""
+        if self._producer is not None and self._producer.is_fatal():
+            log.info(
+                "transactional.id=%r: replacing the fenced producer before rejoining",
+                self.transactional_id,
+            )
+            self.renew_shared_producer([])
 
     def commit(self, tasks: Sequence[RuntimeTask], consumer: CommitConsumer) -> int | None:
         host = self.host

@@ -233,6 +233,7 @@ class StreamThread:
             for rt in self.tasks.values():
                 self.task_manager.rollback(rt, fenced=True)
             self.task_manager.close_all()
+            self.commits.after_fenced()
             log.info("leaving and rejoining the group")
             self.consumer.unsubscribe()
             self.task_manager.subscribe(self.consumer)

@@ -40,15 +40,18 @@ def test_a_zombie_is_fenced_by_the_new_owner_of_its_task(tmp_path: Path) -> None
     assert cluster.committed("app", SRC, 0) == 2
 
 
-def test_exactly_once_v2_a_fenced_thread_aborts_and_commits_nothing_more(
+def test_exactly_once_v2_a_fenced_thread_rejoins_with_a_new_producer_and_goes_on(
     tmp_path: Path,
 ) -> None:
-    """The thread's producer is fenced by a newer instance with the same transactional id:
-    the open transaction is rolled back and the thread rejoins, but it keeps the fenced
-    producer (a new one would fence the newer instance in turn), so it commits nothing more."""
+    """The thread's producer is fenced mid-transaction (as the broker's abort of a transaction
+    open past `transaction.timeout.ms` bumps its epoch): the open transaction is rolled back,
+    the thread rejoins with a new producer (same transactional id) and processes the batch
+    again, exactly once. Keeping the fenced producer failed every later `begin`, rejoining
+    again and again for good (issue: 863 rejoins in three minutes, never committing)."""
     cluster = cluster_with_input("a b")
     with running(cluster, tmp_path, "exactly_once_v2") as r:
         r.turn(3)
+        fenced = r.thread.shared_producer()
         send(cluster, "b c")
         r.poll()
         cluster.fence(r.thread.transactional_id)
@@ -56,9 +59,31 @@ def test_exactly_once_v2_a_fenced_thread_aborts_and_commits_nothing_more(
         assert r.thread.rejoin_pending
         assert not any(rt.open for rt in r.thread.tasks.values())
         r.turn(4)
-        assert r.thread.shared_producer().fenced()
-    assert sorted(counts(cluster)) == [("a", 1), ("b", 1)]
-    assert cluster.committed("app", SRC, 0) == 1
+        assert not r.thread.rejoin_pending
+        assert r.thread.shared_producer() is not fenced
+        assert not r.thread.shared_producer().fenced()
+    assert sorted(counts(cluster)) == [("a", 1), ("b", 1), ("b", 2), ("c", 1)]
+    assert cluster.committed("app", SRC, 0) == 2
+
+
+def test_exactly_once_v2_fenced_again_after_each_rejoin_still_gets_through(
+    tmp_path: Path,
+) -> None:
+    """Fenced at every one of several commits in a row (a user function slower than the
+    transaction timeout, batch after batch): each time a new producer, and once the fencing
+    stops the input is processed exactly once."""
+    cluster = cluster_with_input("a b")
+    with running(cluster, tmp_path, "exactly_once_v2") as r:
+        for _ in range(3):
+            r.poll()
+            cluster.fence(r.thread.transactional_id)
+            r.commit()
+            assert r.thread.rejoin_pending
+        r.turn(4)
+        send(cluster, "a")
+        r.turn(3)
+    assert sorted(counts(cluster)) == [("a", 1), ("a", 2), ("b", 1)]
+    assert cluster.committed("app", SRC, 0) == 2
 
 
 def _upper_unless_bad() -> StreamBuilder:
