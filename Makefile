@@ -15,7 +15,7 @@ TEST_WORKERS ?= 6
 SUITE_ARGS ?= --ignore=tests/spark_cluster
 
 .PHONY: demo test test-tansu test-spark-cluster pytest warm lint unit integration bench bench-full venv kafka clean codestats \
-	oracle oracle-harness
+	oracle oracle-harness chaos
 
 # Apache Kafka, the reference broker of the tests and benchmarks: Maven resolves
 # org.apache.kafka:kafka_2.13 (the version is pinned in tools/kafka/pom.xml) and its runtime
@@ -102,6 +102,13 @@ TANSU_LANE ?= tests/integration/test_runtime.py tests/integration/test_restore_c
 	tests/e2e/test_examples.py tests/e2e/test_dedup_global.py tests/e2e/test_bad_input.py
 test-tansu: $(STAMP)
 	KSTREAM_TEST_BROKER=tansu $(RUN_PY) -m pytest -q -n 3 $(TANSU_LANE) $(PYTEST_ARGS)
+
+# The chaos lane (tools/chaos.py, docs/testing.md "Chaos lane"): the crash, failover and
+# rebalance tests of tests/e2e again and again beside a CPU burner per core, a fresh broker per
+# run; a failing run keeps its worker logs and a dump of its topics under chaos-results/.
+# RUNS=N runs of each test, TESTS=<regex> over the test ids, BURNERS=N, BUDGET=90m
+chaos: $(STAMP) $(KAFKA_STAMP)
+	$(RUN_PY) tools/chaos.py
 
 unit: $(STAMP)
 	$(RUN_PY) -m pytest -q tests/unit tests/property $(PYTEST_ARGS)
