@@ -341,6 +341,18 @@ class Consumer:
             return []
         return sorted(t.partitions)
 
+    def answers(self, timeout: float) -> bool:
+        """Whether a broker answers a metadata request within `timeout` seconds: the stream
+        thread's probe of a broker outage (kstream.runtime.outage). librdkafka sends the
+        request to a broker it is connected to, so no broker up means no answer."""
+        if self._closed:
+            return False
+        try:
+            md = self._c.list_topics(timeout=timeout)
+        except KafkaException:
+            return False
+        return bool(md.brokers)
+
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:

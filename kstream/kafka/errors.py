@@ -22,6 +22,7 @@ __all__ = [
     "AuthenticationError",
     "BrokerStartError",
     "BrokerUnreachableError",
+    "ClientStuckError",
     "FatalTransactionError",
     "KafkaClientError",
     "ProduceError",
@@ -39,6 +40,12 @@ class AuthenticationError(KafkaClientError):
 
 class BrokerStartError(KafkaClientError):
     """The embedded broker process could not be started or did not answer in time."""
+
+
+class ClientStuckError(KafkaClientError):
+    """A client call outlived its deadline (its own timeout and a grace; kstream.kafka.
+    deadline): the call is abandoned with its client, which answers every later call with this
+    error. Replace the client; do not close it (closing would wait on the same stuck state)."""
 
 
 class TransactionAbortableError(TransactionError):

@@ -26,6 +26,7 @@ from confluent_kafka import Producer as _RawProducer
 from kstream.duration import DurationLike
 from kstream.errors import ConfigError, KafkaClientError, ProduceError, TopicError
 from kstream.kafka.client import ErrorLog, build_config, check_connected, connect_timeout_s
+from kstream.kafka.deadline import Deadline
 from kstream.kafka.delivered import DeliveredOffsets
 from kstream.kafka.errors import FatalTransactionError, TransactionAbortableError, map_error
 from kstream.kafka.roles import client_config
@@ -131,11 +132,18 @@ class Producer:
         # headers a list or None), and the caller falls back to `produce` when it raises,
         # which retries a full queue and turns errors into kstream's.
         self.client_produce = self._p.produce
+        # the calls that wait on the broker, each with a deadline (kstream.kafka.deadline)
+        self._calls = Deadline(transactional_id or client_id or "producer")
         check_connected(self._p, bootstrap_servers, self._timeout, self._errors, "Producer")
         self._in_txn = False
         if transactional_id is not None:
             try:
-                self._p.init_transactions(self._txn_timeout)
+                self._call(
+                    f"initialising transactions for transactional.id={transactional_id!r}",
+                    self._txn_timeout,
+                    self._p.init_transactions,
+                    self._txn_timeout,
+                )
             except KafkaException as e:
                 raise map_error(
                     e,
@@ -162,8 +170,20 @@ class Producer:
         return err is not None and err.code() in _FENCED_CODES
 
     def is_fatal(self) -> bool:
-        """The producer hit a fatal error (fenced, or unusable) and must be replaced."""
-        return self._errors.fatal() is not None
+        """The producer hit a fatal error (fenced, or unusable) or was abandoned in a stuck
+        call (`stuck`), and must be replaced."""
+        return self._calls.stuck is not None or self._errors.fatal() is not None
+
+    @property
+    def stuck(self) -> str | None:
+        """What the call this producer was abandoned in was doing (it outlived its deadline,
+        kstream.kafka.deadline), or None: every later call raises `ClientStuckError`."""
+        return self._calls.stuck
+
+    def _call(self, doing: str, timeout_s: float, fn: Any, *args: Any) -> Any:
+        """`fn(*args)`, a librdkafka call that waits on the broker up to `timeout_s`, abandoned
+        (ClientStuckError) if it has not returned by its deadline."""
+        return self._calls.call(doing, timeout_s, fn, *args)
 
     # -- producing -------------------------------------------------------------------------
 
@@ -272,7 +292,7 @@ class Producer:
         Records still queued after `timeout` seconds are an error too: the caller must not
         commit input offsets for them.
         """
-        remaining = int(self._p.flush(timeout))
+        remaining = int(self._call("flushing", timeout, self._p.flush, timeout))
         self.raise_delivery_errors()
         if remaining:
             raise ProduceError(
@@ -309,6 +329,7 @@ class Producer:
     def begin(self) -> None:
         """Begin a transaction."""
         self._require_txn("begin")
+        self._calls.check(self._ctx("beginning a transaction"))  # a stuck call's state
         try:
             self._p.begin_transaction()
         except KafkaException as e:
@@ -323,9 +344,15 @@ class Producer:
     ) -> None:
         """Add consumed offsets (the next offsets to read) to the open transaction."""
         self._require_txn("send_offsets")
+        limit = self._txn_timeout if timeout is None else timeout
         try:
-            self._p.send_offsets_to_transaction(
-                list(offsets), group_metadata, self._txn_timeout if timeout is None else timeout
+            self._call(
+                self._ctx("sending offsets to the transaction"),
+                limit,
+                self._p.send_offsets_to_transaction,
+                list(offsets),
+                group_metadata,
+                limit,
             )
         except KafkaException as e:
             raise map_error(
@@ -341,8 +368,11 @@ class Producer:
         timed-out commit without KIP-890, so a timeout counts as fatal.
         """
         self._require_txn("commit")
+        limit = self._txn_timeout if timeout is None else timeout
         try:
-            self._p.commit_transaction(self._txn_timeout if timeout is None else timeout)
+            self._call(
+                self._ctx("committing a transaction"), limit, self._p.commit_transaction, limit
+            )
         except KafkaException as e:
             failures = self._take_failures()
             exc = map_error(e, self._ctx("committing a transaction"), transactional=True)
@@ -360,8 +390,9 @@ class Producer:
         unusable (`is_fatal`) or the outcome to the broker's transaction timeout.
         """
         self._require_txn("abort")
+        limit = self._txn_timeout if timeout is None else timeout
         try:
-            self._p.abort_transaction(self._txn_timeout if timeout is None else timeout)
+            self._call(self._ctx("aborting a transaction"), limit, self._p.abort_transaction, limit)
         except KafkaException as e:
             raise map_error(e, self._ctx("aborting a transaction"), transactional=True) from None
         finally:
@@ -385,9 +416,15 @@ class Producer:
         `drop_undelivered=True` (the runtime, whose uncommitted work is retried elsewhere)
         drops what is not delivered within `timeout` instead of raising. A fenced or fatal
         producer delivers nothing more, so its queue is purged at once rather than waited on.
+        A producer abandoned in a stuck call (`stuck`) is let go as it is: purging or closing
+        it would wait on the same stuck state.
         """
+        if self._calls.stuck is not None:
+            self._in_txn = False
+            return
         if self._errors.fatal() is not None:
             self._in_txn = False
+            self._calls.close()
             try:
                 self._p.purge()
                 self._p.poll(0)
@@ -399,13 +436,17 @@ class Producer:
                 self.abort(timeout)
             except Exception:
                 pass
-        if not drop_undelivered:
-            self.flush(timeout)
-            return
         try:
-            self._p.flush(timeout)
-        except Exception:
-            pass
+            if not drop_undelivered:
+                self.flush(timeout)
+                return
+            try:
+                self._call("flushing before the close", timeout, self._p.flush, timeout)
+            except Exception:
+                pass
+        finally:
+            if self._calls.stuck is None:
+                self._calls.close()
 
     def __enter__(self) -> Producer:
         return self

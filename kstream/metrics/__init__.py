@@ -107,6 +107,10 @@ class _Histogram:
         return out
 
 
+def _zero() -> float:
+    return 0.0
+
+
 def _fmt(bound: float) -> str:
     return repr(float(bound))
 
@@ -146,6 +150,10 @@ class Metrics:
         # the current one lasts: None when the app is not rebalancing
         self.slow_rebalances_total = 0
         self.rebalancing_since: float | None = None
+        # read at scrape time: seconds since the stream thread's loop last turned, and how long
+        # Kafka has not answered it (the thread installs both; kstream.runtime.watchdog, outage)
+        self.loop_stalled_seconds: Callable[[], float] = _zero
+        self.kafka_unreachable_seconds: Callable[[], float] = _zero
         # records that moved stream time more than future_timestamp_warning past the wall
         # clock, per input (topic, partition)
         self.future_timestamps: dict[tuple[str, int], int] = {}

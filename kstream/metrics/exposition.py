@@ -212,6 +212,20 @@ def _families(m: Metrics) -> Iterator[Metric]:
     )
     rebalancing.add_metric([], m.rebalance_seconds())
     yield rebalancing
+    stalled = GaugeMetricFamily(
+        "kstream_stream_thread_stalled_seconds",
+        "Seconds since the stream thread's loop last turned (near 0 while it runs; /health/live "
+        "answers 503 past the watchdog's bound).",
+    )
+    stalled.add_metric([], m.loop_stalled_seconds())
+    yield stalled
+    unreachable = GaugeMetricFamily(
+        "kstream_kafka_unreachable_seconds",
+        "How long the stream thread has been waiting for Kafka to answer again (0 when it "
+        "answers).",
+    )
+    unreachable.add_metric([], m.kafka_unreachable_seconds())
+    yield unreachable
     yield _counter(
         "kstream_rebalances_slow",
         "Rebalances that lasted longer than slow_rebalance_warning (counted when they pass it).",

@@ -219,7 +219,24 @@ class App:
             return f"state is {self._state.value}"
         if self._ctx is not None and self._ctx.restoring:
             return f"{self._ctx.restoring} task(s) restoring their stores"
-        return unanswered_store(self._stream)
+        stream = self._stream
+        waiting = stream.outage.reason() if stream is not None else None
+        return waiting or self.not_live_reason() or unanswered_store(stream)
+
+    @property
+    def live(self) -> bool:
+        """Not failed, and the stream thread's loop turning (kstream.runtime.watchdog)."""
+        return self.not_live_reason() is None
+
+    def not_live_reason(self) -> str | None:
+        """Why the app is not live, or None: state ERROR, or a stream thread whose loop has
+        not turned for `watchdog.STALL_S` (stuck in a call; the state cannot tell)."""
+        if self._state == AppState.ERROR:
+            return "state is ERROR"
+        stream = self._stream
+        if stream is None or self._state not in (AppState.RUNNING, AppState.REBALANCING):
+            return None
+        return stream.watchdog.problem()
 
     @property
     def error(self) -> BaseException | None:

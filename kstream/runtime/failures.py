@@ -24,7 +24,7 @@ from kstream.errors import (
     StoreLostError,
     TopologyError,
 )
-from kstream.kafka.errors import FatalTransactionError
+from kstream.kafka.errors import ClientStuckError, FatalTransactionError
 
 __all__ = [
     "FAILURE_TABLE",
@@ -52,15 +52,21 @@ class Recovery(enum.Enum):
     """Roll back as RETRY does, then replace the task by one restored from its changelogs."""
     RECREATE_PRODUCER = "recreating its producer"
     """Roll back as RETRY does, with a new producer: the old one is in a fatal state."""
+    ABANDON_PRODUCER = "abandoning its stuck producer for a new one"
+    """Roll back as RETRY does, leaving the producer stuck in a call where it is (neither its
+    abort nor its close can return either), with a new one; the new producer's
+    `init_transactions` fences the stuck one and aborts its open transaction."""
     REJOIN = "rejoining the group"
     """Another instance fenced this one: roll back without aborting, leave and rejoin."""
     STOP = "stopping"
     """Nothing retrying can fix: the error stops the thread (and the app turns ERROR)."""
 
 
-#: First match wins, so a subclass comes before its base (StoreLostError before StoreError,
-#: ProducerFencedError and FatalTransactionError before KafkaClientError). An error matching
-#: no row stops the thread.
+#: First match wins, so a subclass comes before its base (StoreLostError before StoreError;
+#: ProducerFencedError, FatalTransactionError and ClientStuckError before KafkaClientError).
+#: An error matching no row stops the thread. An unreachable broker is not a row: whatever a
+#: client raises while Kafka does not answer, the thread waits the outage out before the
+#: recovery and counts no retry for it (kstream.runtime.outage).
 FAILURE_TABLE: tuple[tuple[type[BaseException], Recovery], ...] = (
     # a remote store lost its data: only its task is hit, and its changelog has it all
     (StoreLostError, Recovery.REBUILD),
@@ -75,6 +81,9 @@ FAILURE_TABLE: tuple[tuple[type[BaseException], Recovery], ...] = (
     (ProducerFencedError, Recovery.REJOIN),
     # the producer cannot go on (a transaction in a fatal state)
     (FatalTransactionError, Recovery.RECREATE_PRODUCER),
+    # a producer call outlived its deadline (librdkafka issue #5511: send_offsets waiting for
+    # good after the group coordinator left the metadata; kstream.kafka.deadline)
+    (ClientStuckError, Recovery.ABANDON_PRODUCER),
     # anything else the clients raise: the broker away, a timeout, a failed request
     (KafkaClientError, Recovery.RETRY),
 )

@@ -37,6 +37,7 @@ from kstream.runtime.commit import CommitProtocol, commit_protocol
 from kstream.runtime.failures import MAX_RETRIES, Recovery, route
 from kstream.runtime.future_timestamps import FutureTimestamps
 from kstream.runtime.globals import GlobalStores
+from kstream.runtime.outage import BrokerOutage
 from kstream.runtime.purge import RepartitionPurge
 from kstream.runtime.rebalance import (
     CONSUMER,
@@ -49,6 +50,7 @@ from kstream.runtime.standby import Membership, StandbyTasks
 from kstream.runtime.task_manager import TaskManager
 from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask
 from kstream.runtime.thread_metrics import ThreadMetrics
+from kstream.runtime.watchdog import Watchdog
 
 log = logging.getLogger("kstream.runtime")
 
@@ -138,6 +140,14 @@ class StreamThread:
         self.future = FutureTimestamps(cfg.future_timestamp_warning, self.metrics)
         # how the thread waits before retrying (broker-free tests retry without waiting)
         self.backoff: Callable[[float], None] = time.sleep
+        # the loop's heartbeat, which liveness reads (a restore is a long turn, not a stall)
+        self.watchdog = Watchdog(excused=lambda: ctx.restoring > 0)
+        # waits out a broker that does not answer instead of spending retries on it
+        self.outage = BrokerOutage(
+            ctx.bootstrap_servers, lambda t: self._kafka_answers(t), stop, self.watchdog.beat
+        )
+        self.metrics.loop_stalled_seconds = self.watchdog.stalled_for
+        self.metrics.kafka_unreachable_seconds = self.outage.away_for
 
     # --- set-up ----------------------------------------------------------------------------
 
@@ -168,6 +178,8 @@ class StreamThread:
         return self.commits.shared_producer()
 
     def run(self) -> None:
+        self.watchdog.running_on(threading.current_thread())
+        self.watchdog.watch(f"kstream-watchdog-{self.ctx.app_id}")
         try:
             self.open()
             while not self.stop.is_set():
@@ -180,6 +192,7 @@ class StreamThread:
             # that is gone): health must say ERROR from the moment the thread gave up.
             self.on_state("ERROR")
         finally:
+            self.watchdog.stop_watching()
             self._shutdown()
 
     def open(self) -> None:
@@ -228,6 +241,7 @@ class StreamThread:
     def run_once(self) -> None:
         """One turn of the loop: poll a batch, process it, punctuate, commit when due."""
         assert self.consumer is not None
+        self.watchdog.beat()
         if self._resubscribe:
             self._resubscribe = False
             for rt in self.tasks.values():
@@ -248,7 +262,8 @@ class StreamThread:
                 raise self.error from None
             # The broker is away or the group is moving: librdkafka reconnects by itself.
             log.warning("consumer: %s (retrying)", e)
-            self.backoff(0.2)
+            if not self.outage.wait_out(e):
+                self.backoff(0.2)
             return
         if self.error is not None:
             raise self.error
@@ -417,8 +432,11 @@ class StreamThread:
             return False
 
     def _recover(self, rt: RuntimeTask, recovery: Recovery, e: BaseException) -> None:
-        """Carry out `recovery` of `rt` after its step failed with `e`."""
+        """Carry out `recovery` of `rt` after its step failed with `e`: with a broker that
+        answers (an outage is waited out first, and counts no retry), since a recovery may
+        need a new producer, which could not start without one."""
         tm = self.task_manager
+        waited = recovery is not Recovery.REBUILD and self.outage.wait_out(e)
         if recovery is Recovery.REJOIN:
             tm.rollback(rt, fenced=True)
             self._resubscribe = True
@@ -427,10 +445,15 @@ class StreamThread:
             tm.seek_back(tm.rollback_quietly(rt))
             tm.rebuild(rt)
         else:
+            failed = rt.producer
             tm.seek_back(tm.rollback(rt))
-            if recovery is Recovery.RECREATE_PRODUCER:
+            # a stuck producer's abort failed at once and the rollback replaced it already
+            if recovery is Recovery.RECREATE_PRODUCER or (
+                recovery is Recovery.ABANDON_PRODUCER and rt.producer is failed
+            ):
                 self.commits.recreate_producer(rt, list(self.tasks.values()))
-        self.failed_once(e)
+        if not waited:
+            self.failed_once(e)
 
     def apply(self, rt: RuntimeTask, delivered: dict[TP, int]) -> None:
         """Apply `rt`'s write caches after its commit. A store that lost its data meanwhile
@@ -443,10 +466,13 @@ class StreamThread:
             self.task_manager.rebuild(rt)
 
     def retry_from_committed(self, tasks: Sequence[RuntimeTask], error: BaseException) -> None:
-        """After a failed commit: roll `tasks` back, seek to their committed offsets, back off."""
+        """After a failed commit: roll `tasks` back, seek to their committed offsets, back off
+        (an outage is waited out first, and counts no retry)."""
+        waited = self.outage.wait_out(error)
         for rt in tasks:
             self.task_manager.seek_back(self.task_manager.rollback(rt))
-        self.failed_once(error)
+        if not waited:
+            self.failed_once(error)
 
     def progressed(self) -> None:
         self._failures = 0
@@ -457,6 +483,10 @@ class StreamThread:
         self.stop.set()
 
     def failed_once(self, e: BaseException) -> None:
+        """Count a failed attempt and back off; raise `e` when the retries are used up. A
+        failure while Kafka does not answer is no attempt: the outage is waited out."""
+        if self.outage.wait_out(e):
+            return
         self._failures += 1
         if self._failures > MAX_RETRIES:
             raise e
@@ -487,6 +517,12 @@ class StreamThread:
                 rolled += self.task_manager.rollback(rt)
             return rolled
         return []
+
+    def _kafka_answers(self, timeout_s: float) -> bool:
+        """Whether Kafka answers the thread's consumer (kstream.runtime.outage's probe); a
+        consumer without the probe (a mock) counts as answered."""
+        answers = getattr(self.consumer, "answers", None)
+        return True if answers is None else bool(answers(timeout_s))
 
     def _shutdown(self) -> None:
         if self.error is not None:

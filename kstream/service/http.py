@@ -257,8 +257,10 @@ class _Handler(JsonHandler):
         else:
             raise Problem(404, "not_found", "use /health/live or /health/ready")
         body: dict[str, Any] = {"status": "ok" if ok else "unavailable", "state": served.state}
-        why = getattr(served, "not_ready_reason", None)  # optional in `Served`
-        if what == "ready" and not ok and callable(why):
+        # optional in `Served`: why not ready, or not live (a stream thread whose loop has not
+        # turned for the watchdog's bound, while the state still says RUNNING)
+        why = getattr(served, f"not_{what}_reason", None)
+        if not ok and callable(why):
             reason = why()
             if reason:
                 body["reason"] = reason

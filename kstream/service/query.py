@@ -79,7 +79,19 @@ class AppService:
         return str(getattr(s, "value", s))
 
     def is_live(self) -> bool:
+        live = getattr(self.app, "live", None)  # the stream thread's heartbeat too
+        if isinstance(live, bool):
+            return live
         return self.state != "ERROR"
+
+    def not_live_reason(self) -> str | None:
+        """Why /health/live answers 503 while the state is not ERROR (a stream thread stuck
+        for longer than the watchdog's bound); None otherwise, the state being reason enough."""
+        why = getattr(self.app, "not_live_reason", None)
+        if self.state == "ERROR" or not callable(why):
+            return None
+        reason: str | None = why()
+        return reason
 
     def is_ready(self) -> bool:
         ready = getattr(self.app, "ready", None)
