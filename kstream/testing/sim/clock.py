@@ -80,7 +80,7 @@ def patched_time(clock: VirtualClock) -> Iterator[VirtualClock]:
     time.monotonic = clock.monotonic
     time.time_ns = clock.time_ns
     time.monotonic_ns = clock.monotonic_ns
-    time.sleep = clock.sleep
+    time.sleep = clock.sleep  # type: ignore[assignment]
     try:
         yield clock
     finally:
