@@ -23,7 +23,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from kstream.kafka.errors import ClientStuckError
 
@@ -88,7 +88,7 @@ class Deadline:
             )
         if job.error is not None:
             raise job.error
-        return job.result
+        return cast(T, job.result)
 
     def check(self, doing: str) -> None:
         """Raise ClientStuckError if a call was abandoned (for a call that does not wait on
