@@ -11,7 +11,8 @@ and an aborted batch (`discard`) leaves no record behind.
 Topic `<app_id>-<store>-changelog`, partition = the task's partition, key/value = the store's
 logical changelog bytes (the typed store's `_to_changelog`: no segment prefix), timestamp = the
 time of the record whose write it logs, or the value's own timestamp in the stores that keep one
-(`StateStore.changelog_timestamp`), as Kafka's change-logging layers write it; a time ahead of
+(`StateStore.changelog_timestamp`), as Kafka's change-logging layers write it (but for a versioned
+store's records, stamped with the time of writing: kstream.state.versioned); a time ahead of
 the wall clock, or none, is sent as 0, which the producer replaces with its wall clock. With the
 broker-compatibility component on (kstream.broker_compat), header `kstream.src` = the
 provenance of the write; its index counts the changelog records caused by one input record, so

@@ -25,8 +25,10 @@ stores use (kstream.state.segments):
   and ends where it ended.
 
 The changelog has one record per put, in put order: key = the key's bytes, value =
-timestamp + flag + value bytes. A restore replays them through the same `put`, so history comes
-back exactly as it was built (the logical changelog does not depend on the layout). The
+timestamp + flag + value bytes, record timestamp = when it was written (the wall clock, not the
+put's time: `changelog_timestamp` says why). A restore replays them through the same `put`, so
+history comes back exactly as it was built (the logical changelog does not depend on the
+layout). The
 write cache keeps one value per physical key, so these records are kept in a list of their own.
 """
 
@@ -270,11 +272,20 @@ class VersionedKeyValueStore(SegmentedStore):
         return pkey, value  # pending_writes already yields logical (key, payload) pairs
 
     def changelog_timestamp(self, pkey: bytes, value: bytes | None) -> int:
-        """The put's timestamp, which starts the logged payload (Kafka's versioned store logs
-        each put with its timestamp)."""
-        if value is not None and len(value) >= 8:
-            return unts8(value)
-        return super().changelog_timestamp(pkey, value)
+        """None (-1): the record goes out with the producer's wall clock, not the put's time.
+
+        The changelog is compacted, one record per key kept, and only `min.compaction.lag.ms`
+        (history retention plus a day) keeps the older versions a restore needs. The broker
+        measures that lag against the records' timestamps. Kafka's versioned store logs each
+        put at its own time, so a version of event time older than the lag (a backfill, a
+        replay, any input stamped days ago) is compacted away as soon as its segment rolls,
+        and a segment of such records rolls at the first newer record (a transaction marker
+        is one): a restore then lacks history that stream time still covers, and a
+        stream-table join reads None (the grace-join crash test lost answers so). The put's
+        time is in the payload, so the restore does not need it in the record; stamped with
+        the time of writing, a version stays at least a day past history retention of wall
+        clock, never less than with its own (past) time."""
+        return -1
 
     def check_changelog(self, key: bytes, value: bytes | None) -> None:
         """Key: the key's bytes; value: 8-byte timestamp, flag, value bytes (see
