@@ -42,6 +42,7 @@ import time
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FILES = (
@@ -181,6 +182,18 @@ def outcome_of(junit: Path, returncode: int) -> str:
     return "passed"
 
 
+def tree_state() -> dict[str, Any]:
+    """The commit the sitting ran on and the files changed in the working tree beside it: a
+    failure is of the code as it was, uncommitted changes included."""
+
+    def git(*args: str) -> str:
+        out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+        return out.stdout.strip() if out.returncode == 0 else ""
+
+    changed = [line[3:] for line in git("status", "--porcelain").splitlines() if line]
+    return {"commit": git("rev-parse", "HEAD"), "uncommitted": changed}
+
+
 def table(tallies: list[Tally], elapsed: float, burners: int, budget: float) -> str:
     width = max([len("test"), *(len(t.test) for t in tallies)])
     lines = [
@@ -222,6 +235,8 @@ def main() -> int:
         flush=True,
     )
     tallies = {t: Tally(t) for t in tests}
+    tree = tree_state()
+    (sitting / "tree.json").write_text(json.dumps(tree, indent=1) + "\n")
     began = time.monotonic()
     procs = start_burners(burners)
     record = open(sitting / "runs.jsonl", "w")  # noqa: SIM115 (closed below)
@@ -258,6 +273,10 @@ def main() -> int:
     elapsed = time.monotonic() - began
     ordered = [tallies[t] for t in tests]
     text = table(ordered, elapsed, burners, budget)
+    dirty = tree["uncommitted"]
+    text += f"\ncode: {tree['commit']}" + (
+        f" with {len(dirty)} uncommitted file(s) (tree.json)" if dirty else ""
+    )
     (sitting / "summary.txt").write_text(text + "\n")
     summary = {
         "seconds": round(elapsed, 1),
@@ -265,6 +284,7 @@ def main() -> int:
         "burners": burners,
         "cores": os.cpu_count(),
         "runs_asked": runs,
+        "tree": tree,
         "tests": [{**asdict(t), "seconds": [round(s, 1) for s in t.seconds]} for t in ordered],
     }
     (sitting / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
