@@ -203,6 +203,10 @@ class CommitProtocol:
 class AtLeastOnce(CommitProtocol):
     """Flush outputs and changelogs, apply the write caches, then commit the input offsets."""
 
+    def recreate_producer(self, rt: RuntimeTask, tasks: Sequence[RuntimeTask]) -> None:
+        """The shared producer was abandoned in a stuck flush (kstream.kafka.deadline)."""
+        self.renew_shared_producer(tasks)
+
     def commit(self, tasks: Sequence[RuntimeTask], consumer: CommitConsumer) -> int | None:
         host = self.host
         open_tasks = [rt for rt in tasks if rt.open and host.guard(rt, rt.verify_stores)]

@@ -471,6 +471,8 @@ class StreamThread:
         waited = self.outage.wait_out(error)
         for rt in tasks:
             self.task_manager.seek_back(self.task_manager.rollback(rt))
+        if tasks and route(error) is Recovery.ABANDON_PRODUCER:  # a flush stuck for good
+            self.commits.recreate_producer(tasks[0], list(self.tasks.values()))
         if not waited:
             self.failed_once(error)
 

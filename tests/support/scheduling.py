@@ -71,6 +71,7 @@ PER_TEST_UNITS = {
     "tests/e2e/test_crash_cogroup_suppress.py": 30.0,
     "tests/e2e/test_cooperative_rebalance.py": 40.0,
     "tests/e2e/test_consumer_protocol_standby.py": 25.0,
+    "tests/e2e/test_broker_outage.py": 100.0,
 }
 # a worker with more than this still to run gets the shortest unit left as its follower
 LONG_UNIT_S = 30.0

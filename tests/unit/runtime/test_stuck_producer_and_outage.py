@@ -94,6 +94,45 @@ class Supplier(MockClientSupplier):
         return super().producer(config)
 
 
+class StuckFlush(MockProducer):
+    """A mock idempotent producer whose first `flush` is abandoned at its deadline: wedged
+    from then on (every flush raises ClientStuckError again)."""
+
+    stuck: str | None = None
+
+    def flush(self, timeout: float = 30.0) -> None:
+        if self.stuck is None:
+            self.stuck = "flushing"
+        raise ClientStuckError("flushing: no answer 40s after the call began")
+
+    def close(self, timeout: float = 30.0, *, drop_undelivered: bool = False) -> None:
+        pass  # let go
+
+
+class FlushSupplier(MockClientSupplier):
+    """Hands out a `StuckFlush` as the first producer."""
+
+    def producer(self, config: Any) -> Any:
+        if not self.producers:
+            p = StuckFlush(self.cluster, idempotent=True, track_offsets=config.track_offsets)
+            self.producers.append(p)
+            return p
+        return super().producer(config)
+
+
+def test_at_least_once_replaces_a_producer_stuck_in_its_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mock_runtime, "MockClientSupplier", FlushSupplier)
+    cluster = cluster_with_input("a b", "b c")
+    with running(cluster, tmp_path, "at_least_once") as r:
+        r.turn(4)
+        assert isinstance(r.supplier.producers[0], StuckFlush)
+        assert all(rt.producer is not r.supplier.producers[0] for rt in r.thread.tasks.values())
+    assert sorted(counts(cluster)) == EXACT
+    assert cluster.committed("app", SRC, 0) == 2
+
+
 def test_a_stuck_client_call_is_routed_to_abandoning_the_producer() -> None:
     assert route(ClientStuckError("send_offsets: no answer")) is Recovery.ABANDON_PRODUCER
     kinds = [kind for kind, _ in FAILURE_TABLE]
