@@ -118,9 +118,13 @@ def test_sigkill_keeps_the_grace_join_exact(
         for k in range(KILLS):
             produce(bs, orders, rows[k * chunk : (k + 1) * chunk], "string", "string")
             want = k * chunk + chunk // 3
+
+            def done(target: int = want) -> bool:
+                return consumed() >= target
+
             # on the group's committed input offsets: a read_committed reader can stall behind
             # the killed worker's open transaction until the broker aborts it
-            wait_reading(reader, f"{want} orders done", lambda w_=want: consumed() >= w_, 120, w)
+            wait_reading(reader, f"{want} orders done", done, 120, w)
             assert consumed() < (k + 1) * chunk  # the kill lands mid-stream
             w.kill()
             w.start()
@@ -133,9 +137,9 @@ def test_sigkill_keeps_the_grace_join_exact(
             wait_reading(reader, "every order", lambda: len(answers()) >= len(rows), 120, w)
         except AssertionError as e:
             answered = {a.split("|", 1)[0] for a in answers()}
-            missing = [(p, o, ts) for p, o, ts in rows if o not in answered]
+            unanswered = [(p, o, ts) for p, o, ts in rows if o not in answered]
             raise AssertionError(
-                f"{len(missing)} orders unanswered, e.g. {missing[:8]}; {_ends(bs, out)}\n{e}"
+                f"{len(unanswered)} orders unanswered, e.g. {unanswered[:8]}; {_ends(bs, out)}\n{e}"
             ) from None
         assert w.stop() == 0, w.tail()
         reader.read_to_end()
@@ -161,7 +165,7 @@ def _ends(bs: str, topic: str) -> str:
     """Each partition of `topic`: its read_committed end (the last stable offset) and its high
     watermark. A stable end stuck below the high watermark is a transaction left open (a
     reader waits behind it), not an answer never written."""
-    ends = []
+    ends: list[list[int | str]] = []
     for iso in ("read_committed", "read_uncommitted"):
         c = Consumer({"bootstrap.servers": bs, "group.id": "ends", "isolation.level": iso})
         try:
