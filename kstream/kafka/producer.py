@@ -333,6 +333,7 @@ class Producer:
         try:
             self._p.begin_transaction()
         except KafkaException as e:
+            self._note_fatal(e)
             raise map_error(e, self._ctx("beginning a transaction"), transactional=True) from None
         self._in_txn = True
 
@@ -355,6 +356,7 @@ class Producer:
                 limit,
             )
         except KafkaException as e:
+            self._note_fatal(e)
             raise map_error(
                 e, self._ctx("sending offsets to the transaction"), transactional=True
             ) from None
@@ -374,6 +376,7 @@ class Producer:
                 self._ctx("committing a transaction"), limit, self._p.commit_transaction, limit
             )
         except KafkaException as e:
+            self._note_fatal(e)
             failures = self._take_failures()
             exc = map_error(e, self._ctx("committing a transaction"), transactional=True)
             if failures:
@@ -394,11 +397,22 @@ class Producer:
         try:
             self._call(self._ctx("aborting a transaction"), limit, self._p.abort_transaction, limit)
         except KafkaException as e:
+            self._note_fatal(e)
             raise map_error(e, self._ctx("aborting a transaction"), transactional=True) from None
         finally:
             self._take_failures()
             self._tracked.drop()
             self._in_txn = False
+
+    def _note_fatal(self, e: KafkaException) -> None:
+        """Keep a fatal error a transactional call raised (fenced, ...) where `is_fatal` and
+        `fenced` look. librdkafka also reports it to the error callback, but only the next
+        poll serves that, and a producer that failed a call may never be polled again: a
+        fenced exactly_once_v2 producer then looked healthy to `CommitProtocol.after_fenced`,
+        was kept, and failed every `begin` after each rejoin (the fence loop of issue 44)."""
+        err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+        if err is not None and err.fatal():
+            self._errors(err)
 
     def _take_failures(self) -> str:
         with self._lock:

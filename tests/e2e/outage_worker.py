@@ -1,7 +1,7 @@
-"""worker.py's app, whose user function may stall once: `--sleep-once-s S` makes the
-`--sleep-at`-th record this process handles wait S seconds (a slow external call, a long GC
-pause), once per process; every other flag is worker.py's. Outputs stay those of the stateful
-pipeline (e2e.pipelines), so the independent reader checks them the same way."""
+"""worker.py's app, whose user function may stall once: `--sleep-once-s S` makes it wait S
+seconds (a slow external call, a long GC pause) once per process, after `--sleep-at` records;
+every other flag is worker.py's. Outputs stay those of the stateful pipeline (e2e.pipelines),
+so the independent reader checks them the same way."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import e2e.pipelines as pipelines
 import e2e.worker as worker
 from kstream.records import Record
+from kstream.topology import ProcessorContext
 
 
 def _take(flag: str, default: str) -> str:
@@ -31,20 +32,33 @@ SLEEP_AT = int(_take("--sleep-at", "3000"))
 
 
 class SlowOnce(pipelines.Tally):
-    """The pipeline's processor, sleeping `SLEEP_S` at the `SLEEP_AT`-th record, once."""
+    """The pipeline's processor, whose wall-clock punctuation sleeps `SLEEP_S` once, at its
+    first turn after `SLEEP_AT` records.
+
+    In a punctuation, not while processing a record: a task's outputs leave for the broker at
+    the end of its batch, so a sleep inside a record's processing may sit in a transaction
+    the broker has not heard of yet (nothing sent in it), whose timeout then never runs. A
+    punctuation runs after the batch, in its transaction, whose outputs the producer sends
+    within its linger: the broker's clock for the transaction runs through the sleep."""
 
     seen = 0
     slept = False
 
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        ctx.schedule(50, "wall_clock", self._maybe_sleep)
+
     def process(self, record: Record) -> None:
+        super().process(record)
+        SlowOnce.seen += 1
+
+    def _maybe_sleep(self, now_ms: int) -> None:
         cls = SlowOnce
-        cls.seen += 1
         if SLEEP_S and not cls.slept and cls.seen >= SLEEP_AT:
             cls.slept = True
-            print(f"user function: sleeping {SLEEP_S:g}s on {record.key}", flush=True)
+            print(f"user function: sleeping {SLEEP_S:g}s after {cls.seen} records", flush=True)
             time.sleep(SLEEP_S)
             print("user function: woke up", flush=True)
-        super().process(record)
 
 
 if __name__ == "__main__":

@@ -204,7 +204,7 @@ def test_a_user_function_slower_than_the_transaction_timeout(
             assert "replacing the fenced producer" in log, run.w.tail()
             print(
                 f"fenced producers replaced: {log.count('replacing the fenced producer')}, "
-                f"rejoins: {log.count('rejoining the group')}"
+                f"rejoins: {log.count('leaving and rejoining the group')}"
             )
         finally:
             run.close()

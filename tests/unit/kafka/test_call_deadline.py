@@ -13,9 +13,11 @@ import time
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 import kstream.kafka.deadline as deadline
 import kstream.kafka.producer as producer_module
+from kstream.errors import ProducerFencedError
 from kstream.kafka.deadline import Deadline
 from kstream.kafka.errors import ClientStuckError
 from kstream.kafka.producer import Producer
@@ -29,11 +31,15 @@ class Raw:
     def __init__(self, conf: dict[str, Any]) -> None:
         self.conf = conf
         self.blocked: set[str] = set()
+        # call name -> the error it raises (as librdkafka does, without serving error_cb)
+        self.raising: dict[str, KafkaError] = {}
         self.release = threading.Event()
         self.calls: list[str] = []
 
     def _maybe_block(self, name: str) -> None:
         self.calls.append(name)
+        if name in self.raising:
+            raise KafkaException(self.raising[name])
         if name in self.blocked:
             self.release.wait()
 
@@ -44,7 +50,7 @@ class Raw:
         self._maybe_block("init_transactions")
 
     def begin_transaction(self) -> None:
-        self.calls.append("begin_transaction")
+        self._maybe_block("begin_transaction")
 
     def send_offsets_to_transaction(self, offsets: Any, meta: Any, timeout: float) -> None:
         self._maybe_block("send_offsets_to_transaction")
@@ -176,3 +182,25 @@ def test_a_healthy_producer_closes_its_call_thread(made: list[Raw]) -> None:
     while any(t.name == name for t in threading.enumerate()) and time.monotonic() < end:
         time.sleep(0.01)
     assert not any(t.name == name for t in threading.enumerate())
+
+
+@pytest.mark.parametrize("call", ["send_offsets_to_transaction", "begin_transaction"])
+def test_a_fenced_error_raised_by_a_call_makes_the_producer_fatal_and_fenced(
+    made: list[Raw], call: str
+) -> None:
+    """librdkafka raises the fatal _FENCED from the call, and reports it to the error callback
+    only at the next poll, which a failed producer may never get: `is_fatal` and `fenced` must
+    see it anyway, or the runtime keeps the fenced producer (issue 44's fence loop, seen on
+    Apache Kafka after a user function outlived the transaction timeout)."""
+    p = _producer()
+    raw = made[-1]
+    if call != "begin_transaction":
+        p.begin()
+    raw.raising[call] = KafkaError(
+        KafkaError._FENCED, "Failed to add offsets to transaction", fatal=True
+    )
+    assert not p.is_fatal()
+    with pytest.raises(ProducerFencedError):
+        p.send_offsets([], object()) if call != "begin_transaction" else p.begin()
+    assert p.is_fatal()
+    assert p.fenced()
