@@ -23,6 +23,7 @@ __all__ = [
     "BrokerStartError",
     "BrokerUnreachableError",
     "ClientStuckError",
+    "CommitOutcomeUnknownError",
     "FatalTransactionError",
     "KafkaClientError",
     "ProduceError",
@@ -54,6 +55,14 @@ class TransactionAbortableError(TransactionError):
 
 class FatalTransactionError(TransactionError):
     """The producer can no longer be used (includes commit timeouts): recreate it."""
+
+
+class CommitOutcomeUnknownError(KafkaClientError):
+    """A transaction commit failed without an answer on its outcome (it timed out, or the call
+    was abandoned at its deadline): the broker may have committed it. Only the broker can tell,
+    once a producer taking the transactional id over has settled the transaction, so the
+    runtime revives the transaction's tasks from the committed state instead of replaying the
+    batch from the offsets it knew (which would write the batch's outputs twice)."""
 
 
 _UNREACHABLE = {

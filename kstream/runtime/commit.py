@@ -34,7 +34,8 @@ from typing import Any, Protocol
 from confluent_kafka import TopicPartition
 
 from kstream.config import Config
-from kstream.errors import KafkaClientError
+from kstream.errors import KafkaClientError, ProducerFencedError
+from kstream.kafka.errors import CommitOutcomeUnknownError, TransactionAbortableError
 from kstream.kafka.producer import Producer
 from kstream.metrics import Metrics
 from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask
@@ -49,8 +50,25 @@ __all__ = [
     "ExactlyOncePerTask",
     "ExactlyOnceV2",
     "commit_protocol",
+    "commit_transaction",
     "task_transactional_id",
 ]
+
+
+def commit_transaction(producer: Producer) -> None:
+    """Commit `producer`'s open transaction, telling a failed commit from one whose outcome is
+    unknown. An abortable error or a fence means the broker did not commit it; any other
+    failure (a timeout, a call abandoned at its deadline, a fatal state) may have come after
+    the broker committed it, and is raised as `CommitOutcomeUnknownError` so that the
+    transaction's tasks are revived from what the broker holds (failures.py)."""
+    try:
+        producer.commit()
+    except (TransactionAbortableError, ProducerFencedError):
+        raise
+    except KafkaClientError as e:
+        raise CommitOutcomeUnknownError(
+            f"{e}; the transaction may have committed", code=e.code
+        ) from e
 
 
 def task_transactional_id(app_id: str, subtopology: int, partition: int) -> str:
@@ -193,6 +211,13 @@ class CommitProtocol:
         """A task closed (or could not be created): close `producer` if it was the task's
         own (a shared one closes with the protocol, `close`)."""
 
+    def settle(self, keys: Sequence[tuple[int, int]], tasks: Sequence[RuntimeTask]) -> None:
+        """Settle the last transaction of tasks `keys`, whose commit has an unknown outcome
+        (`CommitOutcomeUnknownError`), before they are revived from the committed state: a new
+        producer with the transactional id completes it if the broker took the commit, aborts
+        it otherwise, and waits until its markers are written (so a restore that follows reads
+        what it committed). `tasks`: the thread's tasks (a shared producer is theirs)."""
+
     def after_fenced(self) -> None:
         """The thread was fenced and has closed its tasks to rejoin the group: a producer that
         outlives its tasks (the shared one) is replaced before the thread rejoins, as Kafka
@@ -201,7 +226,18 @@ class CommitProtocol:
 
 
 class AtLeastOnce(CommitProtocol):
-    """Flush outputs and changelogs, apply the write caches, then commit the input offsets."""
+    """Flush outputs and changelogs, apply the write caches, then commit the input offsets.
+
+    An offset commit that fails after the caches were applied leaves nothing to roll back
+    (the outputs are delivered, the stores hold the batch): its offsets are kept and committed
+    with the next commit, whether or not new input arrives by then, for the partitions the
+    thread still owns (a partition another member took over is its to commit).
+    """
+
+    def __init__(self, ctx: RuntimeContext, host: CommitHost, metrics: Metrics) -> None:
+        super().__init__(ctx, host, metrics)
+        # input offsets applied but not yet committed (their offset commit failed)
+        self._unacked: dict[TP, int] = {}
 
     def recreate_producer(self, rt: RuntimeTask, tasks: Sequence[RuntimeTask]) -> None:
         """The shared producer was abandoned in a stuck flush (kstream.kafka.deadline)."""
@@ -210,23 +246,31 @@ class AtLeastOnce(CommitProtocol):
     def commit(self, tasks: Sequence[RuntimeTask], consumer: CommitConsumer) -> int | None:
         host = self.host
         open_tasks = [rt for rt in tasks if rt.open and host.guard(rt, rt.verify_stores)]
-        if not open_tasks:
+        owned = {tp for rt in tasks for tp in rt.tps}
+        self._unacked = {tp: o for tp, o in self._unacked.items() if tp in owned}
+        if not open_tasks and not self._unacked:
             return None
+        applied = False
         try:
             for rt in open_tasks:
                 rt.produce_changelogs()
             producer = self.shared_producer()
             producer.flush(self.ctx.config.shutdown_timeout / 1000)
             delivered = producer.take_offsets()
-            offsets: list[TopicPartition] = []
             for rt in open_tasks:
-                offsets += rt.offsets()
+                self._unacked.update(rt.next_offsets)
                 host.apply(rt, delivered)
-            if offsets:
-                consumer.commit(offsets)
+            applied = True
+            if self._unacked:
+                consumer.commit([TopicPartition(t, p, o) for (t, p), o in self._unacked.items()])
+                self._unacked = {}
         except KafkaClientError as e:
-            log.warning("commit failed: %s; retrying from the committed offsets", e)
-            host.retry_from_committed(open_tasks, e)
+            if applied:
+                log.warning("committing offsets failed: %s; committing them with the next", e)
+                host.retry_from_committed([], e)  # nothing to roll back: count and back off
+            else:
+                log.warning("commit failed: %s; retrying from the committed offsets", e)
+                host.retry_from_committed(open_tasks, e)
             return None
         host.progressed()
         return 0
@@ -257,7 +301,7 @@ class ExactlyOncePerTask(CommitProtocol):
             offsets = rt.offsets()
             if offsets:
                 rt.producer.send_offsets(offsets, meta)
-            rt.producer.commit()
+            commit_transaction(rt.producer)
 
         committed = 0
         for rt in list(tasks):
@@ -281,6 +325,10 @@ class ExactlyOncePerTask(CommitProtocol):
 
     def release_producer(self, producer: Producer) -> None:
         producer.close(1.0, drop_undelivered=True)
+
+    def settle(self, keys: Sequence[tuple[int, int]], tasks: Sequence[RuntimeTask]) -> None:
+        for key in keys:
+            self.task_producer(*key).close(1.0, drop_undelivered=True)
 
 
 class ExactlyOnceV2(CommitProtocol):
@@ -308,6 +356,9 @@ class ExactlyOnceV2(CommitProtocol):
         return [rt, *(o for o in tasks if o.open and o is not rt)]
 
     def recreate_producer(self, rt: RuntimeTask, tasks: Sequence[RuntimeTask]) -> None:
+        self.renew_shared_producer(tasks)
+
+    def settle(self, keys: Sequence[tuple[int, int]], tasks: Sequence[RuntimeTask]) -> None:
         self.renew_shared_producer(tasks)
 
     def after_fenced(self) -> None:
@@ -343,7 +394,7 @@ class ExactlyOnceV2(CommitProtocol):
             producer = open_tasks[0].producer
             if offsets:
                 producer.send_offsets(offsets, meta)
-            producer.commit()
+            commit_transaction(producer)
 
         if not host.guard(open_tasks[0], end):
             return None

@@ -24,7 +24,11 @@ from kstream.errors import (
     StoreLostError,
     TopologyError,
 )
-from kstream.kafka.errors import ClientStuckError, FatalTransactionError
+from kstream.kafka.errors import (
+    ClientStuckError,
+    CommitOutcomeUnknownError,
+    FatalTransactionError,
+)
 
 __all__ = [
     "FAILURE_TABLE",
@@ -50,6 +54,10 @@ class Recovery(enum.Enum):
     """Roll the task (and those sharing its transaction) back, seek back, back off, retry."""
     REBUILD = "rebuilding its stores from the changelog"
     """Roll back as RETRY does, then replace the task by one restored from its changelogs."""
+    REVIVE = "reviving its tasks from the committed state"
+    """The commit's outcome is unknown: roll back without aborting, settle the transaction
+    with a new producer, and create the tasks again from the committed offsets read then and
+    their stores restored to them (Kafka Streams closes such tasks dirty and revives them)."""
     RECREATE_PRODUCER = "recreating its producer"
     """Roll back as RETRY does, with a new producer: the old one is in a fatal state."""
     ABANDON_PRODUCER = "abandoning its stuck producer for a new one"
@@ -79,6 +87,8 @@ FAILURE_TABLE: tuple[tuple[type[BaseException], Recovery], ...] = (
     (NameError, Recovery.STOP),
     # a newer instance owns the task's transactional id
     (ProducerFencedError, Recovery.REJOIN),
+    # a commit that may have committed: replaying the batch could write it twice
+    (CommitOutcomeUnknownError, Recovery.REVIVE),
     # the producer cannot go on (a transaction in a fatal state)
     (FatalTransactionError, Recovery.RECREATE_PRODUCER),
     # a producer call outlived its deadline (librdkafka issue #5511: send_offsets waiting for

@@ -552,6 +552,37 @@ class TaskManager:
         self._add(key, fresh)
         log.info("task %s: stores rebuilt from their changelogs", rt.id)
 
+    def revive(self, rt: RuntimeTask) -> None:
+        """Create `rt` and the tasks sharing its transaction again from the committed state,
+        after a commit whose outcome is unknown (`CommitOutcomeUnknownError`: its answer timed
+        out, or the call was abandoned at its deadline), as Kafka Streams closes such tasks
+        dirty and revives them.
+
+        Replaying the batch from the offsets the tasks knew would write its outputs twice if
+        the broker did commit it. So the tasks are closed without their uncommitted work, the
+        transaction is settled by a new producer with its transactional id (completed if the
+        broker took the commit, aborted otherwise, its markers written either way), and only
+        then are the committed offsets read and the stores restored to them: whichever the
+        outcome, stores and positions agree with what readers see. A failure here raises; the
+        thread then rejoins the group, which creates the tasks from the committed state too.
+        """
+        scope = self.commits.rollback(rt, list(self.tasks.values()), fenced=True)
+        keys = [(one.subtopology, one.partition) for one in scope]
+        self._close_tasks(scope)
+        self.commits.settle(keys, list(self.tasks.values()))
+        compiled = self.ctx.compiled
+        tps = [(t, n) for sid, n in keys for t in compiled.subtopologies[sid].source_topics]
+        committed = self._read_committed(keys, tps, fence=False)
+        restored = restore_tasks(self.ctx, keys, committed, {})
+        self._create(keys, committed, restored)
+        revived = [self.tasks[k] for k in keys]
+        self.seek_back(revived)
+        log.info(
+            "revived tasks %s from the committed state: %s",
+            sorted(one.id for one in revived),
+            {f"{t}[{p}]": o for one in revived for (t, p), o in sorted(one.committed.items())},
+        )
+
     def seek_back(self, tasks: list[RuntimeTask]) -> None:
         """Seek the tasks' partitions back to their committed offsets. Only tasks that were
         rolled back: the others still have this batch's records to process.

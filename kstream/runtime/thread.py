@@ -441,7 +441,15 @@ class StreamThread:
             tm.rollback(rt, fenced=True)
             self._resubscribe = True
             return
-        if recovery is Recovery.REBUILD:
+        if recovery is Recovery.REVIVE:
+            try:
+                tm.revive(rt)
+            except KafkaClientError as revive_error:
+                # the group's assignment creates the tasks from the committed state too
+                log.warning("reviving the tasks: %s; rejoining the group", revive_error)
+                self._resubscribe = True
+                return
+        elif recovery is Recovery.REBUILD:
             tm.seek_back(tm.rollback_quietly(rt))
             tm.rebuild(rt)
         else:
