@@ -17,13 +17,14 @@ as Kafka Streams wipes and restores a global store whose checkpoint is out of ra
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from kstream.config import Config
-from kstream.errors import StoreError
+from kstream.errors import KafkaClientError, StoreError
 from kstream.kafka.read_to_end import ReadToEndTimeout, read_to_end
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.records import KAFKA_TIMESTAMP_TYPES, Headers, Record
@@ -87,6 +88,8 @@ class GlobalStores:
                 raise StoreError(f"global table topic {topic!r} does not exist")
             self._tps += [(topic, p) for p in parts]
         self._batch = config.batch_max_records
+        #: a poll raised: the next one first seeks back to what was applied (`poll`)
+        self._rewind = False
 
     def _new_task(self) -> Task:
         return Task(
@@ -102,7 +105,9 @@ class GlobalStores:
     def bootstrap(self, stop: Any = None, idle_timeout: float = 60.0) -> None:
         """Assign every global partition from its checkpoint (or its beginning, after wiping
         the stores: module docstring) and read it to its end (partition EOF:
-        kstream.kafka.read_to_end) before processing starts; `poll` follows from there."""
+        kstream.kafka.read_to_end) before processing starts; `poll` follows from there. A
+        client error (a dropped connection) is retried, as Kafka Streams' global thread
+        retries, until `idle_timeout` passes without a record applied."""
         checkpoint = self._usable_checkpoint()
         if checkpoint is None:
             self._wipe()
@@ -111,20 +116,35 @@ class GlobalStores:
             starts = dict(checkpoint)
             self._offsets = dict(checkpoint)
         log.info("global stores: reading %s", starts if checkpoint else "from the beginning")
-        try:
-            for batch in read_to_end(
-                self.consumer,
-                starts,
-                max_records=self._batch,
-                poll_s=0.2,
-                idle_timeout=idle_timeout,
-                stop=stop,
-            ):
-                self.bootstrapped += self._apply(batch.messages)
-        except ReadToEndTimeout:
-            raise StoreError(
-                f"global stores: no progress reading {self._tps} for {idle_timeout:g}s"
-            ) from None
+        began, at = time.monotonic(), self.bootstrapped
+        while True:
+            # after a client error, the read starts again from the offsets after the records
+            # applied (as `poll` does): the failed batch may have taken records it never gave
+            reading = {tp: self._offsets.get(tp, start) for tp, start in starts.items()}
+            try:
+                for batch in read_to_end(
+                    self.consumer,
+                    reading,
+                    max_records=self._batch,
+                    poll_s=0.2,
+                    idle_timeout=idle_timeout,
+                    stop=stop,
+                ):
+                    self.bootstrapped += self._apply(batch.messages)
+                return
+            except ReadToEndTimeout:
+                raise StoreError(
+                    f"global stores: no progress reading {self._tps} for {idle_timeout:g}s"
+                ) from None
+            except KafkaClientError as e:
+                if self.bootstrapped > at:
+                    began, at = time.monotonic(), self.bootstrapped
+                if time.monotonic() - began > idle_timeout:
+                    raise StoreError(
+                        f"global stores: no progress reading {self._tps} for {idle_timeout:g}s: {e}"
+                    ) from e
+                log.warning("global stores: %s (reading on from what was applied)", e)
+                time.sleep(0.2)
 
     def _usable_checkpoint(self) -> dict[tuple[str, int], int] | None:
         """The stores' common checkpoint if it covers every global partition and lies within
@@ -168,8 +188,30 @@ class GlobalStores:
         self.views.update({n: s.read_only() for n, s in self.task.stores.items()})
 
     def poll(self, timeout: float = 0.0) -> int:
-        """Apply what has arrived; returns the number of records."""
-        return self._apply(self.consumer.consume_batch(self._batch, timeout))
+        """Apply what has arrived; returns the number of records (0 after a client error).
+
+        The consume raises `KafkaClientError` for a partition error reported in the batch
+        (e.g. a dropped connection) and for librdkafka's KafkaException, as the stream
+        thread's own consumer does, whose poll logs it and goes on: the client reconnects by
+        itself, and Kafka Streams' global thread retries too. Raising here would end the
+        stream thread over a passing error. So the error is logged and the next poll goes
+        on, first seeking every global partition back
+        to the offset after the last record applied: a batch that raised may have moved the
+        consumer past records it never returned (those before the error in the batch), which
+        would otherwise be missing from the stores for good."""
+        try:
+            if self._rewind:
+                for topic, part in self._tps:
+                    self.consumer.seek(
+                        topic, part, self._offsets.get((topic, part), OFFSET_BEGINNING)
+                    )
+                self._rewind = False
+            msgs = self.consumer.consume_batch(self._batch, timeout)
+        except KafkaClientError as e:
+            log.warning("global stores: %s (retrying at the next poll)", e)
+            self._rewind = True
+            return 0
+        return self._apply(msgs)
 
     def _apply(self, msgs: list[Any]) -> int:
         if not msgs:

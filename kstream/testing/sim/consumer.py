@@ -73,8 +73,12 @@ class SimConsumer:
         *,
         group_id: str | None = None,
         kafka: dict[str, Any] | None = None,
+        poll_call: str | None = None,
     ) -> None:
         kafka = kafka or {}
+        #: the hook name of its polls: faults are planted in one kind of consumer or another
+        #: (the stream thread's group consumer, a restore consumer, the global consumer)
+        self.poll_call = poll_call or ("consumer.poll" if group_id else "consumer.poll_assigned")
         self.cluster = cluster
         self.hooks = hooks
         self.group_id = group_id
@@ -257,9 +261,7 @@ class SimConsumer:
     def consume_batch(self, max_records: int, timeout_s: float) -> list[MockMessage]:
         if self._closed:
             raise RuntimeError("Consumer closed")
-        # the stream thread's group consumer, or one that reads assigned partitions (a
-        # restore, the global tables): faults are planted in one kind or the other
-        self.hooks.before("consumer.poll" if self.group_id else "consumer.poll_assigned", self)
+        self.hooks.before(self.poll_call, self)
         self._group_step()
         out: list[MockMessage] = []
         keys = sorted(self._positions)

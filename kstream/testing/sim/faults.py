@@ -4,6 +4,7 @@ Each is what a real client reports in that situation, through the same exception
 `kstream.kafka.Producer` and `Consumer` raise:
 
 * `poll`: the connection to the broker drops (a retriable transport error);
+* `global_poll`: the same in the global tables' consumer (topologies with a global table);
 * `committed`: a committed-offset read times out;
 * `send_offsets`, `commit`: the coordinator asks for the transaction to be aborted (abortable);
 * `commit_timeout`: the commit times out before it reached the broker (kstream treats a commit
@@ -111,6 +112,7 @@ FAULTS: dict[str, Fault] = {
     f[0]: f
     for f in (
         ("poll", "consumer.poll", _raise(_transport)),
+        ("global_poll", "consumer.poll_global", _raise(_transport)),
         ("committed", "consumer.committed", _raise(_committed_timeout)),
         ("send_offsets", "producer.send_offsets", _raise(_abortable)),
         ("commit", "producer.commit", _raise(_abortable)),
@@ -134,7 +136,11 @@ _EXACTLY_ONCE = (
 _AT_LEAST_ONCE = ("poll", "committed", "consumer_commit", "flush")
 
 
-def faults_for(guarantee: str, exclude: tuple[str, ...] = ()) -> list[str]:
-    """The fault names that apply under `guarantee`, less `exclude`."""
-    names = _AT_LEAST_ONCE if guarantee == "at_least_once" else _EXACTLY_ONCE
+def faults_for(
+    guarantee: str, exclude: tuple[str, ...] = (), global_tables: bool = False
+) -> list[str]:
+    """The fault names that apply under `guarantee` (and to a topology with global tables),
+    less `exclude`."""
+    names: tuple[str, ...] = _AT_LEAST_ONCE if guarantee == "at_least_once" else _EXACTLY_ONCE
+    names += ("global_poll",) if global_tables else ()
     return [n for n in names if n not in exclude]

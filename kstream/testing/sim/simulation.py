@@ -173,6 +173,10 @@ class _Run:
         self.incarnations = [0] * MAX_SLOTS
         #: slots whose instance crashed (restarted once the faults stop)
         self.crashed: set[int] = set()
+        #: slots whose instance is in its graceful close: its state directory (and the LMDB
+        #: environments in it) is still in use until the close returns, so no instance may
+        #: start there meanwhile, as a second process could not take the directory's lock
+        self.closing: set[int] = set()
 
     # --- the trace ---------------------------------------------------------------------------
 
@@ -219,12 +223,20 @@ class _Run:
         self.event(f"crash {inst.name}")
         self.count("crashes")
 
+    def free_slots(self) -> list[int]:
+        """The slots where an instance may start: none runs or is closing there."""
+        return [s for s in range(MAX_SLOTS) if s not in self.instances and s not in self.closing]
+
     def leave(self, inst: Instance) -> None:
         assert self.instances.get(inst.slot) is inst
         self.event(f"close {inst.name}")
         self.count("leaves")
         del self.instances[inst.slot]
-        self.guarded(inst, inst.close)
+        self.closing.add(inst.slot)
+        try:
+            self.guarded(inst, inst.close)
+        finally:
+            self.closing.discard(inst.slot)
 
     def turn(self, inst: Instance) -> None:
         self.turns += 1
@@ -267,7 +279,7 @@ class _Run:
     def fault_step(self) -> None:
         rng = self.rng
         runnable = self.runnable()
-        free = [s for s in range(MAX_SLOTS) if s not in self.instances]
+        free = self.free_slots()
         choices: list[tuple[str, float]] = [("run", 12.0), ("feed", 3.0)]
         if runnable:
             choices += [("crash", 0.25), ("pause", 0.2), ("error", 1.0), ("slow", 0.12)]
@@ -307,7 +319,7 @@ class _Run:
             self.count("joins")
 
     def plant(self, inst: Instance) -> None:
-        names = faults_for(self.guarantee, self.opts.exclude)
+        names = faults_for(self.guarantee, self.opts.exclude, self.scenario.global_tables)
         if not names:
             return
         name = self.rng.choice(names)
@@ -330,7 +342,7 @@ class _Run:
             # decided now: the world may have changed since the fault was armed
             self.event(f"mid-commit of {inst.name}: {kind}")
             if kind == "join":
-                open_slots = [s for s in range(MAX_SLOTS) if s not in self.instances]
+                open_slots = self.free_slots()
                 if open_slots:
                     joined = self.start(open_slots[0])
                     self.guarded(joined, joined.open)

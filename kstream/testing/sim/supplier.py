@@ -89,9 +89,13 @@ class SimClientSupplier:
         self.producers.append(p)
         return cast("Producer", p)  # duck-typed: the calls of kstream.kafka.Producer
 
-    def consumer(self, config: ClientConfig) -> Consumer:
+    def consumer(self, config: ClientConfig, poll_call: str | None = None) -> Consumer:
         c = SimConsumer(
-            self.cluster, self.hooks, group_id=config.group_id, kafka=dict(config.kafka)
+            self.cluster,
+            self.hooks,
+            group_id=config.group_id,
+            kafka=dict(config.kafka),
+            poll_call=poll_call,
         )
         self.consumers.append(c)
         return cast("Consumer", c)  # duck-typed: the calls of kstream.kafka.Consumer
@@ -100,7 +104,8 @@ class SimClientSupplier:
         return self.consumer(config)
 
     def global_consumer(self, config: ClientConfig) -> Consumer:
-        return self.consumer(config)
+        # its polls have a hook of their own: the `global_poll` fault fails them alone
+        return self.consumer(config, poll_call="consumer.poll_global")
 
     def admin(self, config: ClientConfig) -> Admin:
         return cast("Admin", SimAdmin(self.cluster, self.hooks))

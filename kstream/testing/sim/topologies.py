@@ -78,6 +78,8 @@ class Scenario:
     #: topics whose records are all written before the instances start (a table the
     #: topology's joins must see complete, e.g. a global table)
     preload: tuple[str, ...] = ()
+    #: the topology reads a global table (the `global_poll` fault applies)
+    global_tables: bool = False
     #: the guarantees whose invariant holds (at_least_once: duplicates are allowed then)
     guarantees: tuple[str, ...] = ("exactly_once_v2", "exactly_once")
 
@@ -400,6 +402,7 @@ SCENARIOS: dict[str, Scenario] = {
             ["orders-enriched"],
             _example_order_events,
             preload=("customers", "products"),
+            global_tables=True,
         ),
     )
 }
