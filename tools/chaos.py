@@ -188,10 +188,11 @@ def tree_state() -> dict[str, Any]:
 
     def git(*args: str) -> str:
         out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
-        return out.stdout.strip() if out.returncode == 0 else ""
+        return out.stdout if out.returncode == 0 else ""
 
+    # porcelain lines are "XY path": the status columns may be blank, so nothing is stripped
     changed = [line[3:] for line in git("status", "--porcelain").splitlines() if line]
-    return {"commit": git("rev-parse", "HEAD"), "uncommitted": changed}
+    return {"commit": git("rev-parse", "HEAD").strip(), "uncommitted": changed}
 
 
 def table(tallies: list[Tally], elapsed: float, burners: int, budget: float) -> str:
