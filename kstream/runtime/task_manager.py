@@ -146,6 +146,9 @@ class TaskManager:
             rolled: list[RuntimeTask] = []
             if self.host.error is None:
                 rolled = self.host.commit_all_or_rollback()
+                # a failed commit may have replaced tasks (revived or rebuilt): the ones that
+                # run the partitions now are closed, not the replaced ones again
+                moving = self._tasks_of(parts)
             self._close_tasks(moving, park=True)
             self.seek_back([rt for rt in _unique(rolled) if rt in self.tasks.values()])
         self._release(parts)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from confluent_kafka import TopicPartition
 from support.mock_runtime import SRC, cluster_with_input, counts, running, send
 
 from kstream.kafka.errors import ClientStuckError, FatalTransactionError
@@ -60,3 +61,26 @@ def test_a_commit_with_a_lost_answer_is_settled_from_the_broker(
         r.turn(3)
     assert sorted(counts(cluster)) == [("a", 1), ("a", 2), ("b", 1), ("b", 2), ("c", 1)]
     assert cluster.committed("app", SRC, 0) == 3
+
+
+@pytest.mark.parametrize("guarantee", GUARANTEES)
+def test_a_revoke_whose_commit_loses_its_answer_closes_the_revived_tasks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, guarantee: str
+) -> None:
+    """The commit of a revoke revives the tasks; the revoke then gives up the revived ones
+    (it gave up the replaced ones again before: their closed stores were suspended, and the
+    task resumed from them failed with 'store is closed', simulator seed 169)."""
+    cluster = cluster_with_input("a b", "b c", partitions=2)
+    with running(cluster, tmp_path, guarantee) as r:
+        r.poll()
+        r.commit()
+        r.poll()  # the count tasks (with stores) have the repartitioned words open
+        tm = r.thread.task_manager
+        assert [rt.id for rt in tm.tasks.values() if rt.open] in (["1_0"], ["1_1"], ["1_0", "1_1"])
+        everything = [TopicPartition(t, p) for t, p in tm.task_of]
+        _lose_next_commit_answer(monkeypatch, True, FatalTransactionError)
+        tm.on_revoke(everything)
+        assert tm.tasks == {}
+        tm.on_assign(everything)
+        r.turn(4)
+    assert sorted(counts(cluster)) == [("a", 1), ("b", 1), ("b", 2), ("c", 1)]
