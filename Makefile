@@ -113,13 +113,11 @@ chaos: $(STAMP) $(KAFKA_STAMP)
 # The deterministic simulator (kstream.testing.sim, docs/testing.md): SEEDS seeds from SEED_FIRST
 # on every core (niced), at most SIM_BUDGET seconds; prints seeds/s and each failing seed with
 # its replay command. SIM_ARGS adds options (--topology, --guarantee, --exclude, --no-faults).
-# The fault commit_landed is left out by default: the runtime is known to duplicate outputs
-# under it (docs/testing.md); SIM_ARGS= runs it too.
 SEEDS ?= 2000
 SEED_FIRST ?= 0
 SIM_BUDGET ?= 600
 SIM_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
-SIM_ARGS ?= --exclude commit_landed
+SIM_ARGS ?=
 simulate: $(STAMP)
 	PYTHONHASHSEED=0 nice $(RUN_PY) -m kstream.testing.sim --seeds $(SEEDS) --first $(SEED_FIRST) \
 		--jobs $(SIM_JOBS) --budget $(SIM_BUDGET) $(SIM_ARGS)

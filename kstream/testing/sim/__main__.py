@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--guarantee", choices=GUARANTEES)
     parser.add_argument("--no-faults", action="store_true", help="runs without faults")
     parser.add_argument("--exclude", default="", help="fault names never planted (a,b)")
-    parser.add_argument("--plan", help="a named fault plan (slow_user_function)")
+    parser.add_argument("--plan", help="a named fault plan (slow_user_function, standby_failover)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--budget", type=float, default=600.0, help="seconds for a sweep")
     parser.add_argument("--mutants", action="store_true", help="the planted-defects table")

@@ -22,6 +22,7 @@ from kstream.runtime.thread import StreamThread
 from kstream.testing.sim.broker import SimKafka
 from kstream.testing.sim.clock import VirtualClock
 from kstream.testing.sim.hooks import CallHooks
+from kstream.testing.sim.registry import SimRegistry, SimRegistryTopic
 from kstream.testing.sim.supplier import SimClientSupplier
 from kstream.topology import Topology
 
@@ -42,7 +43,10 @@ class Instance:
         config: dict[str, Any],
         cluster: SimKafka,
         clock: VirtualClock,
+        registry: SimRegistryTopic | None = None,
     ) -> None:
+        """`registry`: the run's instance registry, given when the app keeps standby
+        replicas (kstream.testing.sim.registry)."""
         self.slot = slot
         self.name = f"i{slot}.{incarnation}"
         self.state_dir = str(config["state_dir"])
@@ -63,6 +67,10 @@ class Instance:
             config=config,
             client_supplier=self.supplier,
         )
+        #: the instance's registry (standby replicas), the App's own as `_start_registry`
+        #: would make it, under the process id
+        self.registry = None if registry is None else SimRegistry(registry, f"slot{slot}")
+        self.app._registry = self.registry  # type: ignore[assignment]
         self.thread: StreamThread = self.app._new_stream_thread(self.app._create_topics())
         self.thread.backoff = clock.sleep
         self.thread.purge = RepartitionPurge(self.thread.ctx, clock=clock.monotonic)
@@ -84,11 +92,15 @@ class Instance:
         if not self.opened:
             self.open()
             return
+        if self.registry is not None:
+            self.registry.heartbeat()
         self.thread.run_once()
 
     def close(self) -> None:
         """A graceful stop: commit, release the tasks, leave the group."""
         self.thread.close()
+        if self.registry is not None:
+            self.registry.close()
         self.hooks.dead = True
 
     def crash(self) -> None:

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from kstream.runtime import standby
 from kstream.runtime.commit import ExactlyOnceV2
 from kstream.runtime.task_manager import TaskManager
 from kstream.runtime.tasks import RuntimeTask
@@ -33,6 +34,8 @@ class Mutant:
     patch: tuple[Any, str, Callable[[Any], Any]]
     topologies: tuple[str, ...]
     guarantees: tuple[str, ...] = ("exactly_once_v2", "exactly_once")
+    #: a fault plan instead of random faults (`Options.plan`), for a defect only it reaches
+    plan: str | None = None
 
 
 @contextmanager
@@ -91,6 +94,19 @@ def _stream_time_kept(original: Any) -> Any:
     return discard
 
 
+def _standby_past_checkpoint(original: Any) -> Any:
+    def apply_batch(states: Any, messages: Any, ended: Any, *args: Any, **kwargs: Any) -> int:
+        # half of the batch is applied, but the checkpoint moves past all of it: a task taking
+        # the standby's stores over restores from there and never sees the other half
+        past = dict(ended)
+        for m in messages:
+            tp = (m.topic(), m.partition())
+            past[tp] = max(past.get(tp, 0), m.offset() + 1)
+        return int(original(states, messages[: len(messages) // 2], past, *args, **kwargs))
+
+    return apply_batch
+
+
 def _offsets_outside_transaction(original: Any) -> Any:
     def commit(self: ExactlyOnceV2, tasks: Any, consumer: Any) -> int | None:
         # the input offsets committed by the consumer before the transaction's commit
@@ -146,6 +162,13 @@ MUTANTS: dict[str, Mutant] = {
             ("count", "stream_table", "word_count"),
             ("exactly_once_v2",),
         ),
+        Mutant(
+            "standby_past_checkpoint",
+            "a standby's checkpoint moves past changelog records it did not apply",
+            (standby, "apply_batch", _standby_past_checkpoint),
+            ("count", "word_count", "windowed"),
+            plan="standby_failover",
+        ),
     )
 }
 
@@ -156,9 +179,7 @@ def _run(args: tuple[str, int]) -> tuple[str, int, bool, str]:
     topology = m.topologies[seed % len(m.topologies)]
     guarantee = m.guarantees[(seed // len(m.topologies)) % len(m.guarantees)]
     with applied(m):
-        out = simulate(
-            Options(seed=seed, topology=topology, guarantee=guarantee, exclude=("commit_landed",))
-        )
+        out = simulate(Options(seed=seed, topology=topology, guarantee=guarantee, plan=m.plan))
     return name, seed, out.ok, out.failures[0][:160] if out.failures else ""
 
 

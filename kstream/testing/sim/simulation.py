@@ -41,6 +41,7 @@ from kstream.testing.sim.instance import APP_ID, Instance
 from kstream.testing.sim.oracle import Outputs, compare, expected
 from kstream.testing.sim.patches import LmdbEnvironments, patched_runtime
 from kstream.testing.sim.producer import SimProducer
+from kstream.testing.sim.registry import SimRegistryTopic
 from kstream.testing.sim.topologies import SCENARIOS, InputRecord, Work
 
 __all__ = ["GUARANTEES", "Options", "Outcome", "pick", "simulate"]
@@ -101,19 +102,23 @@ def pick(seed: int, topology: str | None, guarantee: str | None) -> tuple[str, s
 
 
 class _Tail(logging.Handler):
-    """Keeps the runtime's last log lines (for a failure's report) and counts rejoins."""
+    """Keeps the runtime's last log lines (for a failure's report), counts rejoins and the
+    active tasks that started from a standby's stores (a standby failover)."""
 
     def __init__(self, clock: VirtualClock) -> None:
         super().__init__(logging.INFO)
         self.clock = clock
         self.lines: deque[str] = deque(maxlen=60)
         self.rejoins = 0
+        self.standby_takeovers = 0
         self.current = ""
 
     def emit(self, record: logging.LogRecord) -> None:
         text = record.getMessage()
         if "leaving and rejoining the group" in text:
             self.rejoins += 1
+        elif "taking over its standby stores" in text:
+            self.standby_takeovers += 1
         self.lines.append(f"{self.clock.now:9.3f} {self.current} {record.levelname} {text[:300]}")
 
 
@@ -149,11 +154,15 @@ class _Run:
             "broker_compat": "none",
             "slow_rebalance_warning": 0,
             "future_timestamp_warning": 0,
+            # standby replicas (kstream.runtime.standby) over the run's instance registry
+            "num_standby_replicas": rng.choice([0, 0, 1]),
         }
         if opts.plan == "slow_user_function":
             # one record per batch and a commit a second: a transaction is open (its first
             # records written) when the slow call comes, as under a steady flow of input
             self.config.update(batch_max_records=1, commit_interval=1000, cache_max_bytes=0)
+        elif opts.plan == "standby_failover":
+            self.config.update(num_standby_replicas=1)
         self.event(
             f"run {topology} {guarantee} partitions={self.partitions} "
             f"records={len(self.records)} {sorted(self.config.items())}"
@@ -162,6 +171,7 @@ class _Run:
             self.cluster.create_topic(topic, self.partitions)
         for topic in self.scenario.outputs:
             self.cluster.create_topic(topic, self.partitions)
+        self.registry = SimRegistryTopic(self.clock)
         self.feeder = SimProducer(self.cluster, CallHooks("feeder"))
         preload = [r for r in self.records if r.topic in self.scenario.preload]
         self.pending: deque[InputRecord] = deque(
@@ -208,6 +218,7 @@ class _Run:
             config,
             self.cluster,
             self.clock,
+            self.registry if self.config["num_standby_replicas"] else None,
         )
         self.instances[slot] = inst
         self.crashed.discard(slot)
@@ -368,6 +379,24 @@ class _Run:
                 self.turn(inst)
             self.work.slow[inst.name] = 12.0
             self.event(f"slow user function in {inst.name}: 12.0s")
+        elif self.opts.plan == "standby_failover":
+            # two instances, each keeping a standby of the other's tasks; once the input
+            # flows, the one running more tasks is killed: the survivor's new active tasks
+            # start from its standbys' stores (Outcome.stats["standby_takeovers"])
+            pair = [self.start(0), self.start(1)]
+            for _ in range(40):
+                self.feed(2)
+                for inst in pair:
+                    self.turn(inst)
+            victim = max(pair, key=lambda i: (len(i.thread.tasks), -i.slot))
+            survivor = pair[1 - pair.index(victim)]
+            self.crash(victim)
+            # the survivor alone until the group gives it the victim's tasks (its session
+            # times out), before the victim restarts once the faults stop
+            crashed_at = self.clock.now
+            while not self.tail.standby_takeovers and self.clock.now - crashed_at < 30.0:
+                self.feed(1)
+                self.turn(survivor)
         else:
             raise ValueError(f"unknown plan {self.opts.plan!r}")
 
@@ -487,6 +516,7 @@ def simulate(opts: Options) -> Outcome:
         for topic in sorted(got):
             digest.update(repr(got[topic]).encode())
         run.stats["rejoins"] = run.tail.rejoins
+        run.stats["standby_takeovers"] = run.tail.standby_takeovers
         run.stats["timed_out_transactions"] = run.cluster.timed_out
         return Outcome(
             opts.seed,
