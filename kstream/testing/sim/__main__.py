@@ -27,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--guarantee", choices=GUARANTEES)
     parser.add_argument("--no-faults", action="store_true", help="runs without faults")
     parser.add_argument("--exclude", default="", help="fault names never planted (a,b)")
+    parser.add_argument(
+        "--include", default="", help="faults of known open defects planted too (poll_taken)"
+    )
     parser.add_argument("--plan", help="a named fault plan (slow_user_function, standby_failover)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--budget", type=float, default=600.0, help="seconds for a sweep")
@@ -40,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         guarantee=args.guarantee,
         faults=not args.no_faults,
         exclude=exclude,
+        include=tuple(x for x in args.include.split(",") if x),
         plan=args.plan,
         verbose=args.verbose,
     )

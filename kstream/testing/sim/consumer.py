@@ -101,6 +101,8 @@ class SimConsumer:
         self._applied = False
         self._turn = 0
         self._closed = False
+        #: the next poll that takes records raises after taking them (the `poll_taken` fault)
+        self.fail_after_batch = False
 
     # --- group membership ------------------------------------------------------------------
 
@@ -289,6 +291,15 @@ class SimConsumer:
             if len(out) >= max_records:
                 break
         self.cluster.clock.advance(BUSY_POLL_S if len(out) >= max_records else timeout_s)
+        if out and self.fail_after_batch:
+            self.fail_after_batch = False
+            where = f"topic={out[-1].topic()!r} partition={out[-1].partition()}"
+            raise KafkaClientError(
+                f"consuming from {where}: UNKNOWN_TOPIC_OR_PART (injected after {len(out)} "
+                "record(s) of the batch were taken)",
+                code="UNKNOWN_TOPIC_OR_PART",
+                retriable=True,
+            )
         return out
 
     def eof_offset(self, topic: str, partition: int) -> int | None:

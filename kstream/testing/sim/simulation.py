@@ -63,6 +63,8 @@ class Options:
     plan: str | None = None
     #: fault names never planted (kstream.testing.sim.faults)
     exclude: tuple[str, ...] = ()
+    #: faults of a known open defect (faults.OPEN) planted too
+    include: tuple[str, ...] = ()
     heal_bound_s: float = 120.0
     max_turns: int = 30_000
     verbose: bool = False
@@ -81,6 +83,8 @@ class Outcome:
     log_tail: list[str] = field(default_factory=list)
     #: the last events of the trace (a failed run's)
     trace_tail: list[str] = field(default_factory=list)
+    #: the run's other options, as command-line flags (part of its replay command)
+    flags: str = ""
 
     @property
     def ok(self) -> bool:
@@ -89,8 +93,21 @@ class Outcome:
     def replay(self) -> str:
         return (
             f".venv/bin/python -m kstream.testing.sim --seed {self.seed} "
-            f"--topology {self.topology} --guarantee {self.guarantee}"
+            f"--topology {self.topology} --guarantee {self.guarantee}{self.flags}"
         )
+
+
+def _flags(opts: Options) -> str:
+    """The command-line flags of `opts` beyond seed, topology and guarantee."""
+    out = ""
+    for flag, names in (("--exclude", opts.exclude), ("--include", opts.include)):
+        if names:
+            out += f" {flag} {','.join(names)}"
+    if opts.plan:
+        out += f" --plan {opts.plan}"
+    if not opts.faults:
+        out += " --no-faults"
+    return out
 
 
 def pick(seed: int, topology: str | None, guarantee: str | None) -> tuple[str, str]:
@@ -330,7 +347,9 @@ class _Run:
             self.count("joins")
 
     def plant(self, inst: Instance) -> None:
-        names = faults_for(self.guarantee, self.opts.exclude, self.scenario.global_tables)
+        names = faults_for(
+            self.guarantee, self.opts.exclude, self.scenario.global_tables, self.opts.include
+        )
         if not names:
             return
         name = self.rng.choice(names)
@@ -529,6 +548,7 @@ def simulate(opts: Options) -> Outcome:
             run.stats,
             list(run.tail.lines) if run.failures else [],
             [t for t in run.trace if " turn " not in t][-60:] if run.failures else [],
+            _flags(opts),
         )
     finally:
         logger.setLevel(saved[0])

@@ -46,6 +46,7 @@ def _options(first: int, count: int, base: Options) -> Iterator[Options]:
             guarantee=base.guarantee,
             faults=base.faults,
             exclude=base.exclude,
+            include=base.include,
         )
 
 
