@@ -41,6 +41,7 @@ from kstream.broker_compat import (
     marks_value,
 )
 from kstream.config import Config
+from kstream.errors import KafkaClientError
 from kstream.kafka.producer import Producer
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.metrics import STORE_TIMING_SAMPLE_EVERY
@@ -174,6 +175,16 @@ def restore_tasks(
         for (sub, part), task_parts in zip(tasks, parts, strict=True)
         for _ in task_parts
     ]
+    if ctx.exactly_once and not ctx.compat.restore_filter:
+        await_stable_changelogs(
+            ctx,
+            [
+                (spec.changelog_topic(ctx.app_id), part)
+                for task_parts in parts
+                for spec, part in task_parts
+                if spec.changelog
+            ],
+        )
     ctx.restoring_changed(+len(tasks))
     try:
         results = open_and_restore_all(
@@ -198,6 +209,104 @@ def restore_tasks(
         out.append(results[at : at + len(task_parts)])
         at += len(task_parts)
     return out
+
+
+STABLE_WAIT_S = 3.0
+"""exactly-once: the longest a restore waits for its changelog partitions' last stable offsets
+to reach their high watermarks (`await_stable_changelogs`)."""
+_STABLE_POLL_S = 0.01
+
+
+def await_stable_changelogs(
+    ctx: RuntimeContext, tps: Sequence[TP], wait_s: float = STABLE_WAIT_S
+) -> dict[TP, int]:
+    """Before a restore under exactly-once: wait until every changelog partition of `tps` is
+    stable up to the high watermark it has now (its last stable offset at or past it), at most
+    `wait_s`. Returns the partitions still behind then, with that high watermark.
+
+    Why: a transaction's commit is decided when the producer's commit returns, but its markers
+    are written afterwards, partition by partition, and the group's committed offsets (written
+    by the group coordinator) can become readable, even to a read that waits for stable offsets
+    (KIP-447), before the markers reach the changelog partitions. Seen on one Apache Kafka 4.1.1
+    broker: 2 transactions of 600 whose offsets read as committed while data partitions of the
+    same transaction still had their last stable offset before its records. A new owner reading
+    the offsets in that moment (under the consumer group protocol it is assigned within
+    milliseconds of the previous owner's last commit) would restore its stores to the last
+    stable offset, one commit short, and go on from after that commit: its running counts were
+    emitted again and never reached the end (51 duplicated, 51 missing in one test run).
+
+    The offsets are read before this (`TaskManager._read_committed`), so every record of a
+    transaction whose offsets were read lies below the high watermark read here; once the last
+    stable offset passes it, the restore, which reads to the last stable offset, holds every
+    such transaction. A transaction still open past `wait_s` is undecided: one of a previous
+    owner that died or was fenced, whose offsets for partitions that moved the coordinator
+    refuses (its generation or member epoch is gone) and which the broker aborts; the restore
+    goes on without it (a late commit that did land is what the task manager's second read of
+    the offsets catches, `TaskManager._restore_again_if_committed_moved`)."""
+    if not tps:
+        return {}
+    cfg = ctx.config
+    clients = [
+        ctx.client_supplier.restore_consumer(
+            ClientConfig(
+                ctx.bootstrap_servers,
+                {**cfg.kafka, "isolation.level": isolation},
+                cfg.connect_timeout,
+            )
+        )
+        for isolation in ("read_uncommitted", "read_committed")
+    ]
+    high: dict[TP, int] = {}
+    t0 = time.monotonic()
+    try:
+        ends, stable = clients
+        behind: dict[TP, int] = {}
+        while True:
+            try:
+                for tp in tps:
+                    if tp not in high:
+                        high[tp] = _end(ends, tp)
+                behind = {tp: h for tp, h in high.items() if _end(stable, tp) < h}
+            except KafkaClientError as e:
+                log.warning("changelog partitions %s: reading their ends: %s", _names(tps), e)
+                behind = {tp: high.get(tp, -1) for tp in tps}
+            if not behind:
+                break
+            if time.monotonic() - t0 >= wait_s:
+                log.warning(
+                    "changelog partitions %s still hold an open transaction below their high "
+                    "watermarks after %gs (a previous owner's that never ended?); restoring "
+                    "without it",
+                    _names(behind),
+                    wait_s,
+                )
+                break
+            time.sleep(_STABLE_POLL_S)
+    finally:
+        for client in clients:
+            try:
+                client.close()
+            except Exception as e:
+                log.debug("closing a watermark client: %s", e)
+    waited = time.monotonic() - t0
+    if waited >= 0.05:
+        log.info(
+            "changelog partitions %s: waited %.2fs for their last stable offsets to reach %s",
+            _names(tps),
+            waited,
+            {f"{t}[{p}]": h for (t, p), h in sorted(high.items())},
+        )
+    return behind
+
+
+def _end(client: Any, tp: TP) -> int:
+    """`tp`'s end as `client`'s isolation level sees it, asked of the broker (ListOffsets)."""
+    wm = client.get_watermark_offsets(TopicPartition(*tp), cached=False)
+    return int(wm[1]) if wm else 0
+
+
+def _names(tps: Mapping[TP, int] | Sequence[TP]) -> str:
+    return ", ".join(f"{t}[{p}]" for t, p in sorted(tps))
 
 
 class RuntimeTask:
