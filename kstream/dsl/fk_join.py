@@ -29,14 +29,10 @@ Kafka's `SubscriptionWrapper.Instruction`:
 - `DELETE_KEY_AND_PROPAGATE`: unsubscribe and answer "no match" (an inner join whose row was
   deleted or lost its foreign key: the result is deleted).
 - `PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE`: subscribe and always answer, with None when the
-  foreign key has no row (a left join, or an inner join's update of an existing row: any
-  earlier result must be replaced or deleted). Kafka 4.1 sends an inner join's update whose
-  foreign key did not change `PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE`, reasoning that the old value
-  did not join either; but the answer to the old value may be in flight and come back stale,
-  and then a result of an older value stays the row's last (`SubscriptionSendProcessor`).
-  kstream answers every update, at the cost of a tombstone for a row that joined nothing.
+  foreign key has no row (a left join, or a changed foreign key: any earlier result must be
+  replaced or deleted).
 - `PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE`: subscribe and answer only when the foreign row exists
-  (an inner join's new row).
+  (an inner join whose foreign key did not change).
 
 Results are stamped as Kafka stamps them: an answer to a subscription with the larger of the
 left update's and the right row's timestamps, an answer to a right-table update with that
@@ -177,18 +173,13 @@ class SubscriptionSendProcessor(BuiltinProcessor):
                 send((new_fk, Instruction.PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE))
             elif new_fk is None:
                 send((old_fk, Instruction.DELETE_KEY_AND_PROPAGATE))
-            else:
-                if not self._same(new_fk, old_fk):
-                    # the old foreign key forgets the row
-                    send((old_fk, Instruction.DELETE_KEY_NO_PROPAGATE))
-                # the new key answers, None included, whether or not it changed: the answer to
-                # the row's previous value may still be in flight, and it is dropped as stale
-                # when it arrives after this update. Answering only a foreign key that has a
-                # row (Kafka 4.1's PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE for an unchanged key)
-                # would then leave the result of an older value as the row's last, e.g. "a|c3"
-                # joined while "b|c2" and "c|c2" (no row c2) are read in one batch: the answer
-                # deleting it, made for "b|c2", comes back stale and nothing answers "c|c2"
+            elif not self._same(new_fk, old_fk):
+                # the old foreign key forgets the row; the new one answers, None included, as
+                # any result the old key gave must be replaced (inner and left joins alike)
+                send((old_fk, Instruction.DELETE_KEY_NO_PROPAGATE))
                 send((new_fk, Instruction.PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE))
+            else:
+                send((new_fk, Instruction.PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE))
         elif self.left_join:
             send((new_fk, Instruction.PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE))
         elif new_fk is None:

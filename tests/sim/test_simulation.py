@@ -46,6 +46,9 @@ FOUND = [
     # the harness started an instance (a join in the middle of a commit) on the state
     # directory of one still in its graceful close, whose LMDB environments were open
     (1530, "orders_enriched", "exactly_once"),
+    # a poll whose batch held an error event among its records dropped them, the consumer's
+    # position already past them (kstream.kafka.consumer.split_events; also 10, 17, 18)
+    (7, "count", "exactly_once_v2"),
 ]
 
 

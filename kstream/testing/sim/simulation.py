@@ -521,7 +521,7 @@ def simulate(opts: Options) -> Outcome:
                 for inst in list(run.instances.values()):
                     inst.crash()
         got = run.outputs()
-        problems = compare(run.scenario, want, got, cached=run.config["cache_max_bytes"] > 0)
+        problems = compare(run.scenario, want, got, run.config["cache_max_bytes"] > 0, run.records)
         if guarantee == "at_least_once":
             problems = _missing(want, got, cached=run.config["cache_max_bytes"] > 0)
         if problems and not run.failures:

@@ -200,28 +200,6 @@ def test_a_stale_answer_is_dropped() -> None:
         assert d.dropped_records().get("stale_response") == 1
 
 
-def test_the_last_result_is_the_current_values_when_an_answer_comes_back_stale() -> None:
-    """Two updates of a row read in one batch, ahead of the first one's answer (a task reads a
-    batch of its input before answers come back through the response topic): the row moves
-    from a joined foreign key to one without a row, then changes again on that key. The
-    answer deleting the old result is made for the first update and comes back stale; the
-    second update must be answered too, or the old result stays the row's last (the simulator
-    found it: `python -m kstream.testing.sim --seed 180 --topology fk_join --guarantee
-    exactly_once_v2 --exclude commit_landed`)."""
-    b = fk_app()
-    with TopologyTestDriver(b) as d:
-        left, right = d.input_topic("left", "str", "str"), d.input_topic("right", "str", "str")
-        right.pipe("rhs1", "rv1", timestamp=1)
-        left.pipe("lhs1", "a|rhs1", timestamp=2)
-        assert out_records(d) == [("lhs1", "(a|rhs1,rv1)", 2)]
-        values = serde("str")
-        for ts, value in ((3, "b|rhs2"), (4, "c|rhs2")):
-            d._enqueue("left", values.to_bytes("lhs1"), values.to_bytes(value), ts, ())
-        d._drain()
-        assert d.dropped_records().get("stale_response") == 1
-        assert out_records(d) == [("lhs1", None, 4)]
-
-
 def test_a_none_foreign_key_is_dropped_by_an_inner_join() -> None:
     b = StreamBuilder()
     left, right = b.table("left", "str", "str"), b.table("right", "str", "str")
