@@ -99,13 +99,6 @@ class StreamThread:
         )
         # "cooperative", "eager" or "consumer" (kstream.runtime.rebalance)
         self.rebalance_protocol = effective_protocol(ctx.compiled, ctx.config)
-        if self.rebalance_protocol == CONSUMER and ctx.exactly_once:
-            log.warning(
-                "rebalance_protocol='consumer' is experimental under exactly-once: in one test "
-                "run, instances joining a running app gave 51 duplicated and 51 missing "
-                "running counts (docs/operations.md); use 'cooperative' or 'eager' for "
-                "exact results"
-            )
         # under the consumer protocol: fails the thread if the broker never lets it join
         self.join_watch = JoinWatch(
             self.rebalance_protocol, ctx.config.connect_timeout / 1000, ctx.bootstrap_servers
