@@ -29,6 +29,7 @@ __all__ = [
     "Consumer",
     "RebalanceCallback",
     "TopicPartition",
+    "split_events",
     "to_end_settings",
 ]
 
@@ -129,6 +130,8 @@ class Consumer:
             self._closed = True
             raise
         self._eof: dict[TP, int] = {}
+        # an error event that came with records: raised by the next `consume_batch`
+        self._deferred: KafkaClientError | None = None
 
     @property
     def raw(self) -> _RawConsumer:
@@ -211,9 +214,16 @@ class Consumer:
         median latency at 5,000 records/s and 10-20% off stateful throughput (more, smaller
         batches), so the engine keeps full batches and `batch_max_wait` is the latency knob.
 
-        Partition-EOF events are recorded (see `eof_offset`) and left out; any other error
-        is raised as a kstream exception.
+        Partition-EOF events are recorded (see `eof_offset`) and left out. Any other error
+        event is raised as a kstream exception, but never at the cost of the batch's records:
+        librdkafka has moved its positions past every record it returned, so records dropped
+        with the error would never be read again (lost outputs, or a task waiting for good on
+        offsets already behind the consumer). A batch holding records and an error returns
+        the records; the error is raised by the next call, before it consumes anything.
         """
+        if self._deferred is not None:
+            error, self._deferred = self._deferred, None
+            raise error
         try:
             msgs = self._c.consume(max_records, timeout_s)
         except KafkaException as e:
@@ -224,16 +234,11 @@ class Consumer:
         return msgs
 
     def _without_events(self, msgs: list[Message]) -> list[Message]:
-        out: list[Message] = []
-        for m in msgs:
-            err = m.error()
-            if err is None:
-                out.append(m)
-            elif err.code() == KafkaError._PARTITION_EOF:
-                self._eof[(m.topic() or "", m.partition() or 0)] = m.offset() or 0
-            else:
-                where = f"topic={m.topic()!r} partition={m.partition()}"
-                raise map_error(err, f"consuming from {where}")
+        out, error = split_events(msgs, self._eof)
+        if error is not None:
+            if not out:
+                raise error
+            self._deferred = error
         return out
 
     def eof_offset(self, topic: str, partition: int) -> int | None:
@@ -366,6 +371,27 @@ class Consumer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def split_events(
+    msgs: Sequence[Any], eof: dict[TP, int]
+) -> tuple[list[Any], KafkaClientError | None]:
+    """A consumed batch's records, and its first error event as a kstream exception (None if
+    it has none); its partition-EOF events are recorded in `eof` (partition -> end offset).
+    `Consumer.consume_batch` hands the records over and raises the error at its next call
+    (the simulator's consumer does the same with the same function)."""
+    out: list[Any] = []
+    error: KafkaClientError | None = None
+    for m in msgs:
+        err = m.error()
+        if err is None:
+            out.append(m)
+        elif err.code() == KafkaError._PARTITION_EOF:
+            eof[(m.topic() or "", m.partition() or 0)] = m.offset() or 0
+        elif error is None:
+            where = f"topic={m.topic()!r} partition={m.partition()}"
+            error = map_error(err, f"consuming from {where}")
+    return out, error
 
 
 def _tp(p: TopicPartition | TP | tuple[str, int, int]) -> TopicPartition:

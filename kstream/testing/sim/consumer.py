@@ -19,9 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID, KafkaError, TopicPartition
 
 from kstream.errors import ConfigError, KafkaClientError, TopicError
+from kstream.kafka.consumer import split_events
 from kstream.testing.mock_cluster import MockMessage
 from kstream.testing.sim.broker import SimKafka
 from kstream.testing.sim.groups import COOPERATIVE, EAGER, Member
@@ -37,6 +38,26 @@ Callback = Callable[[list[TopicPartition]], None]
 BUSY_POLL_S = 0.001
 #: the steps in which a committed-offset read held by pending offsets waits
 PENDING_STEP_S = 0.1
+
+
+class ErrorEvent:
+    """An error event among a poll's records, shaped like confluent-kafka's `Message` with its
+    error set (as librdkafka hands over a partition's error)."""
+
+    def __init__(self, topic: str, partition: int, code: int) -> None:
+        self._topic, self._partition, self._error = topic, partition, KafkaError(code)
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return -1
+
+    def error(self) -> KafkaError:
+        return self._error
 
 
 class _Raw:
@@ -101,8 +122,11 @@ class SimConsumer:
         self._applied = False
         self._turn = 0
         self._closed = False
-        #: the next poll that takes records raises after taking them (the `poll_taken` fault)
+        #: the next poll that takes records gets an error event among them (`poll_taken`)
         self.fail_after_batch = False
+        # an error event that came with records: raised by the next poll, as the real
+        # consumer does (kstream.kafka.consumer.Consumer.consume_batch)
+        self._deferred: KafkaClientError | None = None
 
     # --- group membership ------------------------------------------------------------------
 
@@ -263,6 +287,9 @@ class SimConsumer:
     def consume_batch(self, max_records: int, timeout_s: float) -> list[MockMessage]:
         if self._closed:
             raise RuntimeError("Consumer closed")
+        if self._deferred is not None:
+            error, self._deferred = self._deferred, None
+            raise error
         self.hooks.before(self.poll_call, self)
         self._group_step()
         out: list[MockMessage] = []
@@ -292,14 +319,17 @@ class SimConsumer:
                 break
         self.cluster.clock.advance(BUSY_POLL_S if len(out) >= max_records else timeout_s)
         if out and self.fail_after_batch:
+            # librdkafka hands a partition's error over among the batch's records, its
+            # positions already past them: the real consumer's handling of such a batch
             self.fail_after_batch = False
-            where = f"topic={out[-1].topic()!r} partition={out[-1].partition()}"
-            raise KafkaClientError(
-                f"consuming from {where}: UNKNOWN_TOPIC_OR_PART (injected after {len(out)} "
-                "record(s) of the batch were taken)",
-                code="UNKNOWN_TOPIC_OR_PART",
-                retriable=True,
-            )
+            last = out[-1]
+            event = ErrorEvent(last.topic(), last.partition(), KafkaError.UNKNOWN_TOPIC_OR_PART)
+            records, event_error = split_events([*out, event], self._eof)
+            if event_error is not None:
+                if not records:
+                    raise event_error
+                self._deferred = event_error
+            return records
         return out
 
     def eof_offset(self, topic: str, partition: int) -> int | None:
