@@ -41,9 +41,10 @@ ENV = "KSTREAM_TEST_ARTIFACTS"
 _READ_S = 60.0  # the most one topic's dump may take per isolation level
 
 
-def _slug(text: str) -> str:
-    """As tests/conftest.py's `unique_name` puts a test's name into its topic names."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:80]
+def _slug(text: str, limit: int = 80) -> str:
+    """As tests/conftest.py's `unique_name` puts a test's name into its topic names (80
+    characters at most)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:limit]
 
 
 def keep(item: Any, when: str, longrepr: str) -> Path | None:
@@ -53,7 +54,8 @@ def keep(item: Any, when: str, longrepr: str) -> Path | None:
     root = os.environ.get(ENV)
     if not root:
         return None
-    dest = Path(root) / _slug(item.nodeid.split("/")[-1].replace("::", "__"))
+    # the whole id, parameters included: two parameters of one test keep apart
+    dest = Path(root) / _slug(item.nodeid.split("/")[-1].replace("::", "__"), 200)
     dest.mkdir(parents=True, exist_ok=True)
     problems: list[str] = []
     (dest / "failure.txt").write_text(f"{item.nodeid} failed in {when}\n\n{longrepr}\n")
