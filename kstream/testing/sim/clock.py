@@ -11,9 +11,11 @@ simulator never relies on.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 __all__ = ["VirtualClock", "patched_time"]
 
@@ -71,16 +73,29 @@ class VirtualClock:
 
 @contextmanager
 def patched_time(clock: VirtualClock) -> Iterator[VirtualClock]:
-    """Point the `time` module's clocks and sleep at `clock` until the block ends."""
-    saved = {
-        name: getattr(time, name)
-        for name in ("time", "monotonic", "time_ns", "monotonic_ns", "sleep")
-    }
-    time.time = clock.time
-    time.monotonic = clock.monotonic
-    time.time_ns = clock.time_ns
-    time.monotonic_ns = clock.monotonic_ns
-    time.sleep = clock.sleep  # type: ignore[assignment]
+    """Point the `time` module's clocks and sleep at `clock` until the block ends, for the
+    thread that runs the simulation alone (it runs every call of the run: the task manager's
+    pool runs inline, kstream.testing.sim.patches). Every other thread keeps the real clock:
+    a thread left running in the same process (another test's clients or watchdog, under
+    pytest-xdist) would otherwise move the virtual clock with its sleeps, and a run's
+    outcome would depend on what else the process did."""
+    names = ("time", "monotonic", "time_ns", "monotonic_ns", "sleep")
+    saved: dict[str, Callable[..., Any]] = {name: getattr(time, name) for name in names}
+    owner = threading.get_ident()
+
+    def routed(name: str, virtual: Callable[..., Any]) -> Callable[..., Any]:
+        real = saved[name]
+
+        def read(*args: Any) -> Any:
+            return virtual(*args) if threading.get_ident() == owner else real(*args)
+
+        return read
+
+    time.time = routed("time", clock.time)
+    time.monotonic = routed("monotonic", clock.monotonic)
+    time.time_ns = routed("time_ns", clock.time_ns)
+    time.monotonic_ns = routed("monotonic_ns", clock.monotonic_ns)
+    time.sleep = routed("sleep", clock.sleep)
     try:
         yield clock
     finally:

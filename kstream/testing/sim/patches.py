@@ -14,6 +14,7 @@ deterministic without changing what the runtime does.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -73,9 +74,12 @@ def patched_runtime(envs: LmdbEnvironments) -> Iterator[None]:
     saved_pool = task_manager.ThreadPoolExecutor
     saved_init = lmdb_backend.LMDBBackend.__init__
 
+    owner = threading.get_ident()
+
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         saved_init(self, *args, **kwargs)
-        envs.opened.append(self)
+        if threading.get_ident() == owner:  # another thread's environments are not the run's
+            envs.opened.append(self)
 
     task_manager.ThreadPoolExecutor = InlineExecutor  # type: ignore[misc,assignment]
     lmdb_backend.LMDBBackend.__init__ = init  # type: ignore[method-assign]
