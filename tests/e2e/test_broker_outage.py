@@ -31,8 +31,10 @@ from kstream.testing.kafka import KafkaCluster
 OUTAGE_WORKER = str(Path(__file__).with_name("outage_worker.py"))
 PARTITIONS = 4
 KEYS = 200
-RECORDS = 20_000
-# about 500 records/s: 20,000 records last 40 s, so each fault lands mid-stream
+RECORDS = 8_000
+# about 500 records/s: 8,000 records last 16 s, so each fault (after BEFORE outputs) lands
+# mid-stream with 5,000 records still to come; more made each test take about 150 s of the
+# suite under load
 DELAY = "0.002"
 BEFORE = 3_000  # outputs before the fault
 AFTER = 400  # outputs that show the app is going again (a transaction holds at most 200)
