@@ -23,7 +23,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID, KafkaE
 
 from kstream.errors import ConfigError, KafkaClientError, TopicError
 from kstream.kafka.consumer import split_events
-from kstream.testing.mock_cluster import MockMessage
+from kstream.testing.mock_cluster import MockMessage, _tp
 from kstream.testing.sim.broker import SimKafka
 from kstream.testing.sim.groups import COOPERATIVE, EAGER, Member
 from kstream.testing.sim.hooks import CallHooks
@@ -445,13 +445,3 @@ class SimConsumer:
             finally:
                 self._closed = True
         self._closed = True
-
-
-def _tp(p: TopicPartition | tuple[Any, ...]) -> TopicPartition:
-    if isinstance(p, TopicPartition):
-        return p
-    if len(p) == 2:
-        return TopicPartition(p[0], p[1])
-    if len(p) == 3:
-        return TopicPartition(p[0], p[1], p[2])
-    raise ConfigError(f"expected TopicPartition or (topic, partition[, offset]), got {p!r}")
