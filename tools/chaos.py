@@ -21,6 +21,8 @@ Settings (environment):
 - `TESTS`: a regular expression over the test ids (default: every test of `DEFAULT_FILES`);
 - `FILES`: the test files, space-separated globs under tests/e2e (default `DEFAULT_FILES`);
 - `BURNERS`: busy-loop processes beside the tests (default: one per core; 0: none);
+- `JOBS`: runs at once (default 1); each has its own broker, so parallel runs are load for
+  each other, and a sitting of 30 runs of every test fits in an afternoon rather than a night;
 - `BUDGET`: the sitting's time budget, `90m`, `2h`, `600s` or seconds (default 60m);
 - `CHAOS_DIR`: where sittings go (default `chaos-results/`, git-ignored); each sitting is a
   directory named by its start time, with `summary.txt`, `summary.json` and, per failing run,
@@ -38,8 +40,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -142,6 +146,7 @@ def run_once(test: str, n: int, sitting: Path) -> Run:
         "-o",
         "console_output_style=classic",
         f"--junitxml={junit}",
+        f"--basetemp={where / 'tmp'}",  # parallel runs never share (or clean) a temp root
         test,
     ]
     began = time.monotonic()
@@ -195,7 +200,7 @@ def tree_state() -> dict[str, Any]:
     return {"commit": git("rev-parse", "HEAD").strip(), "uncommitted": changed}
 
 
-def table(tallies: list[Tally], elapsed: float, burners: int, budget: float) -> str:
+def table(tallies: list[Tally], elapsed: float, burners: int, budget: float, jobs: int = 1) -> str:
     width = max([len("test"), *(len(t.test) for t in tallies)])
     lines = [
         f"{'test':<{width}}  runs  failed  skipped  mean s   max s",
@@ -211,7 +216,7 @@ def table(tallies: list[Tally], elapsed: float, burners: int, budget: float) -> 
     failures = sum(t.failures for t in tallies)
     lines.append(
         f"{runs} runs, {failures} failed, in {elapsed / 60:.1f} min (budget {budget / 60:.0f} "
-        f"min) beside {burners} CPU burner(s) on {os.cpu_count()} cores"
+        f"min), {jobs} at once, beside {burners} CPU burner(s) on {os.cpu_count()} cores"
     )
     for t in tallies:
         for where in t.failed_runs:
@@ -222,6 +227,7 @@ def table(tallies: list[Tally], elapsed: float, burners: int, budget: float) -> 
 def main() -> int:
     runs = int(os.environ.get("RUNS", "30"))
     burners = int(os.environ.get("BURNERS", str(os.cpu_count() or 1)))
+    jobs = max(1, int(os.environ.get("JOBS", "1")))
     budget = parse_budget(os.environ.get("BUDGET", "60m"))
     files = os.environ.get("FILES", "").split() or list(DEFAULT_FILES)
     tests = collect(files, os.environ.get("TESTS") or None)
@@ -232,7 +238,7 @@ def main() -> int:
     sitting.mkdir(parents=True)
     print(
         f"chaos: {len(tests)} tests x {runs} runs, budget {budget / 60:.0f} min, "
-        f"{burners} burner(s); results in {sitting}",
+        f"{jobs} at once, {burners} burner(s); results in {sitting}",
         flush=True,
     )
     tallies = {t: Tally(t) for t in tests}
@@ -241,39 +247,64 @@ def main() -> int:
     began = time.monotonic()
     procs = start_burners(burners)
     record = open(sitting / "runs.jsonl", "w")  # noqa: SIM115 (closed below)
-    try:
+    lock = threading.Lock()
+
+    def due() -> Iterator[tuple[int, str]]:
+        """The runs in round order: every test's run n before any test's run n + 1; a run
+        is skipped when the test's slowest run so far would not end within the budget."""
         for n in range(1, runs + 1):
-            started = 0
             for test in tests:
                 tally = tallies[test]
                 left = budget - (time.monotonic() - began)
-                if left <= 0 or (tally.seconds and max(tally.seconds) > left):
+                if left <= 0:
+                    return
+                if tally.seconds and max(tally.seconds) > left:
                     continue
-                started += 1
-                run = run_once(test, n, sitting)
-                record.write(json.dumps(asdict(run)) + "\n")
-                record.flush()
-                if run.outcome == "skipped":
-                    tally.skipped += 1
-                    continue
-                tally.runs += 1
-                tally.seconds.append(run.seconds)
-                if run.outcome != "passed":
-                    tally.failures += 1
-                    tally.failed_runs.append(f"{run.where} ({run.outcome})")
-                print(
-                    f"[{(time.monotonic() - began) / 60:5.1f} min] run {n} {run.outcome:>7} "
-                    f"{run.seconds:6.1f}s {test}" + (f" -> {run.where}" if run.where else ""),
-                    flush=True,
-                )
-            if started == 0:
-                break
+                yield n, test
+
+    queue = due()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                item = next(queue, None)
+            if item is None:
+                return
+            n, test = item
+            run = run_once(test, n, sitting)
+            with lock:
+                note(run)
+
+    def note(run: Run) -> None:
+        tally = tallies[run.test]
+        record.write(json.dumps(asdict(run)) + "\n")
+        record.flush()
+        if run.outcome == "skipped":
+            tally.skipped += 1
+            return
+        tally.runs += 1
+        tally.seconds.append(run.seconds)
+        if run.outcome != "passed":
+            tally.failures += 1
+            tally.failed_runs.append(f"{run.where} ({run.outcome})")
+        print(
+            f"[{(time.monotonic() - began) / 60:5.1f} min] run {run.n} {run.outcome:>7} "
+            f"{run.seconds:6.1f}s {run.test}" + (f" -> {run.where}" if run.where else ""),
+            flush=True,
+        )
+
+    try:
+        threads = [threading.Thread(target=worker, daemon=True) for _ in range(jobs)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     finally:
         stop(procs)
         record.close()
     elapsed = time.monotonic() - began
     ordered = [tallies[t] for t in tests]
-    text = table(ordered, elapsed, burners, budget)
+    text = table(ordered, elapsed, burners, budget, jobs)
     dirty = tree["uncommitted"]
     text += f"\ncode: {tree['commit']}" + (
         f" with {len(dirty)} uncommitted file(s) (tree.json)" if dirty else ""
@@ -283,6 +314,7 @@ def main() -> int:
         "seconds": round(elapsed, 1),
         "budget_seconds": budget,
         "burners": burners,
+        "jobs": jobs,
         "cores": os.cpu_count(),
         "runs_asked": runs,
         "tree": tree,
