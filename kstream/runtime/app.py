@@ -40,6 +40,7 @@ from kstream.runtime.failures import (
 )
 from kstream.runtime.instances import InstanceRegistry
 from kstream.runtime.local_store import LocalStore
+from kstream.runtime.policies import ensure_dlq_topic
 from kstream.runtime.slow_rebalance import RebalanceWatch
 from kstream.runtime.state_lock import StateDirLock
 from kstream.runtime.store_health import unanswered_store
@@ -474,12 +475,10 @@ class App:
             marks = marks_spec(s.id)
             name = marks.changelog_topic(self.app_id)
             specs.append(TopicSpec(name, n, marks.changelog_config(extra), rf))
-        if cfg.dlq_topic:
-            specs.append(TopicSpec(cfg.dlq_topic, 1, {}, rf))
         specs.append(control_topic_spec(self.app_id, cfg))  # SHUTDOWN_APPLICATION requests
         admin.create_topics(specs)
-        if cfg.dlq_topic:
-            have.update(admin.partition_counts([cfg.dlq_topic]))
+        # used as it is if it exists, whatever its partition count; else made with one
+        have.update(ensure_dlq_topic(admin, cfg))
         out = dict(have)
         out.update(counts)
         return out

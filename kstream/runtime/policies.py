@@ -13,6 +13,11 @@ the same transaction as the task's other outputs. They carry Kafka's KIP-1034 he
 (`__streams.errors.exception`, `.message`, `.stacktrace`, `.topic`, `.partition`, `.offset`);
 the built-in "dlq" also keeps the input record's own headers and kstream's earlier
 `kstream.error.*` headers, which existing dead-letter readers look for.
+
+`dlq_topic` is made ready by `ensure_dlq_topic`, the one rule of both engines (the native app
+and the Spark runner): a topic that exists is used as it is, whatever its partition count, as
+Kafka Streams writes to the dead-letter topic the user names; a missing one is created with one
+partition. A dead letter keeps the failed record's key, so the default partitioner places it.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kstream.config import Config
-from kstream.errors import DeserializationError, ProduceError, RecordError
+from kstream.errors import DeserializationError, ProduceError, RecordError, TopicError
+from kstream.kafka.admin import TopicSpec
 from kstream.records import Record
 
 log = logging.getLogger("kstream.runtime")
@@ -40,6 +46,7 @@ __all__ = [
     "Response",
     "Result",
     "dead_letter",
+    "ensure_dlq_topic",
     "error_headers",
     "kafka_error_headers",
     "make_handler",
@@ -163,6 +170,38 @@ def dead_letter(
     return DeadLetterRecord(
         topic, ctx.source_raw_key, ctx.source_raw_value, ctx.timestamp, tuple(hdrs)
     )
+
+
+def ensure_dlq_topic(admin: Any, config: Config) -> dict[str, int]:
+    """Make `config.dlq_topic` ready for dead letters; `{topic: partitions}` (`{}` without a
+    `dlq_topic`).
+
+    A topic that exists is used as it is, whatever its partition count (teams that turn off
+    topic auto-creation make it themselves; Kafka Streams' KIP-1034 writes to the topic it is
+    given); a missing one is created with one partition and the configured replication factor.
+    One created meanwhile by another instance or by hand is used as found. A topic that can
+    neither be found nor created raises TopicError naming it. `admin`: `partition_counts` and
+    `create_topics` (kstream's `Admin`, or a client supplier's).
+    """
+    topic = config.dlq_topic
+    if topic is None:
+        return {}
+    have: dict[str, int] = admin.partition_counts([topic])
+    if topic not in have:
+        try:
+            admin.create_topics([TopicSpec(topic, 1, {}, config.replication_factor)])
+        except TopicError as e:
+            have = admin.partition_counts([topic])
+            if topic not in have:
+                raise TopicError(f"dlq_topic {topic!r} cannot be used: {e}", code=e.code) from None
+        else:
+            have = admin.partition_counts([topic])
+    if topic not in have:
+        raise TopicError(
+            f"dlq_topic {topic!r} cannot be used: the cluster's metadata does not list it "
+            "after it was created (is the client allowed to describe it?)"
+        )
+    return {topic: have[topic]}
 
 
 def reason_of(err: RecordError) -> str:

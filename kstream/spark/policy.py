@@ -59,18 +59,6 @@ def uses_dlq(cfg: Config) -> bool:
     )
 
 
-def ensure_dlq_topic(admin: Any, cfg: Config) -> dict[str, int]:
-    """Create `dlq_topic` as the native engine does (`kstream.runtime.app`: one partition, the
-    configured replication factor; an existing topic of another partition count is refused
-    there and here); `{topic: partitions}` for the sink to place its records, `{}` without a
-    `dlq_topic`."""
-    if cfg.dlq_topic is None:
-        return {}
-    admin.create_topic(cfg.dlq_topic, 1, {}, cfg.replication_factor)
-    counts: dict[str, int] = admin.partition_counts([cfg.dlq_topic])
-    return counts
-
-
 class RawMessage:
     """An input record's bytes, read the way `make_handler` reads a confluent `Message`."""
 

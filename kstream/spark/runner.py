@@ -28,9 +28,10 @@ from kstream.config import Config, validate_app_id
 from kstream.duration import duration
 from kstream.errors import ConfigError, TopologyError
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
+from kstream.runtime.policies import ensure_dlq_topic
 from kstream.spark.checkpoint import clear_unfinished_start
 from kstream.spark.failure import raise_failure
-from kstream.spark.policy import ensure_dlq_topic, policy_config
+from kstream.spark.policy import policy_config
 from kstream.spark.progress import ProgressLog
 from kstream.topology.topology import Topology
 
