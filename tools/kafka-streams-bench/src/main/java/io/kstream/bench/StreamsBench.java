@@ -34,6 +34,7 @@ import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.WindowedSerdes;
 import org.apache.kafka.streams.processor.FailOnInvalidTimestamp;
 import org.apache.kafka.streams.state.KeyValueStore;
+import org.apache.kafka.streams.state.Stores;
 import org.apache.kafka.streams.state.WindowStore;
 
 /**
@@ -51,8 +52,17 @@ import org.apache.kafka.streams.state.WindowStore;
  * java -cp 'target/classes:target/libs/*' io.kstream.bench.StreamsBench --pipeline=P1
  *     --bootstrap=HOST:PORT --topic=IN --out=OUT --group=G --state-dir=DIR --ready-file=F
  *     [--guarantee=exactly_once_v2] [--commit-interval=100] [--cache-bytes=0]
- *     [--warmup-records=0]
+ *     [--store=rocksdb|memory] [--warmup-records=0] [--warmup-quiet=0.05 --warmup-passes=8]
+ *     [--producer.batch.size=1000000 --consumer.fetch.max.wait.ms=100 ...]
  * </pre>
+ *
+ * <p>{@code --store=memory} keeps P2's counts and P3's sums in Kafka Streams' in-memory stores
+ * instead of RocksDB. Every {@code --producer.*}, {@code --consumer.*} and {@code
+ * --main.consumer.*} argument is handed to Kafka Streams as that prefixed client setting (so a
+ * benchmark can give the JVM's clients the settings kstream's librdkafka clients run with).
+ * With {@code --warmup-quiet=F} the warm-up runs again (a new discarded app each pass, at most
+ * {@code --warmup-passes}) until the JIT compiler threads took under F of the JVM's CPU in a
+ * pass; each pass's share is in the output's {@code warmup_passes}.
  */
 public final class StreamsBench {
   static {
@@ -102,7 +112,8 @@ public final class StreamsBench {
         });
   }
 
-  static Topology build(String pipeline, String src, String dst, FirstRecordClock clock) {
+  static Topology build(
+      String pipeline, String src, String dst, FirstRecordClock clock, boolean inMemory) {
     StreamsBuilder b = new StreamsBuilder();
     KStream<String, JsonNode> s =
         b.stream(src, Consumed.with(Serdes.String(), jsonSerde()).withTimestampExtractor(clock));
@@ -119,7 +130,10 @@ public final class StreamsBench {
               .to(dst, Produced.with(Serdes.String(), jsonSerde()));
       case "P2" ->
           s.groupByKey(Grouped.with(Serdes.String(), jsonSerde()))
-              .count(Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as("counts"))
+              .count(
+                  inMemory
+                      ? Materialized.<String, Long>as(Stores.inMemoryKeyValueStore("counts"))
+                      : Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as("counts"))
               .toStream()
               .to(dst, Produced.with(Serdes.String(), Serdes.Long()));
       case "P3" ->
@@ -128,7 +142,11 @@ public final class StreamsBench {
               .windowedBy(TimeWindows.ofSizeWithNoGrace(Duration.ofSeconds(10)))
               .reduce(
                   Double::sum,
-                  Materialized.<String, Double, WindowStore<Bytes, byte[]>>as("sums")
+                  (inMemory
+                          ? Materialized.<String, Double>as(
+                              Stores.inMemoryWindowStore(
+                                  "sums", Duration.ofDays(1), Duration.ofSeconds(10), false))
+                          : Materialized.<String, Double, WindowStore<Bytes, byte[]>>as("sums"))
                       .withKeySerde(Serdes.String())
                       .withValueSerde(Serdes.Double()))
               .toStream()
@@ -222,6 +240,14 @@ public final class StreamsBench {
     p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, a.get("commit-interval"));
     p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, a.get("cache-bytes"));
     p.put(StreamsConfig.STATE_DIR_CONFIG, a.get("state-dir"));
+    a.forEach(
+        (key, value) -> {
+          if (key.startsWith("producer.")
+              || key.startsWith("consumer.")
+              || key.startsWith("main.consumer.")) {
+            p.put(key, value);
+          }
+        });
     return p;
   }
 
@@ -230,7 +256,8 @@ public final class StreamsBench {
    * output topic `<out>-warmup`) over the first `records` input records, then closed. The
    * measured app that follows runs on compiled code, as a long-running app would.
    */
-  static void warmUp(Map<String, String> a, long records) throws InterruptedException {
+  static void warmUp(Map<String, String> a, long records, String suffix)
+      throws InterruptedException {
     AtomicLong seen = new AtomicLong();
     FirstRecordClock counting =
         new FirstRecordClock() {
@@ -241,8 +268,9 @@ public final class StreamsBench {
           }
         };
     String pipeline = a.get("pipeline");
-    Topology t = build(pipeline, a.get("topic"), a.get("out") + "-warmup", counting);
-    try (KafkaStreams warm = new KafkaStreams(t, config(a, a.get("group") + "-warmup"))) {
+    Topology t =
+        build(pipeline, a.get("topic"), a.get("out") + "-warmup", counting, inMemory(a));
+    try (KafkaStreams warm = new KafkaStreams(t, config(a, a.get("group") + suffix))) {
       warm.start();
       long deadline = System.nanoTime() + 120_000_000_000L;
       while (seen.get() < records && System.nanoTime() < deadline) {
@@ -252,12 +280,42 @@ public final class StreamsBench {
     }
   }
 
+  static boolean inMemory(Map<String, String> a) {
+    String store = a.getOrDefault("store", "rocksdb");
+    if (!store.equals("rocksdb") && !store.equals("memory")) {
+      throw new IllegalArgumentException("--store: rocksdb or memory, not " + store);
+    }
+    return store.equals("memory");
+  }
+
+  /**
+   * Warm-up passes until the JIT compiler is quiet: each pass a new discarded app over {@code
+   * records} input records; stops after the first pass whose compiler threads took under {@code
+   * quiet} of the JVM's CPU (or after {@code passes}). Returns each pass's JIT share.
+   */
+  static double[] warmUpUntilQuiet(Map<String, String> a, long records, double quiet, int passes)
+      throws InterruptedException {
+    double[] shares = new double[passes];
+    for (int i = 0; i < passes; i++) {
+      double cpu = cpuS();
+      double jit = threadCpuS().getOrDefault("jit", 0.0);
+      warmUp(a, records, "-warmup-" + i);
+      double spent = cpuS() - cpu;
+      shares[i] = spent <= 0 ? 0 : (threadCpuS().getOrDefault("jit", 0.0) - jit) / spent;
+      if (shares[i] < quiet) {
+        return java.util.Arrays.copyOf(shares, i + 1);
+      }
+    }
+    return shares;
+  }
+
   public static void main(String[] args) throws Exception {
     Map<String, String> a = parse(args);
     long warmupRecords = Long.parseLong(a.getOrDefault("warmup-records", "0"));
-    if (warmupRecords > 0) {
-      warmUp(a, warmupRecords);
-    }
+    double quiet = Double.parseDouble(a.getOrDefault("warmup-quiet", "1"));
+    int passes = Integer.parseInt(a.getOrDefault("warmup-passes", "1"));
+    double[] warmupShares =
+        warmupRecords > 0 ? warmUpUntilQuiet(a, warmupRecords, quiet, passes) : new double[0];
     // the measured app's CPU counts from here: the JVM's start and the warm-up are reported
     // apart (jvm_warmup_cpu_s)
     double base = cpuS();
@@ -265,7 +323,7 @@ public final class StreamsBench {
     FirstRecordClock clock = new FirstRecordClock();
     KafkaStreams app =
         new KafkaStreams(
-            build(a.get("pipeline"), a.get("topic"), a.get("out"), clock),
+            build(a.get("pipeline"), a.get("topic"), a.get("out"), clock, inMemory(a)),
             config(a, a.get("group")));
     long[] runningNanos = {0};
     app.setStateListener(
@@ -298,6 +356,10 @@ public final class StreamsBench {
                   o.put("startup_cpu_s", clock.startupCpuS < 0 ? null : clock.startupCpuS - base);
                   o.put("jvm_warmup_cpu_s", base);
                   o.put("warmup_records", warmupRecords);
+                  var shares = o.putArray("warmup_passes");
+                  for (double share : warmupShares) {
+                    shares.add(share);
+                  }
                   o.put("peak_rss_bytes", peakRssBytes());
                   // over the JVM's life: JIT compilation's elapsed seconds summed over the
                   // compiler threads, and GC pauses
