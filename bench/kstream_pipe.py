@@ -268,7 +268,8 @@ def py_spy() -> str | None:
 
 def profiler() -> subprocess.Popen[bytes] | None:
     """`BENCH_PYSPY=<file prefix>`: sample this process with py-spy (collapsed stacks) from
-    the first record on (`BENCH_PYSPY_RATE` samples/s, 250 by default)."""
+    the first record on (`BENCH_PYSPY_RATE` samples/s, 250 by default; `BENCH_PYSPY_GIL=1`:
+    only the thread holding the GIL, so waits in the client library are left out)."""
     prefix = os.environ.get("BENCH_PYSPY")
     if not prefix:
         return None
@@ -279,6 +280,8 @@ def profiler() -> subprocess.Popen[bytes] | None:
     rate = os.environ.get("BENCH_PYSPY_RATE", "250")
     cmd = [spy, "record", "-r", rate, "--nonblocking", "-f", "raw", "-o", out]
     cmd += ["--pid", str(os.getpid())]
+    if os.environ.get("BENCH_PYSPY_GIL"):  # only the thread holding the GIL: Python's CPU
+        cmd.append("--gil")
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
