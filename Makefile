@@ -14,8 +14,8 @@ TEST_WORKERS ?= 6
 # which CI runs after `make test`: in `make test` they alone held its wall time past 6 minutes.
 SUITE_ARGS ?= --ignore=tests/spark_cluster
 
-.PHONY: demo test test-tansu test-spark-cluster pytest warm lint unit integration bench bench-engines bench-full venv kafka clean codestats \
-	oracle oracle-harness simulate simulate-mutants chaos
+.PHONY: demo test test-tansu test-spark-cluster test-kafka-compat test-kafka-3.9 test-kafka-4.1 pytest warm lint unit integration bench bench-engines bench-full venv kafka clean codestats \
+	oracle oracle-harness oracle-versions simulate simulate-mutants chaos
 
 # Apache Kafka, the reference broker of the tests and benchmarks: Maven resolves
 # org.apache.kafka:kafka_2.13 (the version is pinned in tools/kafka/pom.xml) and its runtime
@@ -31,6 +31,16 @@ $(KAFKA_STAMP): tools/kafka/pom.xml $(STAMP)
 
 kafka: $(KAFKA_STAMP)
 
+# Another version's jars, for the compatibility lanes below: the same pom with the version and
+# the output directory overridden (tools/kafka/target-<version>/libs), and its class-data archive
+tools/kafka/target-%/libs/.resolved: tools/kafka/pom.xml $(STAMP)
+	rm -rf tools/kafka/target-$*
+	mvn -q -B -f tools/kafka/pom.xml -Dkafka.version=$* \
+		-Dkafka.libs=$(CURDIR)/tools/kafka/target-$*/libs dependency:copy-dependencies
+	KSTREAM_KAFKA_LIBS=$(CURDIR)/tools/kafka/target-$*/libs $(RUN_PY) -m kstream.testing.kafka \
+		--class-archive
+	touch $@
+
 # Kafka Streams as the oracle of tests/oracle: a small Java harness (tools/kafka-streams-oracle,
 # Kafka Streams pinned to the broker's version) that Maven compiles, with its dependencies'
 # jars copied into target/libs; the tests start it once per session
@@ -42,6 +52,21 @@ $(ORACLE_STAMP): $(ORACLE_DIR)/pom.xml $(wildcard $(ORACLE_DIR)/src/main/java/io
 	touch $(ORACLE_STAMP)
 
 oracle-harness: $(ORACLE_STAMP)
+
+# What changed in Kafka Streams between ORACLE_OLD and the pinned version (an upgrade of the
+# reference, docs/differences.md): the harness built again at ORACLE_OLD (into
+# target-<version>), and ORACLE_CASES generated cases, the processor-API cases, the regressions
+# and the conformance cases through both; tests/oracle/versions.py prints each case whose
+# answer (outputs, stores, describe() text, or the error) differs, and exits 1 if any does
+ORACLE_OLD ?= 4.1.1
+oracle-versions: $(STAMP) $(ORACLE_STAMP)
+	test -f $(ORACLE_DIR)/target-$(ORACLE_OLD)/.built || { \
+		mvn -q -B -f $(ORACLE_DIR)/pom.xml -Dkafka.version=$(ORACLE_OLD) \
+			-Doracle.build=$(CURDIR)/$(ORACLE_DIR)/target-$(ORACLE_OLD) \
+			package dependency:copy-dependencies && \
+		touch $(ORACLE_DIR)/target-$(ORACLE_OLD)/.built; }
+	$(RUN_PY) tests/oracle/versions.py --old $(ORACLE_DIR)/target-$(ORACLE_OLD) \
+		--new $(ORACLE_DIR)/target --cases $(ORACLE_CASES) $(VERSIONS_ARGS)
 
 # `make test` runs 300 generated cases from a fixed seed; this runs ORACLE_CASES from a random
 # one, and prints a failing case shrunk to a minimal spec (and the seed that reproduces it)
@@ -102,6 +127,28 @@ TANSU_LANE ?= tests/integration/test_runtime.py tests/integration/test_restore_c
 	tests/e2e/test_examples.py tests/e2e/test_dedup_global.py tests/e2e/test_bad_input.py
 test-tansu: $(STAMP)
 	KSTREAM_TEST_BROKER=tansu $(RUN_PY) -m pytest -q -n 3 $(TANSU_LANE) $(PYTEST_ARGS)
+
+# The broker compatibility lanes (docs/testing.md): tests/integration and the exactly-once
+# crash tests against an older Apache Kafka, KAFKA_COMPAT, whose jars Maven resolves into
+# tools/kafka/target-<version>/libs (KSTREAM_KAFKA_LIBS tells kstream.testing.kafka). A test of
+# a feature that version lacks skips, naming it (tests/support/kafka_features.py); CI runs
+# `make test-kafka-3.9` and `make test-kafka-4.1` after `make test`.
+KAFKA_3.9 := 3.9.2
+KAFKA_4.1 := 4.1.2
+KAFKA_COMPAT ?= $(KAFKA_4.1)
+COMPAT_LANE ?= tests/integration tests/e2e/test_crash.py tests/e2e/test_crash_cache.py \
+	tests/e2e/test_crash_cogroup_suppress.py tests/e2e/test_crash_fk_join.py \
+	tests/e2e/test_crash_grace_join.py
+COMPAT_WORKERS ?= 4
+test-kafka-compat: warm tools/kafka/target-$(KAFKA_COMPAT)/libs/.resolved
+	KSTREAM_KAFKA_LIBS=$(CURDIR)/tools/kafka/target-$(KAFKA_COMPAT)/libs $(RUN_PY) -m pytest -q \
+		-n $(COMPAT_WORKERS) --dist loadgroup --durations=10 $(COMPAT_LANE) $(PYTEST_ARGS)
+
+test-kafka-3.9:
+	@$(MAKE) --no-print-directory test-kafka-compat KAFKA_COMPAT=$(KAFKA_3.9)
+
+test-kafka-4.1:
+	@$(MAKE) --no-print-directory test-kafka-compat KAFKA_COMPAT=$(KAFKA_4.1)
 
 # The chaos lane (tools/chaos.py, docs/testing.md "Chaos lane"): the crash, failover and
 # rebalance tests of tests/e2e again and again beside a CPU burner per core, a fresh broker per
@@ -171,4 +218,5 @@ codestats:
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache tools/kafka/target \
-		tools/kafka-streams-oracle/target tools/kafka-streams-bench/target
+		tools/kafka/target-* tools/kafka-streams-oracle/target tools/kafka-streams-oracle/target-* \
+		tools/kafka-streams-bench/target

@@ -60,7 +60,7 @@ class BenchBroker:
 
     @property
     def name(self) -> str:
-        """e.g. "kafka 4.1.1", as every result row names it."""
+        """e.g. "kafka 4.4.0", as every result row names it."""
         return f"{self.kind} {self.version}"
 
     @property

@@ -11,8 +11,10 @@ broker-compatibility component) start their own Tansu in either lane. Set
 
 With `CI` set (as CI runs `.ci/run`), a skipped test is a failure: a missing system package
 (redis-server, prometheus, Java, Maven) must not turn the suite silently green. `xfail` stays
-allowed. Tests marked `slow` run only with `KSTREAM_LONG=1`; otherwise they are deselected
-(listed as such in the summary), not skipped.
+allowed, and so does the skip of a test of a Kafka feature that the broker of a compatibility
+lane (`make test-kafka-3.9`) is too old for (`kafka_feature` marks, support.kafka_features).
+Tests marked `slow` run only with `KSTREAM_LONG=1`; otherwise they are deselected (listed as
+such in the summary), not skipped.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import kafka_features
 from support.scheduling import group_of, longest_units_first, make_scheduler, yield_to_spark
 from support.timeline import test_finished, test_started
 
@@ -83,6 +86,11 @@ def _spark_test_defaults() -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "kafka_feature(name): needs a feature of Apache Kafka that older brokers lack; skipped "
+        "on those (support.kafka_features)",
+    )
     _spark_test_defaults()
     if TEST_BROKER == "tansu":
         # every App and kstreamd of the lane turns on the compensations Tansu needs
@@ -96,6 +104,7 @@ def pytest_configure(config: pytest.Config) -> None:
     global _SHARED_KAFKA
     _SHARED_KAFKA = KafkaCluster(nodes=1).start()
     os.environ["KSTREAM_TEST_BOOTSTRAP"] = _SHARED_KAFKA.bootstrap_servers
+    os.environ[kafka_features.VERSION_ENV] = _SHARED_KAFKA.version
     os.environ["KSTREAM_TEST_BROKER_LOG"] = str(_SHARED_KAFKA.nodes[0].log_path)
 
 
@@ -117,6 +126,15 @@ def _needs_broker(config: pytest.Config) -> bool:
         if not rel.startswith(_BROKER_FREE):
             return True
     return False
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Name the broker the run's tests shared: which Apache Kafka a lane ran on shows in its
+    log (`make test-kafka-3.9` and the like point KSTREAM_KAFKA_LIBS at other jars)."""
+    if _SHARED_KAFKA is not None:
+        terminalreporter.write_line(
+            f"broker: Apache Kafka {_SHARED_KAFKA.version} (KRaft), jars {_SHARED_KAFKA.libs}"
+        )
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -141,6 +159,21 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if hasattr(item.config, "workerinput"):
         yield_to_spark(item.nodeid)
+    reason = _missing_kafka_feature(item)
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def _missing_kafka_feature(item: pytest.Item) -> str | None:
+    """Why the tests' Apache Kafka lacks a feature `item` needs (its `kafka_feature` marks),
+    or None; never on the Tansu lane, whose tests say what they need themselves."""
+    if TEST_BROKER != "kafka":
+        return None
+    for mark in item.iter_markers("kafka_feature"):
+        reason = kafka_features.missing(*mark.args)
+        if reason is not None:
+            return reason
+    return None
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -185,7 +218,16 @@ def _skip_reason(longrepr: object) -> str:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
-    if _in_ci() and report.skipped and not hasattr(report, "wasxfail"):
+    # a skip for a feature the lane's older broker lacks is what that lane means: it stays
+    if (
+        _in_ci()
+        and report.skipped
+        and not hasattr(report, "wasxfail")
+        and _missing_kafka_feature(item) is None
+        and not (
+            TEST_BROKER == "kafka" and kafka_features.expected_skip(_skip_reason(report.longrepr))
+        )
+    ):
         report.outcome = "failed"
         report.longrepr = (
             f"skipped under CI={os.environ['CI']} (a skip in CI means something the test "

@@ -133,7 +133,7 @@ def write_class_archive(libs: Path | None = None) -> Path:
 
 
 def kafka_version(libs: Path | None = None) -> str:
-    """The version of the broker in `libs` (from its jar's name), e.g. "4.1.1"."""
+    """The version of the broker in `libs` (from its jar's name), e.g. "4.4.0"."""
     jar = next((libs or kafka_libs()).glob("kafka_2.13-*.jar"))
     return jar.name[len("kafka_2.13-") : -len(".jar")]
 

@@ -35,6 +35,9 @@ from e2e.test_incremental_rebalance import _group_session
 from kstream.kafka.broker import free_port
 from kstream.runtime import App, AppState
 
+# Apache Kafka 4.0+ (support.kafka_features): skipped on an older broker
+pytestmark = pytest.mark.kafka_feature("consumer_group_protocol")
+
 PARTITIONS = 4
 RECORDS = 10_000
 KEYS = 200

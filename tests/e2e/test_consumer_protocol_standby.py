@@ -41,6 +41,9 @@ from e2e.test_standby_failover import (
     _wait_for,
 )
 
+# Apache Kafka 4.0+ (support.kafka_features): skipped on an older broker
+pytestmark = pytest.mark.kafka_feature("consumer_group_protocol")
+
 _PUBLISHED = re.compile(r"published partitions (\{.*\}), standbys (\{.*\})$", re.MULTILINE)
 SESSION_MS = 2000
 """The group's session timeout: how soon the coordinator gives the dead member's task away."""

@@ -177,6 +177,7 @@ def _created(bs: str, unique_name: Callable[[str], str]) -> tuple[str, str, str,
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.kafka_feature("consumer_group_protocol")
 def test_instances_joining_a_multi_topic_app_leave_the_kept_tasks_running(
     kafka_broker: Any, unique_name: Callable[[str], str], tmp_path: Path
 ) -> None:
@@ -280,6 +281,7 @@ def _group_session(bs: str, group: str, ms: int) -> None:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.kafka_feature("consumer_group_protocol")
 def test_a_static_member_restarting_within_the_group_session_moves_nothing(
     kafka_broker: Any, unique_name: Callable[[str], str], tmp_path: Path
 ) -> None:
@@ -353,6 +355,7 @@ def test_a_broker_without_the_protocol_stops_the_app_with_an_error_naming_it(
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.kafka_feature("consumer_group_protocol")
 def test_an_instance_killed_and_restarted_mid_stream_leaves_the_outputs_exact(
     kafka_broker: Any, unique_name: Callable[[str], str], tmp_path: Path
 ) -> None:

@@ -61,13 +61,16 @@ class Oracle:
         self._owed = 0  # answers submitted for and not read yet
 
     @classmethod
-    def start(cls) -> Oracle:
-        if not built():
-            raise HarnessError(
-                f"the Kafka Streams oracle is not built ({STAMP} is missing): "
-                "run `make oracle-harness`"
-            )
-        target = HARNESS / "target"
+    def start(cls, target: Path | None = None) -> Oracle:
+        """Start the harness built in `target` (its classes and libs; the pinned version's
+        `tools/kafka-streams-oracle/target` unless given: `make oracle-versions` builds others)."""
+        if target is None:
+            if not built():
+                raise HarnessError(
+                    f"the Kafka Streams oracle is not built ({STAMP} is missing): "
+                    "run `make oracle-harness`"
+                )
+            target = HARNESS / "target"
         classpath = os.pathsep.join([str(target / "classes"), str(target / "libs" / "*")])
         stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by `close`)
         proc = subprocess.Popen(

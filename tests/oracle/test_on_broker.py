@@ -28,7 +28,7 @@ The four examples (examples/) in spec form, with string values for their JSON:
   table, left-joined with the products global table, re-keyed by order id.
 - payments_dedup: payments keyed by account, their idempotency key the value's second
   comma-separated token (none: the payment passes), deduplicated within an hour. kstream runs
-  `KStream.deduplicate`; Kafka Streams' DSL has no such operator (KIP-655 is not in 4.1), so
+  `KStream.deduplicate`; Kafka Streams' DSL has no such operator (KIP-655 is not in 4.4 either), so
   the harness runs what a Kafka user writes: a processor with a window store of first-seen
   times keyed by the idempotency key (Kafka's EventDeduplication example; Processors.java).
 """

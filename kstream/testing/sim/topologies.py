@@ -202,9 +202,9 @@ def _fk_join(work: Work) -> Topology:
 
 
 def _fk_stale(records: list[InputRecord]) -> dict[bytes | None, set[bytes | None]]:
-    """The inner foreign-key join's one interleaving-dependent last value (Kafka 4.1's, which
-    kstream follows record for record, as tests/oracle checks): an update of a row whose
-    foreign key did not change is answered only if the foreign row exists
+    """The inner foreign-key join's one interleaving-dependent last value (Kafka's, 4.1.1 and
+    4.4.0 alike, which kstream follows record for record, as tests/oracle checks): an update of
+    a row whose foreign key did not change is answered only if the foreign row exists
     (PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE), on the reasoning that the previous value did not
     join either. But when a row moves to a foreign key without a row and changes again before
     the answer to the move (a delete of its result) comes back, that answer is stale and
