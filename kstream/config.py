@@ -28,12 +28,13 @@ GUARANTEES = ("exactly_once", "exactly_once_v2", "at_least_once")
 DEFAULT_GUARANTEE = "exactly_once_v2"
 """Kafka Streams' default exactly-once mode since 4.0 (which removed per-task exactly_once;
 kstream keeps it as a choice)."""
-REBALANCE_PROTOCOLS = ("cooperative", "eager", "consumer")
+REBALANCE_PROTOCOLS = ("cooperative", "eager", "consumer", "streams")
 """`rebalance_protocol`: "cooperative" (the default, Kafka Streams' since 2.4) revokes only the
 partitions that move, so tasks that stay keep running; "eager" closes every task on every
 rebalance; "consumer" is Kafka's consumer group protocol (KIP-848, Apache Kafka 4.0+), whose
-broker-side assignment is incremental for topologies that read several topics too
-(kstream.runtime.rebalance)."""
+broker-side assignment is incremental for topologies that read several topics too;
+"streams" is Kafka Streams' own group protocol (KIP-1071, Apache Kafka 4.2+): the broker
+assigns tasks (kstream.runtime.rebalance)."""
 _BROKER_SIDE_GROUP_KEYS = {
     "session.timeout.ms": "group.consumer.session.timeout.ms",
     "heartbeat.interval.ms": "group.consumer.heartbeat.interval.ms",
@@ -320,6 +321,11 @@ class Config:
             raise ConfigError(
                 "group_instance_id: expected 1 to 200 letters, digits, '.', '_' or '-' (Kafka's "
                 f"rules for group.instance.id), got {gid!r}"
+            )
+        if self.rebalance_protocol == "streams" and self.broker_compat == "tansu":
+            raise ConfigError(
+                "rebalance_protocol: 'streams' (KIP-1071) needs Apache Kafka 4.2 or later; "
+                "broker_compat='tansu' names a broker without it (use 'cooperative')"
             )
         if self.rebalance_protocol == "consumer":
             if self.broker_compat == "tansu":

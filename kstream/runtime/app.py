@@ -14,7 +14,6 @@ import logging
 import os
 import signal
 import threading
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -41,6 +40,7 @@ from kstream.runtime.failures import (
 from kstream.runtime.instances import InstanceRegistry
 from kstream.runtime.local_store import LocalStore
 from kstream.runtime.policies import ensure_dlq_topic
+from kstream.runtime.process_id import process_id
 from kstream.runtime.slow_rebalance import RebalanceWatch
 from kstream.runtime.state_lock import StateDirLock
 from kstream.runtime.store_health import unanswered_store
@@ -646,24 +646,3 @@ def internal_topic_names(compiled: Any, app_id: str) -> list[str]:
     names.update(marks_spec(s.id).changelog_topic(app_id) for s in compiled.subtopologies)
     names.add(f"{app_id}-instances")
     return sorted(names)
-
-
-def process_id(state_dir: str, app_id: str) -> str:
-    """This instance's id, kept in its state directory (as Kafka Streams keeps its process id):
-    a restart reuses it, so the thread's transactional producer fences its predecessor at once
-    instead of leaving the predecessor's open transaction to time out."""
-    path = os.path.join(state_dir, app_id, "process-id")
-    try:
-        with open(path, encoding="ascii") as f:
-            pid = f.read().strip()
-        if pid:
-            return pid
-    except FileNotFoundError:
-        pass
-    pid = uuid.uuid4().hex
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{pid}"
-    with open(tmp, "w", encoding="ascii") as f:
-        f.write(pid)
-    os.replace(tmp, path)
-    return pid

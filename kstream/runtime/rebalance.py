@@ -36,6 +36,13 @@ client's: librdkafka refuses `session.timeout.ms`, `heartbeat.interval.ms` and
 keeps the client-side session settings, whose values a switch would silently replace with the
 broker's (45 s by default).
 
+Streams (`rebalance_protocol="streams"`, Kafka Streams' own group protocol, KIP-1071, Apache
+Kafka 4.2 or later): the broker assigns tasks, not partitions, with its sticky task assignor;
+kstream speaks the protocol from a heartbeat thread (kstream.runtime.streams_member) and reads
+the partitions of its tasks in assign mode (kstream.runtime.streams_consumer). Incremental for
+every topology; what Apache Kafka 4.4.0 does and does not do with it is in
+docs/architecture.md.
+
 Static membership (`group_instance_id`, Kafka's `group.instance.id`): a member that restarts
 with the same id within the session timeout gets its partitions back without a rebalance, and
 librdkafka does not send LeaveGroup when a static member closes (under the consumer protocol
@@ -58,6 +65,7 @@ __all__ = [
     "CONSUMER",
     "COOPERATIVE",
     "EAGER",
+    "STREAMS",
     "JoinWatch",
     "effective_protocol",
     "generation",
@@ -68,9 +76,12 @@ __all__ = [
 COOPERATIVE = "cooperative"
 EAGER = "eager"
 CONSUMER = "consumer"
+STREAMS = "streams"
 _STRATEGY = {COOPERATIVE: "cooperative-sticky", EAGER: "range"}
-INCREMENTAL = (COOPERATIVE, CONSUMER)
+INCREMENTAL = (COOPERATIVE, CONSUMER, STREAMS)
 """The protocols whose rebalances revoke and assign only the partitions that move."""
+BROKER_ASSIGNED = (CONSUMER, STREAMS)
+"""The protocols whose broker assigns (no JoinGroup generation barrier to wait out)."""
 
 
 def effective_protocol(compiled: CompiledTopology, cfg: Config) -> str:
@@ -97,6 +108,10 @@ def group_settings(cfg: Config, protocol: str) -> dict[str, Any]:
     """The librdkafka settings of the stream thread's group consumer for `protocol`, with
     the static member id when one is configured."""
     out: dict[str, Any]
+    if protocol == STREAMS:
+        # the data consumer reads in assign mode; the Streams group's member
+        # (kstream.runtime.streams_member) carries the static id itself
+        return {}
     if protocol == CONSUMER:
         # range: co-partitioned topics' same partition numbers to one member (the default,
         # uniform, balances partition counts only, as cooperative-sticky does)

@@ -40,8 +40,9 @@ from kstream.runtime.globals import GlobalStores
 from kstream.runtime.outage import BrokerOutage
 from kstream.runtime.purge import RepartitionPurge
 from kstream.runtime.rebalance import (
-    CONSUMER,
+    BROKER_ASSIGNED,
     INCREMENTAL,
+    STREAMS,
     JoinWatch,
     effective_protocol,
     group_settings,
@@ -116,7 +117,7 @@ class StreamThread:
             on_state,
             cooperative=self.rebalance_protocol in INCREMENTAL,
             standbys=self.standbys,
-            broker_assigned=self.rebalance_protocol == CONSUMER,
+            broker_assigned=self.rebalance_protocol in BROKER_ASSIGNED,
         )
         # deletes consumed repartition records after commits, as Kafka Streams does
         self.purge = RepartitionPurge(ctx)
@@ -210,14 +211,20 @@ class StreamThread:
             self.shared_producer()
         # with standbys, an instance joining a running app warms up first (KIP-441)
         self.standbys.warm_up(self.stop, cfg.acceptable_recovery_lag)
-        self.consumer = self.ctx.client_supplier.consumer(
-            ClientConfig(
-                self.ctx.bootstrap_servers,
-                {**consumer_settings(cfg), **group_settings(cfg, self.rebalance_protocol)},
-                cfg.connect_timeout,
-                group_id=self.ctx.app_id,
+        if self.rebalance_protocol == STREAMS:
+            # the protocol client (kafka-python) is imported only by apps that use it
+            from kstream.runtime.streams_consumer import streams_group_consumer
+
+            self.consumer = streams_group_consumer(self.ctx, consumer_settings(cfg))
+        else:
+            self.consumer = self.ctx.client_supplier.consumer(
+                ClientConfig(
+                    self.ctx.bootstrap_servers,
+                    {**consumer_settings(cfg), **group_settings(cfg, self.rebalance_protocol)},
+                    cfg.connect_timeout,
+                    group_id=self.ctx.app_id,
+                )
             )
-        )
         self.task_manager.subscribe(self.consumer)
         self.join_watch.subscribed(time.monotonic())
 

@@ -238,6 +238,14 @@ class KafkaNode:
             "group.consumer.session.timeout.ms": "6000",
             "group.consumer.min.heartbeat.interval.ms": "100",
             "group.consumer.heartbeat.interval.ms": "250",
+            # Kafka Streams' rebalance protocol (KIP-1071, 4.2+): short sessions and quick
+            # heartbeats as above, and no delay of a new group's first assignment (3 s);
+            # older brokers log these as unknown and go on
+            "group.streams.min.session.timeout.ms": "500",
+            "group.streams.session.timeout.ms": "6000",
+            "group.streams.min.heartbeat.interval.ms": "100",
+            "group.streams.heartbeat.interval.ms": "250",
+            "group.streams.initial.rebalance.delay.ms": "0",
             # a killed broker is fenced, and a restarted one admitted, within seconds
             "broker.session.timeout.ms": "3000",
             "broker.heartbeat.interval.ms": "500",

@@ -1,0 +1,147 @@
+"""`rebalance_protocol="streams"` (KIP-1071) on a broker that offers Streams groups.
+
+A running count per key over a 4-partition topic under exactly_once_v2, whose every update is
+an output: per key the outputs must be 1, 2, ..., n with nothing missing, repeated or wrong, as
+a plain read_committed consumer reads them. One instance takes all four tasks from the
+broker's assignor; a second joining takes some over (the first keeps the rest running), and
+after the first leaves the second runs all four. Skipped where the broker lacks Streams groups
+(before Apache Kafka 4.2), with the broker named.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from e2e.support import create_topics
+from support.committed_reader import read_committed
+from support.groups import fast_group
+from support.waiting import wait_for_app
+
+from kstream.dsl import StreamBuilder
+from kstream.kafka.broker import EmbeddedBroker
+from kstream.kafka.producer import Producer
+from kstream.runtime import App
+
+KEYS = 20
+pytestmark = pytest.mark.kafka_feature("streams_group_protocol")
+
+
+@pytest.fixture
+def streams_groups(kafka_broker: EmbeddedBroker) -> Iterator[str]:
+    from kstream.kafka.streams_group import StreamsGroupClient
+
+    bs = kafka_broker.bootstrap_servers
+    client = StreamsGroupClient(bs)
+    try:
+        offered = client.supports_streams_groups()
+    finally:
+        client.close()
+    if not offered:
+        pytest.skip(f"the broker at {bs} does not offer Streams groups (KIP-1071)")
+    yield bs
+
+
+def _topology(inp: str, out: str):  # type: ignore[no-untyped-def]
+    b = StreamBuilder()
+    (
+        b.stream(inp, key_serde="string", value_serde="string")
+        .group_by_key()
+        .count(store="counts")
+        .to_stream()
+        .to(out, value_serde="long")
+    )
+    return b.build()
+
+
+def _produce(bs: str, topic: str, first: int, n: int) -> None:
+    with Producer(bs) as p:
+        for i in range(first, first + n):
+            p.produce(topic, b"v", f"k{i % KEYS}".encode())
+        p.flush()
+
+
+def _counts(bs: str, out: str) -> dict[str, list[int]]:
+    seen: dict[str, list[int]] = {}
+    for r in read_committed(bs, out):
+        assert r.key is not None and r.value is not None
+        seen.setdefault(r.key.decode(), []).append(int.from_bytes(r.value, "big", signed=True))
+    return seen
+
+
+def _check_exact(bs: str, out: str, total: int) -> None:
+    """Per key 1..n: nothing missing, repeated or wrong."""
+    seen = _counts(bs, out)
+    expected = {f"k{k}": list(range(1, total // KEYS + 1)) for k in range(KEYS)}
+    wrong = {k: v for k, v in seen.items() if v != expected.get(k)}
+    assert not wrong, f"counts not 1..n for {len(wrong)} keys, e.g. {next(iter(wrong.items()))}"
+    assert set(seen) == set(expected)
+
+
+def _app(bs: str, app_id: str, inp: str, out: str, state: Path) -> App:
+    config = fast_group({"state_dir": str(state), "rebalance_protocol": "streams"})
+    return App(_topology(inp, out), app_id, bs, "exactly_once_v2", config)
+
+
+def _tasks(app: App) -> list[tuple[int, int]]:
+    stream = app._stream
+    return [] if stream is None else sorted(stream.tasks)
+
+
+def test_one_instance_runs_every_task_the_broker_assigns(
+    streams_groups: str, unique_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    bs = streams_groups
+    inp, out, app_id = unique_name("in"), unique_name("out"), unique_name("app")
+    create_topics(bs, 4, inp, out)
+    _produce(bs, inp, 0, 200)
+    app = _app(bs, app_id, inp, out, tmp_path / "a")
+    app.start()
+    try:
+        wait_for_app("200 outputs", lambda: len(read_committed(bs, out)) >= 200, app, 120, 0.5)
+        assert _tasks(app) == [(0, p) for p in range(4)]
+    finally:
+        app.close()
+    assert app.error is None
+    _check_exact(bs, out, 200)
+
+
+def test_a_second_instance_takes_tasks_over_and_the_counts_stay_exact(
+    streams_groups: str, unique_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    bs = streams_groups
+    inp, out, app_id = unique_name("in"), unique_name("out"), unique_name("app")
+    create_topics(bs, 4, inp, out)
+    _produce(bs, inp, 0, 200)
+    a = _app(bs, app_id, inp, out, tmp_path / "a")
+    a.start()
+    b = _app(bs, app_id, inp, out, tmp_path / "b")
+    try:
+        wait_for_app("200 outputs", lambda: len(read_committed(bs, out)) >= 200, a, 120, 0.5)
+        assert a._stream is not None
+        running = dict(a._stream.tasks)
+        b.start()
+        wait_for_app(
+            "the second instance holding tasks",
+            lambda: bool(_tasks(b)) and len(_tasks(a)) + len(_tasks(b)) == 4,
+            b,
+            120,
+            0.2,
+        )
+        # the tasks the first instance kept were never closed (the same objects run on)
+        for task in _tasks(a):
+            assert a._stream.tasks[task] is running[task]
+        _produce(bs, inp, 200, 200)
+        wait_for_app("400 outputs", lambda: len(read_committed(bs, out)) >= 400, b, 120, 0.5)
+        a.close()
+        wait_for_app("the second instance runs all four", lambda: len(_tasks(b)) == 4, b, 120)
+        _produce(bs, inp, 400, 200)
+        wait_for_app("600 outputs", lambda: len(read_committed(bs, out)) >= 600, b, 120, 0.5)
+        time.sleep(1.0)  # a repeat, were there one, would come within a commit or two
+    finally:
+        a.close()
+        b.close()
+    assert a.error is None and b.error is None
+    _check_exact(bs, out, 600)
