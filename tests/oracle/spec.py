@@ -15,7 +15,9 @@ through kstream's `TopologyTestDriver`. Both answer in one shape:
 A node is `{"id", "op", "in": [ids], "vt", ...}` where `vt` is the type of the values it
 gives ("string" or "long"; keys are always strings). The operators and their fields:
 
-- sources: `stream {topic}`, `table {topic, store}`, `globalTable {topic, store}`
+- sources: `stream {topic}`, `table {topic[, store]}`, `globalTable {topic, store}`; a table
+  (or `toTable`) without `store` is unnamed: Kafka materializes it only on demand (a join's
+  value getter, an operator needing old values), which decides what a filter below forwards
 - stream -> stream: `filter`, `filterNot`, `mapValues`, `map`, `selectKey`, `flatMap`,
   `flatMapValues`, `processValues` (a processor mapping values with a value mapper) (each
   `{fn}`), `merge` (two inputs), `repartition`, `branch {index}` of a
@@ -24,7 +26,7 @@ gives ("string" or "long"; keys are always strings). The operators and their fie
   order, the default last); table -> table: `filter`, `filterNot`, `mapValues`; `mapValues`
   and (of a stream) `flatMapValues` with `with_key: true` take their `fn` from the library's
   `*_WITH_KEY` mappers (Kafka's `ValueMapperWithKey`)
-- `toTable {store}`, `toStream {windowed, fn?}` (a windowed key becomes "key@start/end"; `fn`,
+- `toTable {[store]}`, `toStream {windowed, fn?}` (a windowed key becomes "key@start/end"; `fn`,
   a key selector: `toStream(KeyValueMapper)`)
 - `groupByKey`, `groupBy {fn}` (of a stream: a key selector; of a table: a (k, v) mapper)
 - `windowedBy {windows: {type: time|sliding|session, size, advance, gap, grace}, emit}`
@@ -212,7 +214,7 @@ class KstreamBuilder:
         if op == "repartition":
             return self._in(node).repartition(key_serde="string", value_serde=vt)
         if op == "toTable":
-            return self._in(node).to_table(store=node["store"])
+            return self._in(node).to_table(store=node.get("store"))
         if op == "toStream":
             if node.get("windowed"):
                 return self._in(node).to_stream(lambda k, v: lib.windowed_text(k), name=name)
@@ -282,7 +284,7 @@ class KstreamBuilder:
             return b.global_table(node["topic"], "string", node["vt"], store=node["store"], **kw)
         if "versioned" in node:
             kw["versioned"] = node["versioned"]
-        return b.table(node["topic"], "string", node["vt"], store=node["store"], **kw)
+        return b.table(node["topic"], "string", node["vt"], store=node.get("store"), **kw)
 
     def _transform_values(self, node: Node) -> Any:
         """`KTable.transform_values` with a library transformer, its store (longs) and

@@ -128,7 +128,7 @@ final class SpecBuilder {
             case "repartition":
                 return ((KStream) in(node, 0)).repartition(Repartitioned.with(KEY, vs));
             case "toTable":
-                return ((KStream) in(node, 0)).toTable(materialized(node));
+                return ((KStream) in(node, 0)).toTable(tableStore(node));
             case "toStream":
                 return toStream(node);
             case "groupByKey":
@@ -258,8 +258,13 @@ final class SpecBuilder {
         return node.hasNonNull("name") ? c.withName(text(node, "name")) : c;
     }
 
-    /** A table source's store: a versioned one ("versioned": its history retention) or not. */
+    /**
+     * A table source's (or toTable's) store: a versioned one ("versioned": its history
+     * retention), a named one, or, without "store", an unnamed one (serdes only): Kafka then
+     * materializes the table only when an operator needs it (a join's value getter, old values).
+     */
     private Materialized tableStore(JsonNode node) {
+        if (!node.has("store")) return Materialized.with(KEY, serde(text(node, "vt")));
         if (!node.has("versioned")) return materialized(node);
         return Materialized.as(Stores.persistentVersionedKeyValueStore(
                 text(node, "store"), ms(node, "versioned")))
