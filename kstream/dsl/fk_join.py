@@ -64,7 +64,7 @@ from kstream.dsl.fk_wire import (
     subscription_serde,
     value_hash,
 )
-from kstream.dsl.graph import AUTO, InternalBuilder, StoreLike, ValueGetter, processor_factory
+from kstream.dsl.graph import AUTO, StoreLike, ValueGetter, processor_factory
 from kstream.dsl.materialized import table_store, value_serde_of
 from kstream.dsl.processors import BuiltinProcessor, NotLatest
 from kstream.dsl.table_processors import MaterializedOnDemand, TableSourceProcessor
@@ -400,27 +400,7 @@ class FkJoinResultProcessor(TableSourceProcessor):
     `KTableSource` forwards through its caching store; a store that is kstream's alone
     forwards every result, as Kafka's unmaterialized source does."""
 
-    on_demand: _DescribedOnDemand | None
-
-
-class _DescribedOnDemand(MaterializedOnDemand):
-    """The result store's "flag" among the table's old-value flags (`InternalBuilder.
-    table_operator`): an operator below that needs the result's values or old values switches
-    it on, and the store becomes Kafka's, shown by `describe()`, as Kafka materializes the
-    result on demand."""
-
-    def __init__(self, b: InternalBuilder, node: str, store: str) -> None:
-        self._undescribed = b.topology.undescribed_stores
-        super().__init__(node, store, b.topology.store_users)
-
-    @property
-    def enabled(self) -> bool:
-        return self.store not in self._undescribed
-
-    @enabled.setter
-    def enabled(self, on: bool) -> None:
-        if on:
-            self._undescribed.discard(self.store)
+    on_demand: MaterializedOnDemand | None
 
 
 # --- building ------------------------------------------------------------------------------
@@ -536,14 +516,15 @@ def join_on_foreign_key(
 
     result = named("-result", "FK-JOIN-OUTPUT")
     spec = table_store(b, materialized, "FK-JOIN-OUTPUT", left._key_serde, None)
-    on_demand = None if materialized is not None else _DescribedOnDemand(b, result, spec.name)
+    on_demand = None if materialized is not None else MaterializedOnDemand(result, spec.name, topo)
     factory = processor_factory(FkJoinResultProcessor, spec.name, on_demand)
     b.processor(result, factory, resolver)
     b.add_store(spec, [result], described=materialized is not None)
     vs = value_serde_of(spec, None)
-    table = KTable(b, result, left._key_serde, vs, ValueGetter(spec.name), materialized is not None)
+    given = materialized is not None
+    table = KTable(b, result, left._key_serde, vs, ValueGetter(spec.name), given, on_demand)
     if on_demand is not None:
-        b.table_operator(result, result, on_demand)
+        b.on_demand(on_demand)
     return table
 
 

@@ -108,6 +108,8 @@ class InternalBuilder:
         # (stream node, base) -> (repartition source, its filter's null-key policy)
         self._join_repartitions: dict[tuple[str, str], tuple[str, Any]] = {}
         self._old_value_flags: dict[str, tuple[Any, ...]] = {}
+        # store -> the MaterializedOnDemand of the table keeping it (see `on_demand`)
+        self._on_demand: dict[str, Any] = {}
 
     # --- names ------------------------------------------------------------------------------
 
@@ -203,6 +205,14 @@ class InternalBuilder:
         above = self._old_value_flags.get(parent, ())
         self._old_value_flags[node] = above if flag is None else (*above, flag)
 
+    def on_demand(self, flag: Any) -> None:
+        """Register the `MaterializedOnDemand` of a table Kafka materializes on demand (an
+        unnamed source table, an unnamed foreign-key join result): the first of its table's
+        old-value flags (an operator below that forces old values switches it on), switched on
+        too when another processor connects to its store (`connect`: Kafka's value getter)."""
+        self.table_operator(flag.node, flag.node, flag)
+        self._on_demand[flag.store] = flag
+
     def _maybe_send_old_values(self, factory: Any, parents: str | Sequence[str]) -> None:
         """A consumer other than filter, map_values or to_stream needs old values from the
         table filters above it (Kafka's `enableSendingOldValues`, e.g. by groupBy or joins)."""
@@ -239,8 +249,12 @@ class InternalBuilder:
         self.topology.add_state_store(spec, list(processors), described=described)
 
     def connect(self, processor: str, store: str) -> None:
-        """Let `processor` read `store`, owned by another processor (both join one sub-topology)."""
+        """Let `processor` read `store`, owned by another processor (both join one sub-topology).
+        A table Kafka materializes on demand is materialized by a reader (`on_demand`)."""
         self.topology.connect_processor_and_store(processor, store)
+        flag = self._on_demand.get(store)
+        if flag is not None and processor != flag.node:
+            flag.enabled = True
 
     def repartition(
         self,

@@ -50,7 +50,9 @@ class KTable(Handle):
     Kafka's `enableSendingOldValues(false)` answers for the table: True when it is materialized
     in Kafka's sense (a source or `to_table` given a store, any aggregation, a table-table
     join) or derives, without a store of its own, from such a table. A filter below such a
-    table forwards nothing for an update that is invisible before and after.
+    table forwards nothing for an update that is invisible before and after. A table that
+    derives from one Kafka materializes on demand (a source, `to_table` or foreign-key join
+    result without a store name) keeps that table's `_on_demand` (see `_old_values_now`).
     """
 
     def __init__(
@@ -61,10 +63,12 @@ class KTable(Handle):
         value_serde: Serde | None,
         getter: ValueGetter,
         sends_old_values: bool = True,
+        on_demand: tp.MaterializedOnDemand | None = None,
     ) -> None:
         super().__init__(builder, node, key_serde, value_serde)
         self._getter = getter
         self._sends_old_values = sends_old_values
+        self._on_demand = on_demand
 
     @property
     def store_name(self) -> str:
@@ -82,7 +86,24 @@ class KTable(Handle):
     ) -> KTable:
         b = self._builder
         node = b.processor(b.name(op, name, prefix="KTABLE"), factory, self._node)
-        return KTable(b, node, self._key_serde, value_serde, getter, self._sends_old_values)
+        return self._derived(node, value_serde, getter)
+
+    def _derived(self, node: str, value_serde: Serde | None, getter: ValueGetter) -> KTable:
+        """The table of a store-less operator `node` below this one: it answers a filter's
+        question for old values as this table does."""
+        b, sends = self._builder, self._sends_old_values
+        return KTable(b, node, self._key_serde, value_serde, getter, sends, self._on_demand)
+
+    def _old_values_now(self) -> bool:
+        """Kafka's `enableSendingOldValues(false)`, asked by a filter made below this table
+        now: True when the table is materialized in Kafka's sense, or derives (through
+        operators without a store) from a table Kafka materializes on demand that is
+        materialized by now: a join reading it (`valueGetterSupplier()`) or an operator forcing
+        old values (`enableSendingOldValues(true)`: a table-table join, `group_by`, suppress)
+        made before. Kafka answers when the filter is made, so the order the operators are
+        added in counts: a filter made before the join gets no old values."""
+        od = self._on_demand
+        return self._sends_old_values or (od is not None and od.materialized())
 
     def filter(
         self,
@@ -95,7 +116,8 @@ class KTable(Handle):
         A key that stops matching is deleted downstream: its update reaches `to_stream()` as a
         tombstone. As Kafka's KTableFilter, an update not visible before or after is also forwarded
         as a tombstone, unless the table above is materialized (a source or `to_table` given a
-        `store`, an aggregation, a table-table join) or a consumer needs old values (a
+        `store`, an aggregation, a table-table join; or, without a store name, read by a join
+        or asked for old values before this filter was made) or a consumer needs old values (a
         `group_by`, a table-table join): then it is not forwarded at all. No store of its own:
         joins read the parent's store through the filter, unless `materialized` (a store name
         or a `kstream.stores.key_value` spec, Kafka's `Materialized.as`) keeps the result in a
@@ -149,8 +171,8 @@ class KTable(Handle):
         not forwarded."""
         b = self._builder
         flag = tp.SendOldValues()
-        flag.enabled = self._sends_old_values
-        if self._sends_old_values:
+        flag.enabled = self._old_values_now()
+        if flag.enabled:
             self._want_old_values()
         versioned = versioned_upstream(self._getter)
         if materialized is None:
@@ -297,7 +319,7 @@ class KTable(Handle):
             return KTable(b, node, self._key_serde, vs, ValueGetter(spec.name), True)
         b.table_operator(node, self._node, flag)
         getter = TransformedValueGetter(self._getter, factory, own)
-        return KTable(b, node, self._key_serde, None, getter, self._sends_old_values)
+        return self._derived(node, None, getter)
 
     def to_stream(
         self, mapper: Callable[[Any, Any], Any] | None = None, name: str | None = None
@@ -647,11 +669,13 @@ def source_table(
         getter = VersionedValueGetter(spec.name, spec.retention or 0)
     else:
         if not named:
-            on_demand = tp.MaterializedOnDemand(node, spec.name, b.topology.store_users)
+            on_demand = tp.MaterializedOnDemand(node, spec.name, b.topology)
         factory = processor_factory(tp.TableSourceProcessor, spec.name, on_demand)
         getter = ValueGetter(spec.name)
     b.processor(node, factory, parent)
-    b.add_store(spec, [node])
+    # Kafka adds the store of a table it materializes on demand only once it is: `describe()`
+    # shows it from then on (`MaterializedOnDemand.enabled`)
+    b.add_store(spec, [node], described=on_demand is None)
     if on_demand is not None:
-        b.table_operator(node, node, on_demand)
-    return KTable(b, node, key_serde, value_serde, getter, sends_old_values=named or versioned)
+        b.on_demand(on_demand)
+    return KTable(b, node, key_serde, value_serde, getter, named or versioned, on_demand)

@@ -22,15 +22,30 @@ class MaterializedOnDemand:
     queryable name). Kafka materializes such a table when an operator below forces old values
     (a table-table join, a `group_by`, a suppress: `enableSendingOldValues(true)`, which the
     builder signals by switching `enabled` on, as for a filter's `SendOldValues`) or when
-    another node reads it (a join's value getter: `valueGetterSupplier()` materializes it). An
-    unmaterialized Kafka table has no store, hence no cache: every update is forwarded.
-    Asked when the processor starts, after the topology is complete."""
+    another node reads it (a join's value getter: `valueGetterSupplier()` materializes it;
+    `InternalBuilder.connect` switches `enabled` on). An unmaterialized Kafka table has no
+    store, hence no cache: every update is forwarded. Asked when the processor starts, after
+    the topology is complete, and, during the build, by a filter made below the table
+    (`KTable._old_values_now`).
 
-    def __init__(self, node: str, store: str, users: Mapping[str, list[str]]) -> None:
+    `enabled` is whether the store is described: added undescribed (`described=False`), it
+    shows in `describe()` once materialized, as Kafka adds the store to its topology only
+    then."""
+
+    def __init__(self, node: str, store: str, topology: Any) -> None:
         self.node = node
         self.store = store
-        self._users = users  # the topology's store -> connected processors
-        self.enabled = False
+        self._users: Mapping[str, list[str]] = topology.store_users  # store -> processors
+        self._undescribed: set[str] = topology.undescribed_stores
+
+    @property
+    def enabled(self) -> bool:
+        return self.store not in self._undescribed
+
+    @enabled.setter
+    def enabled(self, on: bool) -> None:
+        if on:
+            self._undescribed.discard(self.store)
 
     def materialized(self) -> bool:
         return self.enabled or any(u != self.node for u in self._users.get(self.store, ()))
@@ -105,8 +120,9 @@ class SendOldValues:
     which `to_stream` turns into a tombstone, unless the table above it is materialized or a
     consumer needs old values (a re-grouping, a table-table join): then an update invisible
     before and after is not forwarded at all. The DSL switches this on when the filter is made
-    below a materialized table (`KTable._sends_old_values`) or such a consumer is added below
-    it.
+    below a table materialized by then (`KTable._old_values_now`: named, or materialized on
+    demand by a join or an operator needing old values made earlier) or such a consumer is
+    added below it.
     """
 
     __slots__ = ("enabled",)
