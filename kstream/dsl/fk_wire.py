@@ -41,8 +41,9 @@ class Subscription(NamedTuple):
 
 
 class Response(NamedTuple):
-    """An answer to a subscription: its hash, the foreign row's value (None: no row) and the
-    partition of the left row to deliver it to."""
+    """An answer to a subscription: its hash, the foreign row's value (None: no row, or a
+    value that serializes to no bytes, as Kafka reads it) and the partition of the left row
+    to deliver it to."""
 
     hash: bytes | None
     foreign_value: Any
@@ -93,7 +94,14 @@ def response_serde(foreign_value_serde: Serde) -> Serde:
 
     def from_bytes(data: bytes) -> Response:
         flags, partition, h, pos = _read_head(data, "response")
-        fv = foreign_value_serde.from_bytes(data[pos:]) if flags & _FLAG_VALUE else None
+        # a foreign value of no bytes reads as no value (None), as Kafka's response serde
+        # (SubscriptionResponseWrapperSerde) reads it: a row whose value serializes to
+        # nothing (a "" string) joins as a missing row in Kafka Streams, and so here
+        fv = (
+            foreign_value_serde.from_bytes(data[pos:])
+            if flags & _FLAG_VALUE and len(data) > pos
+            else None
+        )
         return Response(h, fv, partition)
 
     return Serde(to_bytes, from_bytes, "fk-join-response")

@@ -977,6 +977,57 @@ SUPPRESS_VERSIONED = [
 
 # minimal specs of divergences the oracle found in issue 37's operators, fixed in kstream
 REGRESSIONS = [
+    *[
+        pytest.param(
+            Case(
+                [
+                    _table(0, S),
+                    _table(1, S),
+                    _node(2, op, S, 0, 1, fn="pair", fk="value_head"),
+                    *_sink(3, S, 2),
+                ],
+                [["in1", "p", "", 10], ["in0", "o", "p:1", 20], ["in1", "p", "q", 30]],
+            ),
+            # issue 47: Kafka's response serde reads a foreign value of no bytes ("") as null:
+            # the inner join deletes the row's result, the left join joins null; kstream
+            # joined ""
+            id=f"fk-{op}-of-an-empty-foreign-value",
+        )
+        for op in ("join", "leftJoin")
+    ],
+    *[
+        pytest.param(
+            Case(
+                [
+                    _table(0, S),
+                    _table(1, S),
+                    _node(2, "leftJoin", S, 0, 1, fn="pair", fk="value_head"),
+                    *(
+                        [
+                            _table(3, S),
+                            _node(4, "leftJoin", S, 2, 3, fn="pair"),
+                            _node(5, "filter", S, 2, fn="key_is_a"),
+                        ]
+                        if join_first
+                        else [
+                            _node(3, "filter", S, 2, fn="key_is_a"),
+                            _table(4, S),
+                            _node(5, "leftJoin", S, 2, 4, fn="pair"),
+                        ]
+                    ),
+                    *_sink(6, S, 4 if join_first else 3),
+                    *_sink(8, S, 5),
+                ],
+                [["in0", "c", "x", 14], ["in0", "a", "x", 15]],
+            ),
+            # issue 47: a join of an unnamed foreign-key join's result materializes it in
+            # Kafka, so a filter made afterwards drops an update invisible before and after
+            # (c x@14); kstream forwarded a tombstone (a documented divergence until then).
+            # Made before the join, the filter forwards it in both
+            id=f"fk-join-result-{'joined-then-filtered' if join_first else 'filtered-then-joined'}",
+        )
+        for join_first in (True, False)
+    ],
     pytest.param(
         Case(
             [

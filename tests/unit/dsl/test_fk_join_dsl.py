@@ -220,8 +220,28 @@ def test_subscription_and_response_encodings_round_trip() -> None:
     answers = response_serde(serde("json"))
     for r in (Response(value_hash(b"v"), {"a": 1}, 2), Response(None, None, 0)):
         assert answers.from_bytes(answers.to_bytes(r)) == r
-    empty = response_serde(serde("string"))  # an empty value is a value, not a delete
-    assert empty.from_bytes(empty.to_bytes(Response(None, "", 1))) == Response(None, "", 1)
+    # a foreign value of no bytes reads as no value, as Kafka's response serde reads it
+    empty = response_serde(serde("string"))
+    assert empty.from_bytes(empty.to_bytes(Response(None, "", 1))) == Response(None, None, 1)
+
+
+@pytest.mark.parametrize("left_join", [False, True])
+def test_a_foreign_value_of_no_bytes_joins_as_no_value(left_join: bool) -> None:
+    """Issue 47, found by the Kafka Streams oracle: Kafka's response serde
+    (`SubscriptionResponseWrapperSerde`) reads a foreign value that serializes to zero bytes
+    (here "") as null, so an inner join deletes the row's result and a left join joins None;
+    kstream joined "". Checked against Kafka Streams 4.1.1 and 4.4.0
+    (tests/oracle/test_ported_operators.py REGRESSIONS)."""
+    b = StreamBuilder()
+    orders, products = b.table("orders", "str", "str"), b.table("products", "str", "str")
+    join = orders.left_join if left_join else orders.join
+    join(products, lambda v: v.split(":")[0], lambda v, p: f"{v}=>{p}").to_stream().to(
+        "out", "str", "str"
+    )
+    with TopologyTestDriver(b) as d:
+        d.input_topic("products", "str", "str").pipe("p", "", timestamp=10)
+        d.input_topic("orders", "str", "str").pipe("o", "p:1", timestamp=20)
+        assert out_records(d) == [("o", "p:1=>None" if left_join else None, 20)]
 
 
 # --- Spark, docstrings ------------------------------------------------------------------------
