@@ -151,9 +151,10 @@ class _WindowedAggregate(BuiltinProcessor):
                 self.observed = ts
             close = self.observed - self.grace
             if emit_final:
-                # Kafka emits after aggregating the record; the output is the same (a record
-                # never updates a window it closes), but emitting first reads the closed
-                # windows before the record's new windows can push them out of retention.
+                # Kafka emits after aggregating the record (a record never updates a window
+                # it closes), from a store the record's new windows may have pushed closed
+                # windows out of, losing their final results; emitting first keeps them
+                # (docs/differences.md, "Output and emission", states when Kafka loses one).
                 self._emit_until(close, out, r)
             try:
                 self.apply(r, close, out if self.updates is None else self.updates)

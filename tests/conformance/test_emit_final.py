@@ -238,3 +238,42 @@ def test_session_final_results_merge_order() -> None:
         (W("d", 0, gap // 2), 2, gap // 2),
     ]
     assert dropped == {}
+
+
+# docs/differences.md, "Output and emission": a record that jumps ahead makes Kafka's store
+# expire closed windows before it reads their final results; kstream emits them all. Each case:
+# windows, the two records' times, and the final results kstream emits (Kafka Streams gives
+# only those marked True: tests/oracle/test_oracle.py `KAFKA_LOSES` checks that against it).
+JUMPS = [
+    pytest.param(
+        TimeWindows.of(10_000, advance=5_000, grace=2_000),
+        (1_000_000_000, 1_000_012_000),
+        [(W("a", 999_995_000, 1_000_005_000), False), (W("a", 1_000_000_000, 1_000_010_000), True)],
+        id="hopping",
+    ),
+    pytest.param(
+        SlidingWindows.of(4_000, grace=2_000),
+        (1_000_000_000, 1_000_012_000),
+        [(W("a", 999_996_000, 1_000_000_000), False)],
+        id="sliding",
+    ),
+    pytest.param(TimeWindows.of(5), (1, 12), [(W("a", 0, 5), False)], id="tumbling"),
+    pytest.param(
+        SessionWindows.with_gap(3),
+        (59_999, 60_003),
+        [(W("a", 59_999, 59_999), False)],
+        id="session",
+    ),
+]
+
+
+@pytest.mark.parametrize(("windows", "times", "finals"), JUMPS)
+def test_a_jump_in_stream_time_loses_no_final_result(
+    windows: Any, times: tuple[int, int], finals: list[tuple[W, bool]]
+) -> None:
+    """Every window closed by the second record gets its final result (stamped with its
+    record's time, 1 record each), although Kafka Streams' default stores have expired the
+    ones marked False by the time it reads them (issue 47: kstream keeps its choice)."""
+    out, dropped = run([("a", "x", t) for t in times], counts(windows, "final"))
+    assert out == [(w, 1, times[0]) for w, _ in finals]
+    assert dropped == {}

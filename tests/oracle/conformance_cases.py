@@ -401,10 +401,10 @@ def _semantics_cases() -> list[Any]:
     return out
 
 
-# Known difference (README, "Output and emission"; generate.py does the same): kstream emits
-# the windows a record closes before aggregating it, Kafka after, so in Kafka a record that
-# jumps ahead expires a closed window from its store before the final result is read. An
-# emit-final case's store keeps its windows longer than any case's timestamps.
+# Known difference (docs/differences.md, "Output and emission"; generate.py does the same):
+# Kafka reads the windows a record closes after aggregating it, from a store that may have
+# expired them by then (a record jumping ahead), and loses their final results; kstream emits
+# them. An emit-final case's store keeps its windows longer than any case's timestamps.
 LONG_RETENTION = 24 * 3600 * 1000
 
 
