@@ -1,9 +1,9 @@
 """The multi-topic app of the incremental-rebalance tests (test_incremental_rebalance), and a
-worker process running it under exactly_once_v2 with the consumer group protocol (KIP-848)
-until SIGTERM.
+worker process running it under exactly_once_v2 with a broker-assigned group protocol (the
+consumer group protocol, KIP-848, or Kafka Streams' own, KIP-1071) until SIGTERM.
 
     incremental_worker.py --bootstrap B --app-id A --orders T --customers T --joined T
-                          --counts T --state-dir D [--instance-id I]
+                          --counts T --state-dir D [--instance-id I] [--protocol consumer|streams]
 
 The app reads three topics in two sub-topologies: orders joined with a table of customers
 (co-partitioned: partition n of both is one task), and the joined orders counted per region
@@ -50,7 +50,8 @@ def app(
     state_dir: str,
     **cfg: Any,
 ) -> App:
-    """The app under exactly_once_v2 with the consumer group protocol; `cfg`: more config."""
+    """The app under exactly_once_v2 with the consumer group protocol (`cfg` may set another
+    `rebalance_protocol`, and more config)."""
     return App(
         join_count(*topics),
         app_id,
@@ -72,13 +73,16 @@ def main() -> None:
     for flag in ("bootstrap", "app-id", "orders", "customers", "joined", "counts", "state-dir"):
         ap.add_argument(f"--{flag}", required=True)
     ap.add_argument("--instance-id", default=None)
+    ap.add_argument("--protocol", default="consumer", choices=("consumer", "streams"))
     args = ap.parse_args()
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
     )
     logging.getLogger("kstream.kafka.librdkafka").setLevel(logging.ERROR)
     topics = (args.orders, args.customers, args.joined, args.counts)
-    extra = {"group_instance_id": args.instance_id} if args.instance_id else {}
+    extra: dict[str, Any] = {"rebalance_protocol": args.protocol}
+    if args.instance_id:
+        extra["group_instance_id"] = args.instance_id
     app(args.bootstrap, args.app_id, topics, args.state_dir, **extra).run()
 
 

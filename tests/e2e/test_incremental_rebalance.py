@@ -1,5 +1,7 @@
-"""Incremental rebalancing of a multi-topic topology with Kafka's consumer group protocol
-(KIP-848, `rebalance_protocol="consumer"`, kstream.runtime.rebalance) on Apache Kafka.
+"""Incremental rebalancing of a multi-topic topology with the broker-assigned group protocols
+on Apache Kafka: Kafka's consumer group protocol (KIP-848, `rebalance_protocol="consumer"`) and
+Kafka Streams' own (KIP-1071, `rebalance_protocol="streams"`; kstream.runtime.rebalance). The
+tests below run under each (`protocol`), where the broker offers it.
 
 * A second and a third instance join while orders flow into a stream-table join followed by a
   repartitioned count: the first instance keeps running the tasks it keeps (the same task
@@ -37,6 +39,7 @@ from e2e.test_cooperative_rebalance import SAMPLE_S, Timeline, _manager, _starte
 from kstream.kafka.producer import Producer
 from kstream.runtime import App, AppState
 from kstream.runtime.rebalance import split_tasks
+from kstream.runtime.streams_topology import partitions_of, tasks_of
 from kstream.serde import serde
 
 WORKER = str(Path(__file__).with_name("incremental_worker.py"))
@@ -98,18 +101,42 @@ def _expected(orders: int) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
     return joined, {r: list(range(1, c + 1)) for r, c in counts.items()}
 
 
+PROTOCOLS = [
+    pytest.param("consumer", marks=pytest.mark.kafka_feature("consumer_group_protocol")),
+    pytest.param("streams", marks=pytest.mark.kafka_feature("streams_group_protocol")),
+]
+
+
 def _worker(
-    tmp: Path, name: str, bs: str, app_id: str, topics: tuple[str, str, str, str]
+    tmp: Path,
+    name: str,
+    bs: str,
+    app_id: str,
+    topics: tuple[str, str, str, str],
+    protocol: str = "consumer",
 ) -> Worker:
     orders, customers, joined, counts = topics
-    args = ["--bootstrap", bs, "--app-id", app_id, "--orders", orders]
+    args = ["--bootstrap", bs, "--app-id", app_id, "--orders", orders, "--protocol", protocol]
     args += ["--customers", customers, "--joined", joined, "--counts", counts]
     args += ["--state-dir", str(tmp / f"state-{name}")]
     return Worker(args, tmp / f"{name}.log", script=WORKER)
 
 
-def _members(bs: str, group: str) -> list[list[tuple[str, int]]]:
-    """Each member's assignment as the group coordinator describes it."""
+def _members(a: App, bs: str, group: str) -> list[list[tuple[str, int]]]:
+    """Each member's assignment (its partitions) as the group coordinator describes it."""
+    if _protocol(a) == "streams":
+        from kstream.kafka.streams_group import StreamsGroupClient
+
+        compiled = _manager(a).ctx.compiled
+        with StreamsGroupClient(bs) as client:
+            described = client.describe(group)
+        return [
+            sorted(
+                (tp.topic, tp.partition)
+                for tp in partitions_of(compiled, tasks_of(m["assignment"]["active"]))
+            )
+            for m in described["members"]
+        ]
     admin = AdminClient({"bootstrap.servers": bs})
     desc = admin.describe_consumer_groups([group])[group].result(timeout=30)
     return [
@@ -121,23 +148,38 @@ def _members(bs: str, group: str) -> list[list[tuple[str, int]]]:
 def _placed(a: App, bs: str, group: str, instances: int) -> list[list[tuple[str, int]]]:
     """The members' assignments once `instances` members hold every partition, checked: no
     member holds only some of a task's partitions, and each holds an even share of every
-    topic (every sub-topology's tasks are spread)."""
+    topic (every sub-topology's tasks are spread; the Streams group's sticky task assignor
+    balances each member's tasks over all sub-topologies together)."""
     compiled = _manager(a).ctx.compiled
     topics = compiled.source_topics
     found: list[list[tuple[str, int]]] = []
 
+    share = len(compiled.subtopologies) * PARTITIONS // instances
+
+    def tasks(member: list[tuple[str, int]]) -> int:
+        return len({(compiled.subtopology_for_topic(t).id, p) for t, p in member})
+
     def complete() -> bool:
         nonlocal found
-        found = _members(bs, group)
+        found = _members(a, bs, group)
         held = [tp for m in found for tp in m]
-        return len(found) == instances and len(held) == len(set(held)) == len(topics) * PARTITIONS
+        done = len(found) == instances and len(held) == len(set(held)) == len(topics) * PARTITIONS
+        # the Streams group's first member may hold every task until the others have joined
+        # and it has released theirs: its settled state is an even share of tasks each
+        return done and (_protocol(a) != "streams" or all(tasks(m) == share for m in found))
 
     _wait(complete, f"{instances} members to hold every partition")
     for member in found:
         assert split_tasks(compiled, member) == {}, member
+        if _protocol(a) == "streams":
+            continue
         for topic in topics:
             assert sum(1 for t, _ in member if t == topic) == PARTITIONS // instances, member
     return found
+
+
+def _protocol(a: App) -> str:
+    return str(a.config.rebalance_protocol)
 
 
 def _topics(unique_name: Callable[[str], str]) -> tuple[str, str, str, str]:
@@ -177,18 +219,18 @@ def _created(bs: str, unique_name: Callable[[str], str]) -> tuple[str, str, str,
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.kafka_feature("consumer_group_protocol")
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_instances_joining_a_multi_topic_app_leave_the_kept_tasks_running(
-    kafka_broker: Any, unique_name: Callable[[str], str], tmp_path: Path
+    kafka_broker: Any, unique_name: Callable[[str], str], tmp_path: Path, protocol: str
 ) -> None:
     require_kafka(kafka_broker)
     bs = kafka_broker.bootstrap_servers
     topics = _created(bs, unique_name)
-    app_id = unique_name("kip848")
-    a = app(bs, app_id, topics, str(tmp_path / "a"))
+    app_id = unique_name(f"join-{protocol}")
+    a = app(bs, app_id, topics, str(tmp_path / "a"), rebalance_protocol=protocol)
     # the joining instances are processes of their own: their restores and start-ups do not
     # compete with the measured one for this process's interpreter lock
-    joiners = [_worker(tmp_path, name, bs, app_id, topics) for name in ("b", "c")]
+    joiners = [_worker(tmp_path, name, bs, app_id, topics, protocol) for name in ("b", "c")]
     events: list[tuple[float, AppState, int]] = []
     a.on_state_change(lambda new, _old: events.append((time.monotonic(), new, a.processed)))
     report: list[str] = []
@@ -208,6 +250,7 @@ def test_instances_joining_a_multi_topic_app_leave_the_kept_tasks_running(
             if w.alive():
                 assert w.stop() == 0, w.tail()
     logs = "".join(p.read_text(errors="replace") for w in joiners for p in w.logs)
+    print(f"rebalance_protocol={protocol}")
     print("\n".join(report))
     print(f"{total} orders; " + "; ".join(str(v) for v in verdicts))
     assert all(v.exact for v in verdicts), verdicts
@@ -261,16 +304,16 @@ def _join(
     return said
 
 
-def _group_session(bs: str, group: str, ms: int) -> None:
-    """Set `group`'s session timeout (the group config consumer.session.timeout.ms: under the
-    consumer protocol the session is the broker's, not the client's)."""
+def _group_session(bs: str, group: str, ms: int, protocol: str = "consumer") -> None:
+    """Set `group`'s session timeout (the group config `<protocol>.session.timeout.ms`: under
+    the broker-assigned protocols the session is the broker's, not the client's)."""
     admin = AdminClient({"bootstrap.servers": bs})
     res = ConfigResource(
         ResourceType.GROUP,
         group,
         incremental_configs=[
             ConfigEntry(
-                "consumer.session.timeout.ms",
+                f"{protocol}.session.timeout.ms",
                 str(ms),
                 incremental_operation=AlterConfigOpType.SET,
             )
@@ -281,18 +324,25 @@ def _group_session(bs: str, group: str, ms: int) -> None:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.kafka_feature("consumer_group_protocol")
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_static_member_restarting_within_the_group_session_moves_nothing(
-    kafka_broker: Any, unique_name: Callable[[str], str], tmp_path: Path
+    kafka_broker: Any, unique_name: Callable[[str], str], tmp_path: Path, protocol: str
 ) -> None:
     require_kafka(kafka_broker)
     bs = kafka_broker.bootstrap_servers
     topics = _created(bs, unique_name)
-    app_id = unique_name("kip848static")
-    _group_session(bs, app_id, 30_000)
+    app_id = unique_name(f"static-{protocol}")
+    _group_session(bs, app_id, 30_000, protocol)
 
     def make(name: str) -> App:
-        return app(bs, app_id, topics, str(tmp_path / name), group_instance_id=name)
+        return app(
+            bs,
+            app_id,
+            topics,
+            str(tmp_path / name),
+            group_instance_id=name,
+            rebalance_protocol=protocol,
+        )
 
     a, b = make("a"), make("b")
     with Orders(bs, topics[0]), _started(a):
@@ -324,7 +374,7 @@ def test_a_static_member_restarting_within_the_group_session_moves_nothing(
             assert a.metrics.rebalances_total == a_rebalances
             assert sorted(_placed(a, bs, app_id, 2)) == sorted(placed)
     print(
-        f"static membership (consumer protocol): b restarted in {restarted:.1f} s; a kept "
+        f"static membership ({protocol} protocol): b restarted in {restarted:.1f} s; a kept "
         f"{sorted(a_tasks)} without a rebalance, b got {b_tasks} back"
     )
 
@@ -355,9 +405,9 @@ def test_a_broker_without_the_protocol_stops_the_app_with_an_error_naming_it(
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.kafka_feature("consumer_group_protocol")
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_an_instance_killed_and_restarted_mid_stream_leaves_the_outputs_exact(
-    kafka_broker: Any, unique_name: Callable[[str], str], tmp_path: Path
+    kafka_broker: Any, unique_name: Callable[[str], str], tmp_path: Path, protocol: str
 ) -> None:
     """An instance SIGKILLed mid-stream (its transaction open) and restarted: the restart
     fences its predecessor (the same transactional id, from its state directory) and joins as
@@ -370,9 +420,9 @@ def test_an_instance_killed_and_restarted_mid_stream_leaves_the_outputs_exact(
     require_kafka(kafka_broker)
     bs = kafka_broker.bootstrap_servers
     topics = _created(bs, unique_name)
-    app_id = unique_name("kip848kill")
-    a = app(bs, app_id, topics, str(tmp_path / "a"))
-    b = _worker(tmp_path, "b", bs, app_id, topics)
+    app_id = unique_name(f"kill-{protocol}")
+    a = app(bs, app_id, topics, str(tmp_path / "a"), rebalance_protocol=protocol)
+    b = _worker(tmp_path, "b", bs, app_id, topics, protocol)
     try:
         with _started(a):
             with Orders(bs, topics[0]) as feed:
@@ -399,7 +449,7 @@ def test_an_instance_killed_and_restarted_mid_stream_leaves_the_outputs_exact(
         if b.alive():
             b.kill()
     print(
-        f"b killed and restarted: running tasks again {back:.1f} s later; {total} orders; "
-        + "; ".join(str(v) for v in verdicts)
+        f"rebalance_protocol={protocol}: b killed and restarted: running tasks again "
+        f"{back:.1f} s later; {total} orders; " + "; ".join(str(v) for v in verdicts)
     )
     assert all(v.exact for v in verdicts), verdicts
