@@ -54,6 +54,7 @@ OTHER_KSTREAM_VARIABLES = (
     "KSTREAM_TEST_BOOTSTRAP",
     "KSTREAM_TEST_BROKER",  # tests/conftest.py: the lane, "kafka" or "tansu"
     "KSTREAM_TEST_BROKER_LOG",
+    "KSTREAM_TEST_KAFKA_VERSION",  # tests/support/kafka_features.py: the tests' broker's version
     "KSTREAM_TEST_TIMELINE",  # tests/support/timeline.py: where each test ran, and when
     "KSTREAM_KAFKA_LIBS",  # kstream.testing.kafka: the Apache Kafka jars
     "KSTREAM_KAFKA_JAVA_HOME",
