@@ -281,6 +281,31 @@ class Admin:
             raise map_error(e, "deleting records") from None
         return {(tp.topic, tp.partition): f for tp, f in futures.items()}
 
+    def set_group_configs(self, group: str, configs: Mapping[str, str]) -> None:
+        """Set group configs of `group` (IncrementalAlterConfigs on its GROUP resource: a
+        Streams group's `streams.num.standby.replicas`, a group's session timeout)."""
+        from confluent_kafka.admin import (
+            AlterConfigOpType,
+            ConfigEntry,
+            ConfigResource,
+            ResourceType,
+        )
+
+        entries = [
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+            for k, v in configs.items()
+        ]
+        resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
+        try:
+            for f in self._admin.incremental_alter_configs(
+                [resource], request_timeout=self._request_timeout
+            ).values():
+                f.result(self._request_timeout)
+        except KafkaException as e:
+            raise map_error(
+                e, f"setting group configs {dict(configs)!r} of group {group!r}"
+            ) from None
+
     def close(self) -> None:
         """Nothing to release explicitly (AdminClient has no close); kept for symmetry."""
 

@@ -19,9 +19,11 @@ so it applies committed changelog records only, as the active task's own restore
 stores it hands over hold nothing uncommitted. A store's write cache is empty when it becomes a
 standby (a task commits or rolls back before it closes; whatever is left is discarded).
 
-Which tasks: every instance computes the same placement (kstream.runtime.placement) from the
-instance registry (kstream.runtime.instances: the live instances and the instance running each
-task) and keeps the standbys that fall to it, checked every `PLACEMENT_S`; a task whose
+Which tasks: under `rebalance_protocol="streams"` the group's coordinator places them (the
+standby and warm-up tasks of this member's target, handed over by `follow`). Otherwise every
+instance computes the same placement (kstream.runtime.placement) from the instance registry
+(kstream.runtime.instances: the live instances and the instance running each task) and keeps
+the standbys that fall to it, checked every `PLACEMENT_S`; a task whose
 partitions this instance gives up in a rebalance stays as a standby (its stores parked here,
 Kafka's task recycling) until the next placement says otherwise. A store kept outside the
 process (Redis) has no standby: its state already survives the instance.
@@ -56,6 +58,8 @@ PLACEMENT_S = 0.25
 WARMUP_MAX_S = 600.0
 """The longest an instance warms up before it joins the group anyway: Kafka's
 `probing.rebalance.interval.ms` (10 minutes), after which its assignor looks again."""
+LINGER_S = 30.0
+"""How long a standby the Streams group's coordinator stopped listing is kept (`follow`)."""
 FOLLOW_FETCH_WAIT_MS = 100
 """The standby consumer's fetch wait: how far behind the active task's commits a standby may
 lag when the changelog is quiet (a busy changelog's fetches are answered at once)."""
@@ -157,10 +161,34 @@ class StandbyTasks:
         self._next_check = 0.0
         # tasks whose stores live outside the process (no standby: nothing to keep warm)
         self._remote: set[TaskId] = set()
+        # the standbys the Streams group's coordinator placed here (None: not that protocol),
+        # and those it stopped listing, kept until a deadline (`follow`)
+        self._broker_placed: set[TaskId] | None = None
+        self._lingering: set[TaskId] = set()
+        self._linger_until = 0.0
 
     @property
     def enabled(self) -> bool:
-        return self.replicas > 0 and self.membership is not None
+        return self.replicas > 0 and (
+            self.membership is not None or self._broker_placed is not None
+        )
+
+    def follow(self, tasks: Iterable[TaskId], now: float | None = None) -> None:
+        """Keep standbys of `tasks` from the next turn on (the Streams group's coordinator
+        placed them: `rebalance_protocol="streams"`), not the registry's placement.
+
+        A standby the coordinator stops listing stays for `LINGER_S` more (or until the next
+        call): the coordinator lists a task it moves here as neither standby nor active while
+        its owner still runs it, and the task then arrives as active. Dropped at once, its
+        copy would be rebuilt from its changelog's start (seen: 564 records restored from 0
+        where the standby had them all); kept, the new active task takes it over."""
+        now = time.monotonic() if now is None else now
+        new = set(tasks)
+        # what it holds now, the copies warmed up before joining (`warm_up`) included
+        self._lingering = set(self.tasks) - new
+        self._linger_until = now + LINGER_S
+        self._broker_placed = new
+        self._next_check = 0.0
 
     # --- the stream thread's turn -----------------------------------------------------------
 
@@ -169,11 +197,13 @@ class StandbyTasks:
         the placement; then apply what the changelogs brought. `active`: the thread's tasks
         by id (each with `tps`). Returns the records applied."""
         now = time.monotonic() if now is None else now
-        if self.membership is not None and now >= self._next_check:
+        placing = self.membership is not None or self._broker_placed is not None
+        if placing and now >= self._next_check:
             self._next_check = now + PLACEMENT_S
             if self.enabled:
                 self._follow_placement(active)
-            self._publish(active)
+            if self.membership is not None:
+                self._publish(active)
         return self._poll()
 
     def _publish(self, active: Mapping[TaskId, Any]) -> None:
@@ -209,6 +239,9 @@ class StandbyTasks:
     def _placed(self, active: Mapping[TaskId, Any]) -> tuple[set[TaskId], set[TaskId]]:
         """`placement(active)`, and the tasks no instance runs by the registry's view now (on
         their way from one instance to another in a rebalance, say)."""
+        if self._broker_placed is not None:
+            keep = self._lingering if time.monotonic() < self._linger_until else set()
+            return self._broker_placed - set(active) - self._remote, keep
         assert self.membership is not None
         me = self.membership.instance_id
         live = list(self.membership.live())

@@ -21,12 +21,13 @@ librdkafka's own commits of a group that has Streams members.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from confluent_kafka import Message
 
 from kstream.errors import ConfigError
+from kstream.kafka.admin import Admin
 from kstream.kafka.consumer import Consumer, RebalanceCallback, TopicPartition
 from kstream.kafka.streams_group import StreamsGroupClient
 from kstream.runtime.process_id import process_id
@@ -55,6 +56,9 @@ class StreamsGroupConsumer(Consumer):
         self._on_revoke: RebalanceCallback | None = None
         self._on_lost: RebalanceCallback | None = None
         self._active: set[TaskId] = set()
+        #: where the standby and warm-up tasks of each target go (the thread's standbys'
+        #: `follow`); None: nowhere (standbys off)
+        self.on_standbys: Callable[[set[TaskId]], None] | None = None
 
     def subscribe(
         self,
@@ -105,7 +109,10 @@ class StreamsGroupConsumer(Consumer):
         if self._on_assign is not None:
             self._on_assign(partitions_of(self._compiled, assign))
         self._active |= assign
-        self.member.applied(target, self._active, set())
+        standbys = set(target.standby | target.warmup) - self._active
+        if self.on_standbys is not None:
+            self.on_standbys(standbys)
+        self.member.applied(target, self._active, standbys if self.on_standbys else set())
 
     def consumer_group_metadata(self) -> Any:
         """The member's id and epoch, for `Producer.send_offsets`."""
@@ -148,6 +155,15 @@ def streams_group_consumer(ctx: RuntimeContext, kafka: dict[str, Any]) -> Stream
     except BaseException:
         client.close()
         raise
+    if cfg.num_standby_replicas > 0:
+        # the coordinator places standbys by the group's config (the broker's own default is
+        # none; it caps the count at group.streams.max.standby.replicas, 2 by default)
+        with Admin(
+            ctx.bootstrap_servers, kafka=cfg.kafka, connect_timeout=cfg.connect_timeout
+        ) as a:
+            a.set_group_configs(
+                ctx.app_id, {"streams.num.standby.replicas": str(cfg.num_standby_replicas)}
+            )
     member = StreamsMember(
         client,
         ctx.app_id,

@@ -215,7 +215,10 @@ class StreamThread:
             # the protocol client (kafka-python) is imported only by apps that use it
             from kstream.runtime.streams_consumer import streams_group_consumer
 
-            self.consumer = streams_group_consumer(self.ctx, consumer_settings(cfg))
+            consumer = streams_group_consumer(self.ctx, consumer_settings(cfg))
+            if cfg.num_standby_replicas > 0:
+                consumer.on_standbys = self.standbys.follow
+            self.consumer = consumer
         else:
             self.consumer = self.ctx.client_supplier.consumer(
                 ClientConfig(

@@ -41,8 +41,12 @@ from e2e.test_standby_failover import (
     _wait_for,
 )
 
-# Apache Kafka 4.0+ (support.kafka_features): skipped on an older broker
-pytestmark = pytest.mark.kafka_feature("consumer_group_protocol")
+PROTOCOLS = [
+    # Apache Kafka 4.0+ (support.kafka_features): skipped on an older broker
+    pytest.param("consumer", marks=pytest.mark.kafka_feature("consumer_group_protocol")),
+    # Kafka Streams' own protocol (KIP-1071, 4.2+): the coordinator places the standbys
+    pytest.param("streams", marks=pytest.mark.kafka_feature("streams_group_protocol")),
+]
 
 _PUBLISHED = re.compile(r"published partitions (\{.*\}), standbys (\{.*\})$", re.MULTILINE)
 SESSION_MS = 2000
@@ -53,9 +57,9 @@ SECOND = 9_000
 well inside it however slowly the reader follows."""
 
 
-def consumer_worker(tmp: Path, name: str, *args: str) -> Worker:
-    """e2e.support.worker's pipeline worker, run under the consumer group protocol."""
-    return worker(tmp, name, *args, "--rebalance-protocol", "consumer")
+def consumer_worker(tmp: Path, name: str, *args: str, protocol: str = "consumer") -> Worker:
+    """e2e.support.worker's pipeline worker, run under a broker-assigned group protocol."""
+    return worker(tmp, name, *args, "--rebalance-protocol", protocol)
 
 
 def _one_active_one_standby(w: Worker) -> bool:
@@ -80,8 +84,9 @@ def group_type(bootstrap: str, group: str) -> ConsumerGroupType:
 
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("start", ["together", "joining"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_the_survivor_takes_over_from_its_standby_under_the_consumer_protocol(
-    kafka_broker: Any, unique_name: Callable[[str], str], tmp_path: Path, start: str
+    kafka_broker: Any, unique_name: Callable[[str], str], tmp_path: Path, start: str, protocol: str
 ) -> None:
     """`together`: both instances start at once, and `a` is killed. `joining`: `a` runs both
     tasks alone, `b` joins (warming up first), `a` keeps the task it gives up as a standby,
@@ -90,15 +95,16 @@ def test_the_survivor_takes_over_from_its_standby_under_the_consumer_protocol(
     began = time.monotonic()
     bs = kafka_broker.bootstrap_servers
     inp, cnt, sm = unique_name("in"), unique_name("counts"), unique_name("sums")
-    app_id = unique_name("kip848standby")
+    app_id = unique_name(f"standby-{protocol}")
     create_topics(bs, PARTITIONS, inp, cnt, sm)
-    _group_session(bs, app_id, SESSION_MS)
+    _group_session(bs, app_id, SESSION_MS, protocol)
     # about 2,000 records/s per task, so the kill lands inside the owner's transactions; the
     # transaction it leaves open with offsets pending is aborted by the broker after 10 s
     extra = ("--guarantee", "exactly_once_v2", "--standbys", "1", "--delay", "0.0005")
     extra += ("--kafka", "transaction.timeout.ms=10000")
-    a = consumer_worker(tmp_path, "a", bs, app_id, inp, cnt, sm, *extra).start()
-    b = consumer_worker(tmp_path, "b", bs, app_id, inp, cnt, sm, *extra)
+    a = consumer_worker(tmp_path, "a", bs, app_id, inp, cnt, sm, *extra, protocol=protocol)
+    b = consumer_worker(tmp_path, "b", bs, app_id, inp, cnt, sm, *extra, protocol=protocol)
+    a.start()
     victim, survivor = (a, b) if start == "together" else (b, a)
     results = Results(bs, cnt, sm)
     data = make_input(FIRST + SECOND, KEYS)
@@ -115,7 +121,8 @@ def test_the_survivor_takes_over_from_its_standby_under_the_consumer_protocol(
                 a,
                 b,
             )
-        assert group_type(bs, app_id) == ConsumerGroupType.CONSUMER
+        if protocol == "consumer":
+            assert group_type(bs, app_id) == ConsumerGroupType.CONSUMER
         if start == "together":
             produce(bs, inp, data[:FIRST])
         counts, _ = expected(data[:FIRST])
@@ -161,7 +168,7 @@ def test_the_survivor_takes_over_from_its_standby_under_the_consumer_protocol(
                 w.kill()
         results.close()
     print(
-        f"consumer protocol ({start}): the survivor took {taken} over from its standby, "
+        f"{protocol} protocol ({start}): the survivor took {taken} over from its standby, "
         f"restoring {tails} changelog records; every output {resumed:.1f} s after the kill; "
         + "; ".join(str(v) for v in verdicts)
         + f"; {time.monotonic() - began:.1f} s in all"
