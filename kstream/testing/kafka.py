@@ -28,6 +28,7 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -82,7 +83,12 @@ logger.started.name = kafka.server.KafkaRaftServer
 logger.started.level = INFO
 """
 
+log = logging.getLogger("kstream.testing.kafka")
 _LOG_TAIL = 3000
+#: How many times `KafkaCluster.start` picks new ports when one was taken before the node
+#: bound it, and how the node's log says so (java.net.BindException)
+PORT_ATTEMPTS = 3
+_PORT_TAKEN = "Address already in use"
 
 #: the security protocols a `KafkaCluster` client listener can have
 CLIENT_LISTENER_PROTOCOLS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -164,16 +170,21 @@ class KafkaNode:
         self.cluster = cluster
         self.node_id = node_id
         self.host = cluster.host
-        self.port = free_port(cluster.host)
-        self.controller_port = free_port(cluster.host)
-        #: the port of the CLIENT listener, if the cluster has one (`client_listener`)
-        self.client_port = free_port(cluster.host) if cluster.client_listener else None
+        self.pick_ports()
         self.dir = root / f"node-{node_id}"
         self.data_dir = self.dir / "data"
         self.config_path = self.dir / "server.properties"
         self.log_path = self.dir / "broker.log"
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_start = 0  # where the log of the current run starts
+
+    def pick_ports(self) -> None:
+        """Free ports for the node's listeners, as the OS has them now (another process may
+        take one before the node binds it: `KafkaCluster.start` then starts again)."""
+        self.port = free_port(self.host)
+        self.controller_port = free_port(self.host)
+        #: the port of the CLIENT listener, if the cluster has one (`client_listener`)
+        self.client_port = free_port(self.host) if self.cluster.client_listener else None
 
     @property
     def bootstrap_server(self) -> str:
@@ -465,7 +476,25 @@ class KafkaCluster:
         raise KeyError(f"no Kafka node {node_id} (nodes: {[n.node_id for n in self.nodes]})")
 
     def start(self) -> KafkaCluster:
-        """Format every node's storage, start them all and wait until each broker is up."""
+        """Format every node's storage, start them all and wait until each broker is up.
+
+        A port is free when picked and bound by the node a few seconds later; another process
+        (a parallel test run starting its own broker) may bind it in between, and the node
+        exits with "Address already in use". The cluster then starts again on new ports, up
+        to `PORT_ATTEMPTS` times."""
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                return self._start()
+            except BrokerStartError as e:
+                if _PORT_TAKEN not in str(e) or attempt == PORT_ATTEMPTS:
+                    raise
+                log.warning("a Kafka node's port was taken before it bound it; new ports")
+                for n in self.nodes:
+                    shutil.rmtree(n.dir, ignore_errors=True)
+                    n.pick_ports()
+        raise AssertionError("unreachable")
+
+    def _start(self) -> KafkaCluster:
         t0 = time.monotonic()
         self.root.mkdir(parents=True, exist_ok=True)
         self.log4j_path.write_text(_LOG4J2)
