@@ -284,7 +284,7 @@ class Admin:
     def set_group_configs(self, group: str, configs: Mapping[str, str]) -> None:
         """Set group configs of `group` (IncrementalAlterConfigs on its GROUP resource: a
         Streams group's `streams.num.standby.replicas`, a group's session timeout)."""
-        from confluent_kafka.admin import (
+        from confluent_kafka.admin import (  # type: ignore[attr-defined,unused-ignore]
             AlterConfigOpType,
             ConfigEntry,
             ConfigResource,
