@@ -10,6 +10,7 @@ after the first leaves the second runs all four. Skipped where the broker lacks 
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -102,10 +103,32 @@ def test_one_instance_runs_every_task_the_broker_assigns(
     try:
         wait_for_app("200 outputs", lambda: len(read_committed(bs, out)) >= 200, app, 120, 0.5)
         assert _tasks(app) == [(0, p) for p in range(4)]
+        # as an operator sees it: Kafka's own kafka-streams-groups.sh lists the member, its
+        # process and its tasks
+        listed = _streams_groups_tool(bs, "--describe", "--group", app_id, "--members")
+        member = app._stream.consumer.member  # type: ignore[union-attr]
+        (line,) = [ln for ln in listed.splitlines() if member.member_id in ln]
+        assert line.split()[0] == app_id and member.process_id in line, listed
+        assert "ACTIVE: 0:[0,1,2,3]" in line, listed
     finally:
         app.close()
     assert app.error is None
     _check_exact(bs, out, 200)
+
+
+def _streams_groups_tool(bs: str, *args: str) -> str:
+    """The output of Kafka's kafka-streams-groups.sh (its class, from the broker's jars)."""
+    from kstream.testing.kafka import _java, kafka_libs
+
+    tool = "org.apache.kafka.tools.streams.StreamsGroupCommand"
+    done = subprocess.run(
+        [_java(), "-cp", f"{kafka_libs()}/*", tool, "--bootstrap-server", bs, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
 
 
 def test_a_second_instance_takes_tasks_over_and_the_counts_stay_exact(
