@@ -271,6 +271,14 @@ class App:
         self._registry = registry
         return True
 
+    def group_endpoint(self, topic: str, partition: int) -> str | None:
+        """Under `rebalance_protocol="streams"`: the HTTP endpoint ("host:port") of the
+        instance whose active task reads `topic[partition]`, as the group's coordinator last
+        told this instance (its members send their `http` address); None otherwise."""
+        stream = self._stream
+        member = getattr(stream.consumer, "member", None) if stream is not None else None
+        return None if member is None else member.endpoint_of(topic, partition)
+
     def standby_partitions(self) -> list[tuple[str, int]]:
         """The input (topic, partition) pairs of the tasks this instance keeps standby
         replicas of right now."""

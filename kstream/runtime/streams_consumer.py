@@ -170,6 +170,7 @@ def streams_group_consumer(ctx: RuntimeContext, kafka: dict[str, Any]) -> Stream
         streams_topology(ctx.compiled, cfg),
         process_id=process_id(cfg.state_dir, ctx.app_id),
         instance_id=cfg.group_instance_id,
+        endpoint=_endpoint(cfg.http),
         rebalance_timeout_ms=int(cfg.kafka.get("max.poll.interval.ms", 300_000)),
     )
     return StreamsGroupConsumer(
@@ -180,3 +181,11 @@ def streams_group_consumer(ctx: RuntimeContext, kafka: dict[str, Any]) -> Stream
         kafka=kafka,
         connect_timeout=cfg.connect_timeout,
     )
+
+
+def _endpoint(http: str | None) -> tuple[str, int] | None:
+    """The app's `http` address ("host:port") as the member's Interactive Queries endpoint."""
+    if not http:
+        return None
+    host, _, port = str(http).rpartition(":")
+    return (host or "127.0.0.1", int(port))

@@ -143,6 +143,7 @@ class StreamsMember:
         *,
         process_id: str,
         instance_id: str | None = None,
+        endpoint: tuple[str, int] | None = None,
         rebalance_timeout_ms: int = 300_000,
         name: str = "",
     ) -> None:
@@ -151,6 +152,7 @@ class StreamsMember:
         self.topology = topology
         self.process_id = process_id
         self.instance_id = instance_id
+        self.endpoint = endpoint
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.member_id = uuid.uuid4().hex  # the client's own, kept across rejoins
         self.name = name or f"kstream-streams-group-{group_id}"
@@ -166,6 +168,11 @@ class StreamsMember:
         self._lost = False
         self._owned = _Owned()
         self._statuses: tuple[tuple[int, str], ...] = ()
+        # each member's Interactive Queries endpoint ("host:port") by the input partitions of
+        # its active tasks, as the coordinator last told (its epoch: sent back, so the map
+        # comes again only when it changed)
+        self._owners: dict[tuple[str, int], str] = {}
+        self._endpoint_epoch = 0
         self.error: BaseException | None = None
         #: heartbeats answered, joins (first and after a fence) and fences, for tests and logs
         self.heartbeats = 0
@@ -217,6 +224,12 @@ class StreamsMember:
             self.client.offset_commit(
                 self.group_id, self.member_id, epoch, offsets, instance_id=self.instance_id
             )
+
+    def endpoint_of(self, topic: str, partition: int) -> str | None:
+        """The endpoint ("host:port") of the member whose active task reads `topic[partition]`,
+        as the group's coordinator last told (None: unknown, or no member has an endpoint)."""
+        with self._lock:
+            return self._owners.get((topic, partition))
 
     def rejoin(self) -> None:
         """Leave and join again with epoch 0 (the stream thread gave up every task)."""
@@ -277,6 +290,8 @@ class StreamsMember:
                 topology=self.topology,
                 instance_id=self.instance_id,
                 process_id=self.process_id,
+                user_endpoint=self.endpoint,
+                endpoint_information_epoch=self._endpoint_epoch,
                 active_tasks={},
                 standby_tasks={},
                 warmup_tasks={},
@@ -287,6 +302,7 @@ class StreamsMember:
             member_id=self.member_id,
             member_epoch=self._epoch,
             instance_id=self.instance_id,
+            endpoint_information_epoch=self._endpoint_epoch,
             active_tasks=task_ids(owned.active) if changed else None,
             standby_tasks=task_ids(owned.standby) if changed else None,
             warmup_tasks={} if changed else None,
@@ -331,6 +347,14 @@ class StreamsMember:
         self._epoch = response.member_epoch
         self._interval_s = max(0.05, response.heartbeat_interval_ms / 1000)
         self._note_statuses(response.statuses)
+        if response.partitions_by_user_endpoint is not None:
+            self._endpoint_epoch = response.endpoint_information_epoch
+            self._owners = {
+                (topic, p): f"{host}:{port}"
+                for (host, port), (active, _standby) in response.partitions_by_user_endpoint.items()
+                for topic, parts in active.items()
+                for p in parts
+            }
         if (
             response.active_tasks is not None
             or response.standby_tasks is not None

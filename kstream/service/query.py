@@ -172,12 +172,32 @@ class AppService:
             raise Problem(400, "bad_key", f"store {store!r}: a null key has no owner")
         partition = default_partition(key_bytes, n)
         local = (topic, partition) in set(assigned_partitions(self.app))
-        owner = self.registry.owner(topic, partition) if self.registry else None
+        owner = self._group_owner(topic, partition)
+        if owner is None and self.registry is not None:
+            owner = self.registry.owner(topic, partition)
         if local and (owner is None or owner.instance_id != self.instance_id):
             owner = InstanceInfo(self.instance_id, self.registry.endpoint if self.registry else "")
         standbys = getattr(self.app, "standby_partitions", None)
         standby_local = callable(standbys) and (topic, partition) in set(standbys())
         return Location(store, key, topic, partition, local, owner, standby_local)
+
+    def _group_owner(self, topic: str, partition: int) -> InstanceInfo | None:
+        """The owner by the Streams group's own assignment (`rebalance_protocol="streams"`:
+        the coordinator tells each member every member's endpoint and partitions), named as
+        the registry names it when it knows the endpoint; None under other protocols."""
+        ask = getattr(self.app, "group_endpoint", None)
+        endpoint = ask(topic, partition) if callable(ask) else None
+        if not endpoint:
+            return None
+        # the group knows "host:port" (the app's `http`); the registry and the forwarding use
+        # URLs (`advertised_url`, else the server's): matched by host and port
+        reg = self.registry
+        known = [i for i in reg.instances() if _netloc(i.endpoint) == endpoint] if reg else []
+        if reg is not None and _netloc(reg.endpoint) == endpoint:
+            return InstanceInfo(self.instance_id, reg.endpoint)
+        if known:
+            return InstanceInfo(known[0].instance_id, known[0].endpoint)
+        return InstanceInfo(endpoint, f"http://{endpoint}")
 
     def _input_topic(self, store: str) -> str:
         for sub in self.app.compiled.subtopologies:
@@ -279,3 +299,8 @@ class AppService:
             "partition": found_in if found_in is not None else loc.partition,
             "instance_id": self.instance_id,
         }
+
+
+def _netloc(url: str) -> str:
+    """ "host:port" of an endpoint URL ("http://host:port/..."), or the text itself."""
+    return url.split("://", 1)[-1].split("/", 1)[0]
