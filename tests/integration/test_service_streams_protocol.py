@@ -112,7 +112,8 @@ def test_every_key_is_answered_exactly_from_either_instance(
     deadline = time.monotonic() + 60
     while not exact_everywhere() and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert not wrong, f"{len(wrong)} answers not exact, e.g. {wrong[:3]}"
+    tails = "".join(f"\n--- {p}:\n{p.read_text()[-3000:]}" for p in logs if p.exists())
+    assert not wrong, f"{len(wrong)} answers not exact, e.g. {wrong[:3]}{tails}"
     routed = 0
     for w in expected:
         owner = get(urls[0] + f"/stores/counts/owner/{w}")[1]
