@@ -81,6 +81,15 @@ def _check_exact(bs: str, out: str, total: int) -> None:
     assert set(seen) == set(expected)
 
 
+def _fed(bs: str, unique_name: Callable[[str], str]) -> tuple[str, str, str]:
+    """(input, output, app id), unique to the test: the topics created with 4 partitions and
+    the first 200 inputs written."""
+    inp, out, app_id = unique_name("in"), unique_name("out"), unique_name("app")
+    create_topics(bs, 4, inp, out)
+    _produce(bs, inp, 0, 200)
+    return inp, out, app_id
+
+
 def _app(bs: str, app_id: str, inp: str, out: str, state: Path) -> App:
     config = fast_group({"state_dir": str(state), "rebalance_protocol": "streams"})
     return App(_topology(inp, out), app_id, bs, "exactly_once_v2", config)
@@ -95,9 +104,7 @@ def test_one_instance_runs_every_task_the_broker_assigns(
     streams_groups: str, unique_name: Callable[[str], str], tmp_path: Path
 ) -> None:
     bs = streams_groups
-    inp, out, app_id = unique_name("in"), unique_name("out"), unique_name("app")
-    create_topics(bs, 4, inp, out)
-    _produce(bs, inp, 0, 200)
+    inp, out, app_id = _fed(bs, unique_name)
     app = _app(bs, app_id, inp, out, tmp_path / "a")
     app.start()
     try:
@@ -135,9 +142,7 @@ def test_a_second_instance_takes_tasks_over_and_the_counts_stay_exact(
     streams_groups: str, unique_name: Callable[[str], str], tmp_path: Path
 ) -> None:
     bs = streams_groups
-    inp, out, app_id = unique_name("in"), unique_name("out"), unique_name("app")
-    create_topics(bs, 4, inp, out)
-    _produce(bs, inp, 0, 200)
+    inp, out, app_id = _fed(bs, unique_name)
     a = _app(bs, app_id, inp, out, tmp_path / "a")
     a.start()
     b = _app(bs, app_id, inp, out, tmp_path / "b")
