@@ -38,6 +38,7 @@ from __future__ import annotations
 import copy
 import random
 import struct
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -47,7 +48,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from e2e.support import create_topics, produce
 from support.groups import fast_group
 
@@ -60,6 +61,11 @@ PARTITIONS = 3
 TIMEOUT_S = 60.0
 _LONG = struct.Struct(">q")
 Update = tuple[Any, int]  # (value, timestamp)
+COORDINATOR_NOT_READY = {
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+}
 
 
 @dataclass
@@ -218,27 +224,65 @@ def _partitions(consumer: Consumer, topics: list[str]) -> list[TopicPartition]:
     return [TopicPartition(t, p) for t in topics for p in sorted(md.topics[t].partitions)]
 
 
-def drained(bootstrap: str, group: str, sources: list[str]) -> bool:
-    """True when `group`'s committed offsets reach the end of every partition it consumes: its
-    sources and its repartition topics (found on the broker), as Broker.java checks for the
-    Kafka Streams app. A repartition topic is written in transactions: one past its last
-    record is one short of its end (the commit marker)."""
+@dataclass
+class Progress:
+    """What a group's probe saw: per partition, (committed offset, end offset)."""
+
+    offsets: dict[tuple[str, int], tuple[int, int]]
+    missing: list[str]  # topics the group reads that the broker does not list yet
+
+    def __str__(self) -> str:
+        seen = ", ".join(f"{t}[{p}] {c}/{e}" for (t, p), (c, e) in sorted(self.offsets.items()))
+        return f"committed/end: {seen}" + (f"; not listed: {self.missing}" if self.missing else "")
+
+
+def progress(
+    bootstrap: str, group: str, sources: list[str], internal: list[str] | None = None
+) -> Progress | None:
+    """`group`'s committed and end offsets of every partition it consumes: its `sources` and
+    its repartition topics (`internal`: their exact names; None: those found on the broker
+    by the group's prefix, as for the Kafka Streams app). None while the group coordinator is
+    not ready (a broker started moments ago, under load, still loading its offsets topic):
+    librdkafka's `committed` raises NOT_COORDINATOR rather than retrying."""
     probe = _consumer(bootstrap, group)  # only asks the coordinator, never joins
     try:
         md = probe.list_topics(timeout=10)
-        internal = [
-            t for t in md.topics if t.startswith(group + "-") and t.endswith("-repartition")
-        ]
-        tps = _partitions(probe, sources + internal)
-        committed = {(tp.topic, tp.partition): tp.offset for tp in probe.committed(tps, 10)}
-        for tp in tps:
+        if internal is None:
+            internal = [
+                t for t in md.topics if t.startswith(group + "-") and t.endswith("-repartition")
+            ]
+        missing = [t for t in sources + internal if t not in md.topics]
+        tps = _partitions(probe, [t for t in sources + internal if t in md.topics])
+        try:
+            found = probe.committed(tps, 10)
+        except KafkaException as e:
+            if e.args[0].code() in COORDINATOR_NOT_READY:
+                return None
+            raise
+        offsets = {}
+        for tp in found:
             _, end = probe.get_watermark_offsets(tp, timeout=10, cached=False)
-            slack = 0 if tp.topic in sources or end == 0 else 1
-            if max(0, committed[(tp.topic, tp.partition)]) < end - slack:
-                return False
-        return True
+            offsets[(tp.topic, tp.partition)] = (tp.offset, end)
+        return Progress(offsets, missing)
     finally:
         probe.close()
+
+
+def drained(
+    bootstrap: str, group: str, sources: list[str], internal: list[str] | None = None
+) -> bool:
+    """True when `group`'s committed offsets reach the end of every partition it consumes
+    (`progress`), as Broker.java checks for the Kafka Streams app. A repartition topic is
+    written in transactions: one past its last record is one short of its end (the commit
+    marker). A topic not listed yet, or a coordinator not ready, is "not drained yet"."""
+    seen = progress(bootstrap, group, sources, internal)
+    if seen is None or seen.missing:
+        return False
+    for (topic, _), (committed, end) in seen.offsets.items():
+        slack = 0 if topic in sources or end == 0 else 1
+        if max(0, committed) < end - slack:
+            return False
+    return True
 
 
 def read_committed(bootstrap: str, topics: dict[str, str]) -> dict[str, list[list[Any]]]:
@@ -307,19 +351,24 @@ def differences(
 
 
 def run_kstream(case: Case, app_id: str, bootstrap: str, state_dir: Path) -> float:
-    """Run `case` as a kstream App until its group has consumed all its input; seconds."""
+    """Run `case` as a kstream App until its group has consumed all its input, its
+    repartition topics by their exact names; seconds. Prints what the last probe saw, which
+    a failed comparison shows beside it."""
     start = time.monotonic()
     builder = KstreamBuilder().build(case)
     config = fast_group({"state_dir": str(state_dir), "commit_interval": 100})
     app = App(builder, app_id, bootstrap, "exactly_once_v2", config)
     sources = [n["topic"] for n in case.nodes if n["op"] in ("stream", "table")]
+    internal = sorted(app.compiled.repartition_topics)
     app.start()
     try:
         deadline = time.monotonic() + TIMEOUT_S
-        while not drained(bootstrap, app_id, sources):
+        while not drained(bootstrap, app_id, sources, internal):
             assert app.state != AppState.ERROR, f"kstream app failed: {app.error}"
             assert time.monotonic() < deadline, f"kstream app {app_id} did not consume its input"
             time.sleep(0.1)
+        print(f"kstream drained after {time.monotonic() - start:.2f} s: "
+              f"{progress(bootstrap, app_id, sources, internal)}")  # fmt: skip
     finally:
         app.close()
     return time.monotonic() - start
@@ -370,3 +419,45 @@ def test_same_outputs_on_broker(
         assert len(theirs_keys) > 1, f"Kafka Streams wrote {theirs_keys} to {topic}: too little"
         diff = differences(per_key(got_mine[mine[topic]]), theirs_keys, bc.compare)
         assert not diff, f"{bc.name}, topic {topic}:\n" + "\n".join(diff)
+
+
+class _Probe:
+    """A group's probe on a broker listing `topics` (one partition each, 10 records), the
+    group's committed offset at the end of each; `committed` raises `error` if set."""
+
+    def __init__(self, topics: list[str], error: int | None = None) -> None:
+        self.topics, self.error = topics, error
+
+    def list_topics(self, timeout: float) -> Any:
+        one = type("T", (), {"partitions": {0: None}})()
+        return type("M", (), {"topics": dict.fromkeys(self.topics, one)})()
+
+    def committed(self, tps: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+        if self.error is not None:
+            raise KafkaException(KafkaError(self.error))
+        return [TopicPartition(tp.topic, tp.partition, 10) for tp in tps]
+
+    def get_watermark_offsets(self, tp: TopicPartition, **_: Any) -> tuple[int, int]:
+        return 0, 10
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_coordinator_not_ready_is_not_drained(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh broker under load answered the probe NOT_COORDINATOR and failed the case;
+    the probe's question is only "drained yet?", and the answer is "not yet"."""
+    probe = _Probe(["src"], KafkaError.NOT_COORDINATOR)
+    monkeypatch.setattr(sys.modules[__name__], "_consumer", lambda *_: probe)
+    assert drained("127.0.0.1:1", "group", ["src"]) is False
+
+
+def test_a_repartition_topic_not_listed_is_not_drained(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sources consumed to their end say nothing of a repartition topic the broker does not
+    list: kstream's app is drained only once its repartition topics, by their exact names,
+    are consumed too."""
+    monkeypatch.setattr(sys.modules[__name__], "_consumer", lambda *_: _Probe(["src"]))
+    assert drained("127.0.0.1:1", "app", ["src"], ["app-counts-repartition"]) is False
+    listed = _Probe(["src", "app-counts-repartition"])
+    monkeypatch.setattr(sys.modules[__name__], "_consumer", lambda *_: listed)
+    assert drained("127.0.0.1:1", "app", ["src"], ["app-counts-repartition"]) is True
