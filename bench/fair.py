@@ -35,10 +35,16 @@ a Python process's imports). Here one harness times them all alike:
 - **Repeats**: a throwaway raw run first warms the broker; then `--repeats` runs of every row
   in a shuffled order (seeded, printed); medians with their spread (min-max).
 
+- **Latency** (bench/fair_latency.py): after the throughput runs, `--latency-pairs` interleaved
+  pairs of the raw loop (the floor: no processing, the same transactions) and kstream P1 fed
+  at a fixed rate; kstream's p50 and p99 over the floor's, the median over the pairs with a
+  95% bootstrap interval.
+
 Writes the table to stdout and bench/results/fair.txt, every run to bench/results/fair.json.
 
     python bench/fair.py [--records 2000000] [--repeats 3] [--pipelines P1,P2,P3]
                          [--engines kstream,kafka-streams,raw,quix] [--seed N] [--out PATH]
+                         [--latency-pairs 5]
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ sys.path.insert(0, HERE)
 from brokers import TOPIC_CONFIG, BenchBroker, start_broker  # noqa: E402
 from confluent_kafka import Consumer, KafkaError, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from fair_latency import PAIRS, latency_pairs, latency_table  # noqa: E402
 from kstream_pipe import stat_cpu_s  # noqa: E402
 from run_all import (  # noqa: E402
     PARTITIONS,
@@ -522,6 +529,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--engines", default=",".join(ENGINES))
     ap.add_argument("--seed", type=int, default=None, help="the run order's shuffle seed")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "fair.json"))
+    ap.add_argument(
+        "--latency-pairs",
+        type=int,
+        default=PAIRS,
+        help="interleaved floor/kstream latency pairs after the throughput runs (0: none)",
+    )
     args = ap.parse_args(argv)
     engines = [e for e in args.engines.split(",") if e]
     unknown = set(engines) - set(ENGINES)
@@ -556,10 +569,22 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r.cores:.2f} cores over {r.window_s:.1f} s{jit}",
                 flush=True,
             )
+        latency: dict[str, Any] | None = None
+        if args.latency_pairs > 0:
+            try:
+                latency = latency_pairs(broker, args.latency_pairs, seed)
+            except Exception as e:  # the throughput runs above are kept, the failure stated
+                latency = {"error": f"{type(e).__name__}: {e}"}
         version = broker.name
     summary = summarise(rows, results)
     ratios = pairs(summary)
     text = table(summary, ratios)
+    if latency is not None:
+        text += "\n\n" + (
+            f"Latency: failed ({latency['error']})"
+            if "error" in latency
+            else latency_table(latency)
+        )
     doc = {
         "protocol": "bench/fair.py (docs/performance.md, The fair protocol)",
         "broker": version,
@@ -573,6 +598,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": summary,
         "ratios": ratios,
         "runs": [asdict(r) for r in results],
+        "latency": latency,
     }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
