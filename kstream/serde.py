@@ -175,12 +175,14 @@ class _NullSafeSerde(Serde):
         name: str,
         c_to_bytes: Callable[[Any], bytes] | None = None,
         c_from_bytes: Callable[[bytes], Any] | None = None,
+        fixed: tuple[str, tuple[type, ...]] | None = None,
     ) -> None:
         super().__init__(to_bytes, from_bytes, name)  # type: ignore[arg-type]
         self.to_bytes = to_bytes  # type: ignore[method-assign,assignment]
         self.from_bytes = from_bytes  # type: ignore[method-assign,assignment]
         self.c_to_bytes = c_to_bytes
         self.c_from_bytes = c_from_bytes
+        self.fixed = fixed
 
 
 def null_safe_serde(
@@ -206,10 +208,12 @@ BUILTIN: dict[str, Serde] = {
     "json": _NullSafeSerde(
         _json_ser, _json_de, "json", c_to_bytes=orjson.dumps, c_from_bytes=orjson.loads
     ),
-    "integer": _NullSafeSerde(_int_ser, _int_de, "integer"),
-    "long": _NullSafeSerde(_long_ser, _long_de, "long"),
-    "double": _NullSafeSerde(_double_ser, _double_de, "double"),
-    "float": _NullSafeSerde(_float_ser, _float_de, "float"),
+    # `fixed`: the struct code and the exact classes `_fixed`'s check lets through as they are
+    # (bool is refused there, so it is not among them)
+    "integer": _NullSafeSerde(_int_ser, _int_de, "integer", fixed=("i", (int,))),
+    "long": _NullSafeSerde(_long_ser, _long_de, "long", fixed=("q", (int,))),
+    "double": _NullSafeSerde(_double_ser, _double_de, "double", fixed=("d", (float, int))),
+    "float": _NullSafeSerde(_float_ser, _float_de, "float", fixed=("f", (float, int))),
     "boolean": Serde(_bool_ser, _bool_de, "boolean"),
     "uuid": Serde(_uuid_ser, _uuid_de, "uuid"),
 }

@@ -64,6 +64,11 @@ class Serde:
     # function.
     c_to_bytes: Callable[[Any], bytes] | None = None
     c_from_bytes: Callable[[bytes], Any] | None = None
+    # A fixed-width serde (long, double, ...): its `struct` code without the byte order
+    # ("q") and the exact classes whose values it writes as that code packs them. A
+    # timestamped store then packs and unpacks a timestamp with its value in one call
+    # (kstream.state.keyvalue.ts_struct). None: not a fixed-width serde.
+    fixed: tuple[str, tuple[type, ...]] | None = None
 
     def __init__(
         self,

@@ -552,8 +552,9 @@ class AggregateProcessor(BuiltinProcessor):
             if stored is not None and stored_ts > ts:
                 ts = stored_ts
             put(kb, new, ts)
-            result = derive(r, r.key, new_change((new, old if cached is None else stored)))
-            emit(result if ts == r.timestamp else result.with_timestamp(ts))
+            result = derive(r, k, new_change((new, old if cached is None else stored)))
+            result.timestamp = ts  # a record of its own: stamped in place, not copied
+            emit(result)
         if task is not None:
             task.current = None
         self.ctx.forward_batch(out)

@@ -72,18 +72,6 @@ def _update(r: Record, key: Windowed, new: Any, old: Any, ts: int) -> Record:
     return u
 
 
-class _ToCache(list[Record]):
-    """The update list of a windowed aggregation whose store caches: each update goes to the
-    record cache as it is appended (right after its store write), none is kept here."""
-
-    def __init__(self, sink: UpdateSink) -> None:
-        super().__init__()
-        self.sink = sink
-
-    def append(self, record: Record) -> None:
-        self.sink(record)
-
-
 class _WindowedAggregate(BuiltinProcessor):
     """Observed stream time, drops, final emission and the wall-clock close."""
 
@@ -106,7 +94,9 @@ class _WindowedAggregate(BuiltinProcessor):
         # the record cache holds back updates only when every update is forwarded (Kafka
         # disables caching for emit-on-window-close)
         sink = None if self.emit_final else cached_forwarding(self.store, ctx)
-        self.updates: _ToCache | None = None if sink is None else _ToCache(sink)
+        # with it, each update goes to the record cache as it is made (right after its store
+        # write) instead of to the list forwarded after the run
+        self.sink: UpdateSink | None = sink
         # Stream time and the final-emission point are state like the aggregates: they live
         # in a small changelogged store, committed with them, so a restarted task drops the
         # same late records and emits no final result twice.
@@ -135,6 +125,7 @@ class _WindowedAggregate(BuiltinProcessor):
         task, on_error, dropped = self.task, self.ctx.on_error, self.dropped
         emit_final = self.emit_final
         out: list[Record] = []
+        emit = out.append if self.sink is None else self.sink
         for r in records:
             if r.key is None:
                 dropped("null_key", r)
@@ -157,7 +148,7 @@ class _WindowedAggregate(BuiltinProcessor):
                 # (docs/differences.md, "Output and emission", states when Kafka loses one).
                 self._emit_until(close, out, r)
             try:
-                self.apply(r, close, out if self.updates is None else self.updates)
+                self.apply(r, close, emit)
             except Exception as e:
                 on_error(e, r)
         self._save_time()
@@ -171,8 +162,9 @@ class _WindowedAggregate(BuiltinProcessor):
             self.time_store.put(0, state)
             self._saved = state
 
-    def apply(self, r: Record, close: int, out: list[Record]) -> None:
-        """Aggregate `r` into its open windows (reporting what it cannot go into)."""
+    def apply(self, r: Record, close: int, emit: UpdateSink) -> None:
+        """Aggregate `r` into its open windows (reporting what it cannot go into), handing
+        each update to `emit`."""
         raise NotImplementedError
 
     # --- final results ------------------------------------------------------------------------
@@ -237,7 +229,7 @@ class TimeWindowAggregateProcessor(_WindowedAggregate):
         self.windows = windows
         self.tumbling = windows.advance_ms == windows.size_ms
 
-    def apply(self, r: Record, close: int, out: list[Record]) -> None:
+    def apply(self, r: Record, close: int, emit: UpdateSink) -> None:
         store, step, size = self.store, self.step, self.windows.size_ms
         k, v, t = r.key, r.value, r.timestamp
         expired = 0
@@ -262,7 +254,7 @@ class TimeWindowAggregateProcessor(_WindowedAggregate):
             if not self.emit_final:  # _update(...), one call fewer: once per record
                 u = derive(r, new_windowed((k, start, end)), new_change((new, old)))
                 u.timestamp = ts
-                out.append(u)
+                emit(u)
         if expired:
             if expired == len(starts):
                 self.dropped("late_record", r)
@@ -304,18 +296,18 @@ class SlidingWindowAggregateProcessor(_WindowedAggregate):
         self.step = step
         self.d = windows.max_difference_ms
 
-    def apply(self, r: Record, close: int, out: list[Record]) -> None:
+    def apply(self, r: Record, close: int, emit: UpdateSink) -> None:
         t, d = r.timestamp, self.d
         if t + d < close or t < 0:
             self.dropped("late_record", r)
         elif t < d:
-            self._early(r, close, out)
+            self._early(r, close, emit)
         else:
-            self._regular(r, close, out)
+            self._regular(r, close, emit)
 
     def _window(
         self, r: Record, start: int, seed: Any, seed_ts: int, existed: bool, close: int,
-        out: list[Record],
+        emit: UpdateSink,
     ) -> None:  # fmt: skip
         """Fold `r` into the window at `start`, which held `seed` (None: the initial value)."""
         end = start + self.d
@@ -327,19 +319,17 @@ class SlidingWindowAggregateProcessor(_WindowedAggregate):
         ts = t if seed is None or seed_ts < t else seed_ts
         self.store.put_timestamped(k, new, ts, start)
         if not self.emit_final:
-            out.append(
-                _update(r, new_windowed((k, start, end)), new, seed if existed else None, ts)
-            )
+            emit(_update(r, new_windowed((k, start, end)), new, seed if existed else None, ts))
 
-    def _right_window(self, r: Record, seed: tuple[Any, int], out: list[Record]) -> None:
+    def _right_window(self, r: Record, seed: tuple[Any, int], emit: UpdateSink) -> None:
         """The new right window of `r`: the records after it, from a neighbouring aggregate."""
         k, start = r.key, r.timestamp + 1
         agg, ts = seed
         self.store.put_timestamped(k, agg, ts, start)
         if not self.emit_final:
-            out.append(_update(r, new_windowed((k, start, start + self.d)), agg, None, ts))
+            emit(_update(r, new_windowed((k, start, start + self.d)), agg, None, ts))
 
-    def _regular(self, r: Record, close: int, out: list[Record]) -> None:
+    def _regular(self, r: Record, close: int, emit: UpdateSink) -> None:
         t, d, k = r.timestamp, self.d, r.key
         starts: set[int] = set()
         left_seed: tuple[Any, int] | None = None
@@ -354,10 +344,10 @@ class SlidingWindowAggregateProcessor(_WindowedAggregate):
             elif end > t:
                 if right_seed is None:
                     right_seed = (agg, wts)
-                self._window(r, start, agg, wts, True, close, out)
+                self._window(r, start, agg, wts, True, close, emit)
             elif end == t:
                 left_exists = True
-                self._window(r, start, agg, wts, True, close, out)
+                self._window(r, start, agg, wts, True, close, emit)
                 if wts >= t:
                     return  # a record at t was here already: every window of t exists
                 prev_ts = wts
@@ -365,16 +355,16 @@ class SlidingWindowAggregateProcessor(_WindowedAggregate):
                 left_seed, prev_ts = (agg, wts), wts
                 break
         if prev_ts is not None and prev_ts + 1 not in starts and prev_ts + 1 + d >= t:
-            self._window(r, prev_ts + 1, None, t, False, close, out)  # the previous right window
+            self._window(r, prev_ts + 1, None, t, False, close, emit)  # the previous right window
         if not left_exists:
             if left_seed is not None and prev_ts is not None and t - d <= prev_ts:
-                self._window(r, t - d, left_seed[0], t, False, close, out)
+                self._window(r, t - d, left_seed[0], t, False, close, emit)
             else:
-                self._window(r, t - d, None, t, False, close, out)
+                self._window(r, t - d, None, t, False, close, emit)
         if not right_exists and right_seed is not None and right_seed[1] > t:
-            self._right_window(r, right_seed, out)
+            self._right_window(r, right_seed, emit)
 
-    def _early(self, r: Record, close: int, out: list[Record]) -> None:
+    def _early(self, r: Record, close: int, emit: UpdateSink) -> None:
         """A record before `d`: its left window would start before 0, so it goes into
         `[0, d]` (as in Kafka) and right windows are made as later records arrive."""
         t, k = r.timestamp, r.key
@@ -391,19 +381,19 @@ class SlidingWindowAggregateProcessor(_WindowedAggregate):
                     prev_ts = wts
             elif start <= t:
                 right_seed = (agg, wts)
-                self._window(r, start, agg, wts, True, close, out)
+                self._window(r, start, agg, wts, True, close, emit)
             else:  # start == t + 1
                 right_exists = True
         if right_seed is None and combined is not None and combined[1] > t:
             right_seed = combined
         if not right_exists and right_seed is not None and right_seed[1] > t:
-            self._right_window(r, right_seed, out)
+            self._right_window(r, right_seed, emit)
         if prev_ts is not None and prev_ts + 1 not in starts:
-            self._window(r, prev_ts + 1, None, t, False, close, out)
+            self._window(r, prev_ts + 1, None, t, False, close, emit)
         if combined is None:
-            self._window(r, 0, None, t, False, close, out)
+            self._window(r, 0, None, t, False, close, emit)
         else:
-            self._window(r, 0, combined[0], combined[1], True, close, out)
+            self._window(r, 0, combined[0], combined[1], True, close, emit)
 
     def closed_between(self, prev: int | None, close: int) -> list[tuple[Windowed, Any, int]]:
         d = self.d
@@ -440,7 +430,7 @@ class SessionWindowAggregateProcessor(_WindowedAggregate):
         self.merger = merger
         self.gap = windows.gap_ms
 
-    def apply(self, r: Record, close: int, out: list[Record]) -> None:
+    def apply(self, r: Record, close: int, emit: UpdateSink) -> None:
         k, v, t, gap = r.key, r.value, r.timestamp, self.gap
         store, merger = self.store, self.merger
         with store.find_sessions(k, t - gap, t + gap) as cur:
@@ -460,12 +450,12 @@ class SessionWindowAggregateProcessor(_WindowedAggregate):
             for w, a in found:
                 store.remove(w)
                 if not self.emit_final:
-                    out.append(_update(r, w, None, a, w.end))
+                    emit(_update(r, w, None, a, w.end))
         agg = self.aggregator(k, v, agg)
         merged = new_windowed((k, start, end))
         store.put(merged, agg)
         if not self.emit_final:
-            out.append(_update(r, merged, agg, None, end))
+            emit(_update(r, merged, agg, None, end))
 
     def closed_between(self, prev: int | None, close: int) -> list[tuple[Windowed, Any, int]]:
         # closed: end < close - gap; emitted before: end < prev - gap

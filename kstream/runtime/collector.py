@@ -104,6 +104,9 @@ class Collector:
             self._client_produce = getattr(producer, "client_produce", None)
         fast = self._client_produce
         stamp = self.stamp
+        if fast is not None and not stamp and partitions is None:
+            self._count(topic, self._send_plain(topic, records, keys, values, fast))
+            return
         counters = self.counters
         last_topic: str | None = None
         last_part: int | None = None
@@ -160,6 +163,32 @@ class Collector:
                     pass
             sent += self._produce(topic, r, keys[i], values[i], partition, hdrs, sent)
         self._count(topic, sent)
+
+    def _send_plain(
+        self,
+        topic: str,
+        records: Sequence[Record],
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+        fast: Any,
+    ) -> int:
+        """`send_many`'s loop when nothing is stamped and the partitioner chooses (every
+        pipeline on Apache Kafka without a partitioner): the client's produce per record,
+        nothing else; the records sent. A record it refuses goes to the full call
+        (`_produce`), as in `send_many`."""
+        sent = 0
+        for r, key, value in zip(records, keys, values, strict=True):
+            headers = r.headers
+            hdrs = [h for h in headers if h[0] != HEADER] if headers else None
+            try:
+                # positionally (see kstream.kafka.producer.UNASSIGNED)
+                fast(topic, value, key, UNASSIGNED, None, None, r.timestamp or 0, hdrs or None)
+                sent += 1
+                continue
+            except Exception:
+                pass
+            sent += self._produce(topic, r, key, value, None, hdrs or [], sent)
+        return sent
 
     def _produce(
         self,

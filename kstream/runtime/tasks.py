@@ -373,8 +373,7 @@ class RuntimeTask:
             if ctx.compat.drop_repeats:
                 name = marks_spec(subtopology).name
                 self.marks_store = ready.pop(name)
-                self.marks_store.source = self.task.source
-                self.marks_store.clock = self.task.record_time
+                self.marks_store.context = self.task
                 self.task.stores[name] = self.marks_store
                 self.marks = load_marks(self.marks_store)
         except BaseException:

@@ -276,7 +276,10 @@ class StreamThread:
         if msgs:
             self._process(msgs)
         self._process_idle()
-        if not self.task_manager.rebalancing:
+        # asked once a turn: each asks the client for its group metadata (a call that takes
+        # librdkafka's group lock while holding the GIL)
+        rebalancing = self.task_manager.rebalancing
+        if not rebalancing:
             self._tick_standbys()
         self.stats.gauges(self.tasks.values(), self.task_of.keys(), self.consumer)
         now_ms = int(time.time() * 1000)
@@ -288,7 +291,7 @@ class StreamThread:
             rt.task.commit_requested for rt in self.tasks.values()
         )
         # no commit while the group moves to a new generation (TaskManager.rebalancing)
-        if due and not self.task_manager.rebalancing:
+        if due and not rebalancing:
             self.commit()
 
     def _tick_standbys(self) -> None:

@@ -9,10 +9,11 @@ typed store (kstream.state's docstring has the whole chain).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol
 
 from kstream.errors import StoreError
+from kstream.records import Record
 from kstream.serde import Serde
 from kstream.state.cache import WriteCache, merged
 from kstream.state.spec import StoreSpec
@@ -23,6 +24,44 @@ Writes = Iterable[tuple[bytes, bytes | None]]
 
 Source = tuple[str, int, int]
 """Provenance of a write: the (topic, partition, offset) of the input record that caused it."""
+
+Origin = Record | int
+"""What a store notes of each pending write: the record being processed when it was made, or,
+with none (a punctuation), the time of the write (`RecordContext.record_time`). A record's
+origin and time never change once it is processed (records are not modified in place but for
+their key and value), so keeping the record is keeping its provenance and time, at the cost of
+one reference per write instead of a call for each."""
+
+
+class RecordContext(Protocol):
+    """What a store reads at each write (the task: `kstream.topology.task.Task`)."""
+
+    current: Record | None
+    """The record being processed, or None (a punctuation, a flush)."""
+
+    def record_time(self) -> int:
+        """The time of what is being processed (Kafka's record-context timestamp)."""
+        ...
+
+
+def source_of(origin: Origin | None) -> Source | None:
+    """The provenance an origin gives: the record's topic, partition and offset, or None for
+    a write no input record caused (a punctuation, a record made without an origin)."""
+    if origin is None or origin.__class__ is int:
+        return None
+    topic, partition, offset = origin.topic, origin.partition, origin.offset  # type: ignore[union-attr]
+    if topic is None or partition is None or offset is None:
+        return None
+    return (topic, partition, offset)
+
+
+def time_of(origin: Origin | None) -> int:
+    """The time an origin gives: the record's timestamp, the time noted, or -1 (none)."""
+    if origin is None:
+        return -1
+    if origin.__class__ is int:
+        return origin
+    return origin.timestamp  # type: ignore[union-attr]
 
 
 class StateStore:
@@ -46,14 +85,14 @@ class StateStore:
         self.key_serde = key_serde
         self.value_serde = value_serde
         self._cache = WriteCache()
-        self._sources: dict[bytes, Source | None] = {}
-        self.source: Callable[[], Source | None] | None = None
-        """Set by the runtime: returns the provenance of the record being processed."""
-        self.clock: Callable[[], int] | None = None
-        """Set by the runtime: the time of the record being processed (Kafka's record
-        context timestamp: a punctuation's time in a punctuation), which a changelog record
-        carries (`changelog_timestamp`)."""
-        self._times: dict[bytes, int] = {}
+        self.context: RecordContext | None = None
+        """Set by the task: where a write finds the record being processed, whose provenance
+        and time (Kafka's record context timestamp: a punctuation's time in a punctuation)
+        its changelog record carries (`pending_writes`, `changelog_timestamp`)."""
+        self._origins: dict[bytes, Origin] = {}
+        self.last_written: bytes | None = None
+        """The physical key of the latest write: the record-cache layer
+        (kstream.state.caching) reads it after a processor's write, and clears it."""
         self._closed = False
 
     def __repr__(self) -> str:
@@ -65,10 +104,11 @@ class StateStore:
         if self._closed:
             raise StoreError(f"store {self.name!r} partition {self.partition} is closed")
         self._cache.put(pkey, value)
-        if self.source is not None:
-            self._sources[pkey] = self.source()
-        if self.clock is not None:
-            self._times[pkey] = self.clock()
+        ctx = self.context
+        if ctx is not None:
+            cur = ctx.current
+            self._origins[pkey] = cur if cur is not None else ctx.record_time()
+        self.last_written = pkey
 
     def _read(self, pkey: bytes) -> bytes | None:
         data = self._cache.data
@@ -110,16 +150,16 @@ class StateStore:
     def pending_writes(self) -> Iterator[tuple[bytes, bytes | None, Source | None]]:
         """The pending physical writes in write order (one per key, the last write wins), each
         with the input record that caused it: what the change-logging layer logs."""
-        sources = self._sources
+        origins = self._origins
         for pk, v in self._cache.data.items():
-            yield pk, v, sources.get(pk)
+            yield pk, v, source_of(origins.get(pk))
 
     def changelog_timestamp(self, pkey: bytes, value: bytes | None) -> int:
         """The timestamp of the changelog record of a pending write (-1: none known): the
         time of the record that made the write, as Kafka's change-logging layer takes it from
         the record context. Stores that keep a timestamp in the value (aggregations) take that
         one instead, as Kafka's timestamped stores do."""
-        return self._times.get(pkey, -1)
+        return time_of(self._origins.get(pkey))
 
     def flush(self, checkpoint: dict[str, Any] | None = None) -> None:
         """Apply pending writes and `checkpoint` in one atomic backend write."""
@@ -141,8 +181,7 @@ class StateStore:
         if puts or deletes or checkpoint is not None:
             self.backend.write_batch(puts, deletes, checkpoint)
         self._cache.clear()
-        self._sources = {}
-        self._times = {}
+        self._origins = {}
         self._after_flush()
 
     def _after_flush(self) -> None:
@@ -151,8 +190,8 @@ class StateStore:
     def discard(self) -> None:
         """Drop pending writes (the transaction aborted)."""
         self._cache.clear()
-        self._sources = {}
-        self._times = {}
+        self._origins = {}
+        self.last_written = None
         self._after_discard()
 
     def _after_discard(self) -> None:

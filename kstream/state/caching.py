@@ -106,8 +106,8 @@ class CachingStore:
 
     Every attribute but its own is the inner store's; the inner store's public methods are
     bound onto the layer, so an operation through it costs no forwarding step (as in the
-    change-logging layer). Attributes set on it (the task's `source` and `clock`) are set on
-    the inner store.
+    change-logging layer). Attributes set on it (the task's `context`) are set on the inner
+    store.
     """
 
     inner: Any
@@ -119,22 +119,11 @@ class CachingStore:
         own(self, "_entries", OrderedDict())
         own(self, "_dirty", {})
         own(self, "_listener", None)
-        own(self, "_last", None)
+        # the typed store notes the key of its latest write (`last_written`), which the
+        # update that follows it is cached under
+        own(self, "_typed", typed_store(inner))
         for name in _operations(inner):
             own(self, name, getattr(inner, name))
-        typed = typed_store(inner)
-        # the class's write, not an earlier layer's hook: a store handed on (to a standby) and
-        # wrapped again gets one hook, not a chain of them
-        write = type(typed)._write.__get__(typed)
-
-        def noted_write(pkey: bytes, value: bytes | None) -> None:
-            """The typed store's write, noting its key and size for the update that follows."""
-            write(pkey, value)
-            own(self, "_last", (pkey, len(pkey) + (0 if value is None else len(value))))
-
-        # an instance attribute: the typed store's methods (and the accessors aggregations
-        # take from it) write through it
-        typed._write = noted_write  # type: ignore[method-assign]
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(self.inner, attr)
@@ -157,15 +146,16 @@ class CachingStore:
     def cache_update(self, record: Record) -> None:
         """Hold back `record`, the update the processor made for the store write it just did
         (its value a `(new, old)` pair, `old` the value the store held before that write)."""
-        last = self._last
+        typed = self._typed
+        pkey = typed.last_written
         listener = self._listener
         assert listener is not None, "cache_update before set_flush_listener"
-        if last is None:  # the store kept nothing (a write past retention): forward it now
+        if pkey is None:  # the store kept nothing (a write past retention): forward it now
             listener([(record, record.value[1])])
             return
-        object.__setattr__(self, "_last", None)
-        pkey, nbytes = last
-        size = nbytes + ENTRY_OVERHEAD
+        typed.last_written = None
+        value = typed._cache.data.get(pkey)
+        size = len(pkey) + (0 if value is None else len(value)) + ENTRY_OVERHEAD
         cache, entries = self.cache, self._entries
         e = entries.get(pkey)
         if e is None:
@@ -181,8 +171,9 @@ class CachingStore:
                 e.old = record.value[1]
                 self._dirty[pkey] = None
             e.record = record
-        while cache.size > cache.max_bytes and entries:
-            self._evict()
+        if cache.size > cache.max_bytes:
+            while cache.size > cache.max_bytes and entries:
+                self._evict()
 
     # --- flushing -------------------------------------------------------------------------------
 
@@ -232,7 +223,7 @@ class CachingStore:
         self.cache.size -= sum(e.size for e in self._entries.values())
         self._entries.clear()
         self._dirty.clear()
-        object.__setattr__(self, "_last", None)
+        self._typed.last_written = None
 
     # --- the store's lifecycle ------------------------------------------------------------------
 

@@ -65,7 +65,7 @@ class ChangeLoggingStore:
     it logged); every other attribute is the typed store's. The store's public methods are
     bound onto the layer when it is built, so a `put` or `get` through it is the typed store's
     own call with no forwarding step; data attributes (`observed`, `value_serde`) are read
-    through `__getattr__`, and attributes set on the layer (the task's `source`) are set on
+    through `__getattr__`, and attributes set on the layer (the task's `context`) are set on
     the typed store, whose writes read them (an operation set on the layer replaces the bound
     one too, so a call through the layer reaches the replacement).
     """

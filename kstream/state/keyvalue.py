@@ -81,6 +81,14 @@ TimestampedPut = Callable[[Any, Any, int], None]
 """`put(key token, value or None, timestamp)`."""
 
 
+def ts_struct(inner: Serde) -> tuple[struct.Struct, tuple[type, ...]] | None:
+    """A timestamp and a value of the fixed-width serde `inner` as one struct (the bytes of
+    `_TS.pack(timestamp) + inner.to_bytes(value)`), with the exact value classes it packs as
+    the serde does; None when `inner` is not fixed-width (`Serde.fixed`)."""
+    fixed = inner.fixed
+    return None if fixed is None else (struct.Struct(">q" + fixed[0]), fixed[1])
+
+
 def timestamped(inner: Serde) -> TimestampedSerde:
     """`inner` wrapped to keep timestamps (a serde already wrapped is returned as it is)."""
     return inner if isinstance(inner, TimestampedSerde) else TimestampedSerde(inner)
@@ -141,6 +149,8 @@ class KeyValueStore(StateStore):
         `(key bytes, value or None, timestamp)` and `put(key bytes, value, timestamp)` writes
         (None deletes). The key is serialized once and no intermediate objects are built;
         without a timestamped value serde, timestamps read as `NO_TIMESTAMP` and are not kept.
+        A fixed-width value (a count, a sum) is packed and unpacked with its timestamp in one
+        call (`ts_struct`); anything that call does not take goes through the serde.
         """
         kser, cache, bget, write = (
             self.key_serde.to_bytes,
@@ -148,15 +158,25 @@ class KeyValueStore(StateStore):
             self.backend.get,
             self._write,
         )
+        # the key serde's C function where it takes the key (a str key: str.encode)
+        kfast = self.key_serde.c_to_bytes or kser
         vs = self.value_serde
         keep = isinstance(vs, TimestampedSerde)
-        de = vs._de if isinstance(vs, TimestampedSerde) else vs.from_bytes
-        ser = vs._ser if isinstance(vs, TimestampedSerde) else vs.to_bytes
+        inner = vs.inner if isinstance(vs, TimestampedSerde) else vs
+        de, ser = inner.from_bytes, inner.to_bytes
         unpack, pack = _TS.unpack_from, _TS.pack
+        both = ts_struct(inner) if keep else None
+        width = 0 if both is None else both[0].size
+        pack_both = None if both is None else both[0].pack
+        unpack_both = None if both is None else both[0].unpack
+        exact = () if both is None else both[1]
         name = self.name
 
         def get(key: Any) -> tuple[bytes, Any, int]:
-            kb = kser(key)
+            try:
+                kb = kfast(key)
+            except Exception:
+                kb = kser(key)  # the serde's own error, or its bytes for what C refused
             if kb is None:
                 raise TypeError(f"store {name!r}: key must not be None")
             data = cache.data
@@ -164,6 +184,9 @@ class KeyValueStore(StateStore):
             if vb is None:
                 return kb, None, NO_TIMESTAMP
             if keep:
+                if len(vb) == width:
+                    ts, value = unpack_both(vb)  # type: ignore[misc]
+                    return kb, value, ts
                 return kb, de(vb[8:]), unpack(vb)[0]
             return kb, de(vb), NO_TIMESTAMP
 
@@ -171,7 +194,14 @@ class KeyValueStore(StateStore):
             if value is None:
                 write(kb, None)
             elif keep:
-                write(kb, pack(timestamp) + ser(value))  # type: ignore[operator]
+                if value.__class__ in exact:
+                    try:
+                        vb = pack_both(timestamp, value)  # type: ignore[misc]
+                    except (struct.error, OverflowError):
+                        vb = pack(timestamp) + ser(value)  # type: ignore[operator]  # it raises
+                    write(kb, vb)
+                else:
+                    write(kb, pack(timestamp) + ser(value))  # type: ignore[operator]
             else:
                 write(kb, ser(value))
 

@@ -77,7 +77,7 @@ class MeteredStore:
     made when the layer is built rather than methods, so a call through the layer is one
     Python call (a method would be two: itself and the sampling); the other attributes, read
     once per commit or query, go through `__getattr__`. Attributes set on the layer (the
-    task's `source`) are set on the inner store, where the writes read them.
+    task's `context`) are set on the inner store, where the writes read them.
     """
 
     inner: Store

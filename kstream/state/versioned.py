@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 
 from kstream.errors import StoreError
 from kstream.serde import Serde
-from kstream.state.base import Source, Writes
+from kstream.state.base import Source, Writes, source_of
 from kstream.state.keys import TS_MAX, TS_MIN, esc, ts8, unts8
 from kstream.state.segments import META, SegmentedStore
 from kstream.state.spec import StoreSpec
@@ -233,7 +233,8 @@ class VersionedKeyValueStore(SegmentedStore):
         self._observe(t)
         if log:
             payload = ts8(t) + (_TOMBSTONE if vb is None else _VALUE + vb)
-            self._log.append((kb, payload, None if self.source is None else self.source()))
+            ctx = self.context
+            self._log.append((kb, payload, None if ctx is None else source_of(ctx.current)))
         latest = self._latest(kb)
         if latest is None or latest.valid_from <= t:
             if latest is not None and latest.valid_from < t:

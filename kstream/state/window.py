@@ -23,6 +23,7 @@ from kstream.records import Windowed
 from kstream.serde import Serde
 from kstream.state.base import Writes
 from kstream.state.keys import TERM, TS_MAX, TS_MIN, esc, seq4, ts8, unesc, unseq4, unts8
+from kstream.state.keyvalue import ts_struct
 from kstream.state.segments import SegmentedStore
 from store_backends.base import Cursor, prefix_upper_bound
 
@@ -68,12 +69,22 @@ class WindowStore(SegmentedStore):
         super().__init__(*args, **kwargs)
         vs = self.value_serde
         self.timestamped = isinstance(vs, TimestampedSerde)
+        both = None
         if isinstance(vs, TimestampedSerde):
             inner = self.value_serde = vs.inner
             inner_de = inner.from_bytes
             self._plain = lambda b: inner_de(bytes(b[8:]))
+            both = ts_struct(inner)
         else:
             self._plain = vs.from_bytes
+        # a fixed-width value (a sum, a count) with its timestamp: one struct call each way
+        # (`put_timestamped`, `get_timestamped`); -1 / () when the value is not fixed-width
+        self._both_size = -1 if both is None else both[0].size
+        self._pack_both = None if both is None else both[0].pack
+        self._unpack_both = None if both is None else both[0].unpack
+        self._exact: tuple[type, ...] = () if both is None else both[1]
+        # the key serde's C function where it takes the key (`_pkey`)
+        self._kfast = self.key_serde.c_to_bytes or self.key_serde.to_bytes
 
     @property
     def window_size(self) -> int:
@@ -121,17 +132,30 @@ class WindowStore(SegmentedStore):
         live = observed - self.retention
         if start < (live if live > TS_MIN else TS_MIN):
             return
-        data = self.value_serde.to_bytes(value)
-        self._write(self._pkey(key, start), None if data is None else _TS.pack(timestamp) + data)
+        vb: bytes | None = None
+        if value.__class__ in self._exact:
+            try:
+                vb = self._pack_both(timestamp, value)  # type: ignore[misc]
+            except (struct.error, OverflowError):
+                pass  # out of range: the serde below says so
+        if vb is None:
+            data = self.value_serde.to_bytes(value)
+            vb = None if data is None else _TS.pack(timestamp) + data
+        self._write(self._pkey(key, start), vb)
 
     def get_timestamped(self, key: Any, start: int) -> tuple[Any, int] | None:
         """`(value, timestamp)` of `key`'s window starting at `start`, or None."""
         live = self.observed - self.retention  # live_from(), written out (see put_timestamped)
         if start < (live if live > TS_MIN else TS_MIN):
             return None
-        data = self._read(self._pkey(key, start))
+        pk = self._pkey(key, start)
+        pending = self._cache.data  # self._read(pk), written out
+        data = pending[pk] if pk in pending else self.backend.get(pk)
         if data is None:
             return None
+        if len(data) == self._both_size:
+            ts, value = self._unpack_both(data)  # type: ignore[misc]
+            return value, ts
         return self.value_serde.from_bytes(bytes(data[8:])), _TS.unpack_from(data)[0]
 
     def get(self, key: Any, start: int) -> Any:
@@ -160,7 +184,10 @@ class WindowStore(SegmentedStore):
         memo = self._memo
         if memo is not None and memo[0] is key and memo[1] == start:
             return memo[2]
-        kb = self.key_serde.to_bytes(key)
+        try:
+            kb = self._kfast(key)
+        except Exception:
+            kb = self.key_serde.to_bytes(key)  # the serde's own error, or its bytes
         if kb is None:
             raise TypeError(f"store {self.name!r}: key must not be None")
         # the records of a batch fall into few windows: keep the last start's two encodings

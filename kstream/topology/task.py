@@ -171,9 +171,8 @@ class Task:
         try:
             for name, spec in specs.items():
                 store = self._open(spec, partition)
-                if hasattr(store, "source"):
-                    store.source = self.source
-                    store.clock = self.record_time
+                if hasattr(store, "context"):
+                    store.context = self  # its writes note `current` (kstream.state.base)
                 self.stores[name] = store
             self.nodes: dict[str, Node] = {}
             self._sources: dict[str, SourceNode] = {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from kstream import stores
@@ -19,7 +20,7 @@ from kstream.kafka.broker import EmbeddedBroker
 from kstream.kafka.consumer import Consumer
 from kstream.kafka.producer import Producer
 from kstream.kafka.supplier import ClientConfig, KafkaClientSupplier
-from kstream.records import Windowed
+from kstream.records import Record, Windowed
 from kstream.state import StateStore
 from kstream.state.changelog import CHANGELOG_OFFSET, changelog_records
 from kstream.state.provenance import from_headers
@@ -61,10 +62,10 @@ class Harness:
         self, store: StateStore, writes: Callable[[StateStore], None], n: int, commit: bool
     ) -> None:
         """Process `n` source records (one `writes` call each), produce, commit or abort."""
-        current: list[int] = [0]
-        store.source = lambda: ("in", 0, current[0])
+        ctx = SimpleNamespace(current=None, record_time=lambda: -1)
+        store.context = ctx  # type: ignore[assignment]
         for _ in range(n):
-            current[0] = self.offset
+            ctx.current = Record(None, None, 0, (), "in", 0, self.offset)
             writes(store)
             self.offset += 1
         self.producer.begin()

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from kstream import stores
 from kstream.kafka.admin import Admin
 from kstream.kafka.producer import Producer
+from kstream.records import Record
 from kstream.state.changelog import CHANGELOG_OFFSET, changelog_records
 from kstream.state.restore import open_and_restore, open_for_restore
 from kstream.state.versioned import VersionedRecord
@@ -49,7 +51,7 @@ def test_versioned_store_restores_its_history(kafka_broker: Any, tmp_path: Path)
     producer = Producer(bootstrap, transactional_id=f"{app_id}-tx")
     try:
         for offset, (k, v, t) in enumerate(PUTS):
-            store.source = lambda o=offset: ("in", 0, o)
+            store.context = SimpleNamespace(current=Record(None, None, 0, (), "in", 0, offset))
             store.put(k, v, t)
         producer.begin()
         records = changelog_records(store, app_id)

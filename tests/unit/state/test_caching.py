@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -350,7 +351,7 @@ def test_changelog_records_carry_the_time_of_the_write(tmp_path: Path) -> None:
         state_dir=str(tmp_path),
     )
     now = [100]
-    plain.clock = lambda: now[0]
+    plain.context = SimpleNamespace(current=None, record_time=lambda: now[0])  # a punctuation
     plain.put("a", 1)
     now[0] = 250
     plain.put("b", 2)

@@ -9,12 +9,13 @@ a record without it is refused too.
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from kstream import stores
-from kstream.records import Windowed
+from kstream.records import Record, Windowed
 from kstream.serde import serde
 from kstream.state import StateStore, StoreSpec, open_store
 from kstream.state.changelog import changelog_records
@@ -109,10 +110,10 @@ def test_every_changelog_record_carries_provenance_and_one_without_is_refused(
     tmp_path: Path,
 ) -> None:
     kv = _open(stores.key_value("kv", key_serde="string", value_serde="long"), tmp_path)
-    origin: list[Any] = [("in", 2, 41)]
-    kv.source = lambda: origin[0]
+    ctx = SimpleNamespace(current=Record(None, None, 0, (), "in", 2, 41), record_time=lambda: 5)
+    kv.context = ctx
     kv.put("caused", 1)
-    origin[0] = None  # a punctuation's write: no input record
+    ctx.current = None  # a punctuation's write: no input record
     kv.put("punctuated", 2)
     recs = changelog_records(kv, "app", provenance=True)
     assert [r.headers for r in recs] == [

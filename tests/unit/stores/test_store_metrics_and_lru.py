@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 import store_backends
 from kstream import stores
 from kstream.errors import ConfigError
+from kstream.records import Record
 from kstream.state import ChangeLoggingStore, KeyValueStore, open_store
 from kstream.state.metrics import MeteredStore, instrument
 from store_backends.lru import LRUBackend
@@ -54,7 +56,7 @@ def test_metering_is_a_layer_around_the_store_not_a_patch_on_it(tmp_path: Path) 
     assert isinstance(kv, MeteredStore) and kv.inner is inner
     assert "put" not in vars(inner.inner)
     assert repr(kv) == "Metered(ChangeLogging(KeyValueStore('kv', partition=0)))"
-    kv.source = lambda: ("in", 0, 7)
+    kv.context = SimpleNamespace(current=Record(None, None, 0, (), "in", 0, 7))
     kv.put("a", 1)
     assert [e.source for e in kv.pending()] == [("in", 0, 7)]
     assert kv.delete("a") == 1

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from kstream import stores
 from kstream.errors import ConfigError
-from kstream.records import Windowed
+from kstream.records import Record, Windowed
 from kstream.state import (
     ChangelogEntry,
     ChangeLoggingStore,
@@ -130,13 +131,21 @@ def test_read_only_view_hides_writes(tmp_path: Path) -> None:
 
 
 def test_source_provenance_is_carried_to_entries(tmp_path: Path) -> None:
+    """A pending write keeps the provenance and time of the record being processed when it
+    was made (the last write of a key wins), and a write with none has no provenance and the
+    context's record time."""
     kv: KeyValueStore = open_(stores.key_value("kv"), tmp_path)
-    current = ["in", 0, 41]
-    kv.source = lambda: (current[0], current[1], current[2])  # type: ignore[return-value]
+    ctx = SimpleNamespace(current=Record(None, None, 500, (), "in", 0, 41), record_time=lambda: 9)
+    kv.context = ctx  # type: ignore[assignment]
     kv.put("a", 1)
-    current[2] = 42
+    ctx.current = Record(None, None, 600, (), "in", 0, 42)
     kv.put("a", 2)
-    assert kv.pending() == [ChangelogEntry(b"\x20a", kv.value_serde.to_bytes(2), ("in", 0, 42))]
+    ctx.current = None  # a punctuation's write
+    kv.put("b", 3)
+    assert kv.pending() == [
+        ChangelogEntry(b"\x20a", kv.value_serde.to_bytes(2), ("in", 0, 42), 600),
+        ChangelogEntry(b"\x20b", kv.value_serde.to_bytes(3), None, 9),
+    ]
 
 
 # --- window store --------------------------------------------------------------------------------
