@@ -126,6 +126,7 @@ class _WindowedAggregate(BuiltinProcessor):
         emit_final = self.emit_final
         out: list[Record] = []
         emit = out.append if self.sink is None else self.sink
+        apply, grace = self.apply, self.grace
         for r in records:
             if r.key is None:
                 dropped("null_key", r)
@@ -140,7 +141,7 @@ class _WindowedAggregate(BuiltinProcessor):
                 self.record_time = ts
             if ts > self.observed:
                 self.observed = ts
-            close = self.observed - self.grace
+            close = self.observed - grace
             if emit_final:
                 # Kafka emits after aggregating the record (a record never updates a window
                 # it closes), from a store the record's new windows may have pushed closed
@@ -148,7 +149,7 @@ class _WindowedAggregate(BuiltinProcessor):
                 # (docs/differences.md, "Output and emission", states when Kafka loses one).
                 self._emit_until(close, out, r)
             try:
-                self.apply(r, close, emit)
+                apply(r, close, emit)
             except Exception as e:
                 on_error(e, r)
         self._save_time()

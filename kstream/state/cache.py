@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterator
+from itertools import islice
 from typing import Any
 
 from store_backends.base import Cursor
@@ -17,15 +18,19 @@ _MISSING: Any = object()
 
 
 class WriteCache:
-    """Pending physical writes (`None` = delete) with a lazily sorted key list for scans."""
+    """Pending physical writes (`None` = delete) with a lazily sorted key list for scans.
 
-    __slots__ = ("_added", "_index", "_rebuild", "data")
+    A key once written stays until `clear` (a delete is a None value), so the dict's keys
+    are in first-write order and the ones the sorted list lacks are its last ones: a write
+    is one dict store (`put`, which `StateStore._write` writes out), and a scan sorts in
+    what came since the previous scan."""
+
+    __slots__ = ("_index", "_indexed", "data")
 
     def __init__(self) -> None:
         self.data: dict[bytes, bytes | None] = {}
         self._index: list[bytes] = []
-        self._added: list[bytes] = []
-        self._rebuild = False
+        self._indexed = 0  # how many of `data`'s first keys `_index` holds
 
     def __len__(self) -> int:
         return len(self.data)
@@ -34,25 +39,23 @@ class WriteCache:
         return bool(self.data)
 
     def put(self, key: bytes, value: bytes | None) -> None:
-        data = self.data
-        if key not in data:
-            self._added.append(key)
-        data[key] = value
+        self.data[key] = value
 
     def clear(self) -> None:
         self.data = {}
         self._index = []
-        self._added = []
-        self._rebuild = False
+        self._indexed = 0
 
     def _sorted(self) -> list[bytes]:
-        if self._rebuild or len(self._added) > 32 + len(self._index) // 16:
-            self._index = sorted(self.data)
-        elif self._added:
-            for k in self._added:
-                insort(self._index, k)
-        self._added = []
-        self._rebuild = False
+        data = self.data
+        added = len(data) - self._indexed
+        if added:
+            if added > 32 + len(self._index) // 16:
+                self._index = sorted(data)
+            else:
+                for k in islice(data, self._indexed, None):
+                    insort(self._index, k)
+            self._indexed = len(data)
         return self._index
 
     def keys_between(self, lo: bytes | None, hi: bytes | None) -> list[bytes]:

@@ -141,7 +141,11 @@ class WindowStore(SegmentedStore):
         if vb is None:
             data = self.value_serde.to_bytes(value)
             vb = None if data is None else _TS.pack(timestamp) + data
-        self._write(self._pkey(key, start), vb)
+        memo = self._memo  # the key `get_timestamped` just encoded (`_pkey`'s memo, read here)
+        if memo is not None and memo[0] is key and memo[1] == start:
+            self._write(memo[2], vb)
+        else:
+            self._write(self._pkey(key, start), vb)
 
     def get_timestamped(self, key: Any, start: int) -> tuple[Any, int] | None:
         """`(value, timestamp)` of `key`'s window starting at `start`, or None."""
