@@ -21,6 +21,7 @@ module, so the dependency runs one way.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -132,7 +133,13 @@ class Serde:
         fast, full = self.c_to_bytes, self.to_bytes
         try:  # as deserialize_batch
             if fast is None:
-                return list(map(full, values))
+                if self.fixed is None:
+                    return list(map(full, values))
+                # a fixed-width serde: its values of the exact classes packed in C (out of
+                # range raises, and the item-by-item pass below names the error)
+                code, exact = self.fixed
+                pack = struct.Struct(">" + code).pack
+                return [pack(v) if v.__class__ in exact else full(v) for v in values]
             return [None if v is None else fast(v) for v in values]
         except Exception:
             pass

@@ -166,7 +166,7 @@ class KeyValueStore(StateStore):
         de, ser = inner.from_bytes, inner.to_bytes
         unpack, pack = _TS.unpack_from, _TS.pack
         both = ts_struct(inner) if keep else None
-        width = 0 if both is None else both[0].size
+        width = -1 if both is None else both[0].size
         pack_both = None if both is None else both[0].pack
         unpack_both = None if both is None else both[0].unpack
         exact = () if both is None else both[1]

@@ -314,6 +314,30 @@ def test_a_bad_item_raises_the_serde_s_own_error_or_goes_to_on_error() -> None:
         serde("long").serialize_batch([1, "2", 3])
 
 
+@pytest.mark.parametrize(
+    ("name", "good", "bad"),
+    [
+        ("long", [0, -1, 2**63 - 1, None], [2**63, True, 1.5, "1"]),
+        ("integer", [7, -(2**31), None], [2**31, False]),
+        ("double", [0.5, 3, None], [10**400, "x", True]),
+        ("float", [0.25, -2, None], [1e300]),
+    ],
+)
+def test_fixed_width_batches_write_what_the_serde_writes_and_refuse_what_it_refuses(
+    name: str, good: list[Any], bad: list[Any]
+) -> None:
+    """A fixed-width serde's batch packs its exact classes in C (`Serde.fixed`): the same
+    bytes as one call each, and the serde's own error for anything it refuses."""
+    s = serde(name)
+    assert s.serialize_batch(good) == [s.to_bytes(v) for v in good]
+    for v in bad:
+        with pytest.raises(SerdeError):
+            s.serialize_batch([*good, v])
+        refused: list[int] = []
+        out = s.serialize_batch([v, *good], on_error=lambda i, _e, seen=refused: seen.append(i))
+        assert (out, refused) == ([None, *(s.to_bytes(g) for g in good)], [0])
+
+
 def test_a_context_serde_is_given_each_item_s_context() -> None:
     s = _Tagged()
     contexts = [SerdeContext("a", (), True), SerdeContext("b", (), False)]
