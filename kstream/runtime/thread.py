@@ -23,6 +23,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from itertools import groupby
+from operator import methodcaller
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -327,21 +329,7 @@ class StreamThread:
 
     def _process_batch(self, msgs: list[Any]) -> None:
         t0 = time.perf_counter()
-        groups: dict[TP, list[Any]] = {}
-        # a consumer returns a partition's messages in runs: look its list up once per run
-        last_topic: str | None = None
-        last_part = -1
-        lst: list[Any] = []
-        for m in msgs:
-            part = m.partition()
-            topic = m.topic()
-            if part != last_part or topic != last_topic:
-                last_topic, last_part = topic, part
-                found = groups.get((topic, part))
-                if found is None:
-                    groups[(topic, part)] = found = []
-                lst = found
-            lst.append(m)
+        groups = by_partition(msgs)
         per_task: dict[RuntimeTask, dict[TP, list[Any]]] = {}
         task_of = self.task_of
         # rolled back, their seek deferred: the records read meanwhile are read again later
@@ -566,3 +554,42 @@ class StreamThread:
                 close()
             except Exception as e:
                 log.warning("closing %s: %s", what, e)
+
+
+_TOPIC = methodcaller("topic")
+_PARTITION = methodcaller("partition")
+
+
+def by_partition(msgs: list[Any]) -> dict[TP, list[Any]]:
+    """`msgs` by (topic, partition), each partition's in the order consumed, the partitions in
+    the order they first appear.
+
+    A consumer returns a partition's messages in runs. With one topic in the batch (a task
+    reading one topic: every stateless and most stateful apps) the runs are cut by
+    `itertools.groupby` on the partition, which calls it from C, so a message costs no
+    Python-level step; several topics take a loop that looks each run's list up once."""
+    groups: dict[TP, list[Any]] = {}
+    topics = set(map(_TOPIC, msgs))
+    if len(topics) == 1:
+        (topic,) = topics
+        for part, run in groupby(msgs, _PARTITION):
+            found = groups.get((topic, part))
+            if found is None:
+                groups[(topic, part)] = list(run)
+            else:
+                found.extend(run)
+        return groups
+    last_topic: str | None = None
+    last_part = -1
+    lst: list[Any] = []
+    for m in msgs:
+        part = m.partition()
+        topic = m.topic()
+        if part != last_part or topic != last_topic:
+            last_topic, last_part = topic, part
+            found = groups.get((topic, part))
+            if found is None:
+                groups[(topic, part)] = found = []
+            lst = found
+        lst.append(m)
+    return groups
