@@ -28,12 +28,14 @@ GUARANTEES = ("exactly_once", "exactly_once_v2", "at_least_once")
 DEFAULT_GUARANTEE = "exactly_once_v2"
 """Kafka Streams' default exactly-once mode since 4.0 (which removed per-task exactly_once;
 kstream keeps it as a choice)."""
-REBALANCE_PROTOCOLS = ("cooperative", "eager", "consumer", "streams")
-"""`rebalance_protocol`: "cooperative" (the default, Kafka Streams' since 2.4) revokes only the
-partitions that move, so tasks that stay keep running; "eager" closes every task on every
-rebalance; "consumer" is Kafka's consumer group protocol (KIP-848, Apache Kafka 4.0+), whose
-broker-side assignment is incremental for topologies that read several topics too;
-"streams" is Kafka Streams' own group protocol (KIP-1071, Apache Kafka 4.2+): the broker
+REBALANCE_PROTOCOLS = ("auto", "cooperative", "eager", "consumer", "streams")
+"""`rebalance_protocol`: "auto" (the default) is "streams" where the broker offers Streams
+groups and "cooperative" elsewhere, and an existing group's own protocol while instances run in
+it (kstream.runtime.streams_protocol); "cooperative" (Kafka Streams' classic default since 2.4)
+revokes only the partitions that move, so tasks that stay keep running; "eager" closes every
+task on every rebalance; "consumer" is Kafka's consumer group protocol (KIP-848, Apache Kafka
+4.0+), whose broker-side assignment is incremental for topologies that read several topics
+too; "streams" is Kafka Streams' own group protocol (KIP-1071, Apache Kafka 4.2+): the broker
 assigns tasks (kstream.runtime.rebalance)."""
 _BROKER_SIDE_GROUP_KEYS = {
     "session.timeout.ms": "group.consumer.session.timeout.ms",
@@ -122,10 +124,12 @@ class Config:
     # does not poll, a broker that lost track of members; kstream.runtime.slow_rebalance);
     # 0 or None: off
     slow_rebalance_warning: int = 60_000
-    # "cooperative", "eager" or "consumer" (kstream.runtime.rebalance): which partitions a
-    # rebalance takes from the stream thread, only those that move or all of them, and
-    # whether the broker assigns them (consumer: KIP-848, Apache Kafka 4.0+)
-    rebalance_protocol: str = "cooperative"
+    # "auto", "cooperative", "eager", "consumer" or "streams" (kstream.runtime.rebalance):
+    # which partitions a rebalance takes from the stream thread, only those that move or all
+    # of them, and whether the broker assigns them (consumer: KIP-848, Apache Kafka 4.0+;
+    # streams: KIP-1071, 4.2+); auto: streams where the broker offers it, else cooperative
+    # (kstream.runtime.streams_protocol)
+    rebalance_protocol: str = "auto"
     # Kafka's group.instance.id (static membership): a restart within session.timeout.ms
     # moves no task; worker processes get "<id>-<worker index>"; None: a dynamic member
     group_instance_id: str | None = None

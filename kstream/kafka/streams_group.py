@@ -21,7 +21,9 @@ thread), so one call is one exchange with the group's coordinator:
 - `describe(group_id)` (StreamsGroupDescribe) and `offset_commit(...)` (OffsetCommit v9, the
   first version a streams group accepts from a plain commit: at-least-once) retry the same way
   and raise `StreamsGroupError` on any other error.
-- `supports_streams_groups()` asks ApiVersions whether the cluster speaks the protocol.
+- `supports_streams_groups()` asks ApiVersions, and the coordinator, whether the cluster
+  speaks the protocol; `group_type(group_id)` asks the coordinator which type of group (classic,
+  consumer, streams) has an id, and whether it has members (its state).
 
 The calls of one client are serialized (a lock): the heartbeat thread and a stream thread's
 at-least-once commit may share it, one waiting for the other's exchange.
@@ -57,6 +59,7 @@ from kstream.kafka.streams_group_messages import (  # the interface, re-exported
     REQUEST_TIMED_OUT,
     STATUS_NAMES,
     CopartitionGroup,
+    GroupListing,
     HeartbeatRequest,
     HeartbeatResponse,
     StreamsGroupError,
@@ -75,6 +78,7 @@ from kstream.kafka.streams_group_messages import (  # the interface, re-exported
 __all__ = [
     "STATUS_NAMES",
     "CopartitionGroup",
+    "GroupListing",
     "HeartbeatRequest",
     "HeartbeatResponse",
     "StreamsGroupClient",
@@ -135,11 +139,17 @@ class StreamsGroupClient:
 
     # -- the calls
 
-    def supports_streams_groups(self) -> bool:
+    def supports_streams_groups(self, group_id: str = "kstream") -> bool:
         """Whether the cluster speaks the streams group protocol: ApiVersions offers
-        StreamsGroupHeartbeat and the cluster has finalized the feature streams.version >= 1
-        (a new 4.2+ cluster has it; one upgraded from an older release once an operator
-        finalizes it with kafka-features.sh)."""
+        StreamsGroupHeartbeat, the cluster has finalized the feature streams.version >= 1 (a
+        new 4.2+ cluster has it; one upgraded from an older release once an operator
+        finalizes it with kafka-features.sh), and the group coordinator has the protocol on.
+
+        The last one ApiVersions does not tell: a broker whose `group.coordinator.rebalance.
+        protocols` leaves out `streams` still lists the RPCs (Apache Kafka 4.4.0) and answers
+        each with UNSUPPORTED_VERSION. So the coordinator of `group_id` is asked too, with a
+        StreamsGroupDescribe, which changes nothing: any answer but UNSUPPORTED_VERSION (the
+        group, GROUP_ID_NOT_FOUND) means it has the protocol on."""
         from kafka.protocol.metadata import ApiVersionsRequest
 
         from kstream.kafka.messages import StreamsGroupHeartbeatRequest
@@ -155,9 +165,44 @@ class StreamsGroupClient:
             raise StreamsGroupError("ApiVersions", error_code=response.error_code)
         keys = {k.api_key for k in response.api_keys}
         features = {f.name: f.max_version_level for f in response.finalized_features or []}
-        return (
-            StreamsGroupHeartbeatRequest.API_KEY in keys and features.get("streams.version", 0) >= 1
+        if (
+            StreamsGroupHeartbeatRequest.API_KEY not in keys
+            or features.get("streams.version", 0) < 1
+        ):
+            return False
+        try:
+            self.describe(group_id)
+        except StreamsGroupError as e:
+            if e.name == "UNSUPPORTED_VERSION":
+                return False
+            if e.name != "GROUP_ID_NOT_FOUND":
+                raise
+        return True
+
+    def group_type(self, group_id: str) -> GroupListing | None:
+        """The type and state of the group `group_id` as its coordinator lists it (ListGroups,
+        which a coordinator answers for the groups it coordinates), whatever its type:
+        "classic", "consumer", "streams" or "share"; None when it has no group of that id
+        (or the principal may not describe it). A broker before ListGroups v5 (Apache Kafka
+        3.8) does not name types: every group there is classic."""
+        from kafka.protocol.admin import ListGroupsRequest
+
+        request = ListGroupsRequest(states_filter=[], types_filter=[])
+        response = self._retrying(
+            group_id, lambda: self._to_coordinator(group_id, request), lambda r: r.error_code
         )
+        if response.error_code:
+            raise StreamsGroupError(
+                f"listing the groups of the coordinator of {group_id!r}",
+                error_code=response.error_code,
+            )
+        for g in response.groups:
+            if g.group_id == group_id:
+                return GroupListing(
+                    getattr(g, "group_type", None) or "classic",
+                    getattr(g, "group_state", None) or "",
+                )
+        return None
 
     def heartbeat(self, request: HeartbeatRequest) -> HeartbeatResponse:
         """Send one StreamsGroupHeartbeat; errors other than a lost coordinator come back in

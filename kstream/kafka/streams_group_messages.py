@@ -18,6 +18,7 @@ __all__ = [
     "COORDINATOR_ERRORS",
     "STATUS_NAMES",
     "CopartitionGroup",
+    "GroupListing",
     "HeartbeatRequest",
     "HeartbeatResponse",
     "StreamsGroupError",
@@ -35,6 +36,20 @@ __all__ = [
 
 # ---------------------------------------------------------------------------------------------
 # The topology a member joins with, and the heartbeat
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    """A group as its coordinator lists it (ListGroups): its `type` ("classic", "consumer",
+    "streams", "share") and `state` ("Empty": no member; "Stable", "PreparingRebalance",
+    "Assigning", ...: members; "Dead": going away)."""
+
+    type: str
+    state: str
+
+    @property
+    def has_members(self) -> bool:
+        return self.state not in ("Empty", "Dead")
 
 
 @dataclass(frozen=True)

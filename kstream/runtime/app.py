@@ -9,6 +9,7 @@ cluster or a co-partitioning mismatch fails there, not on the first record.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import enum
 import logging
 import os
@@ -323,6 +324,7 @@ class App:
             return
         try:
             counts = self._create_topics()
+            self._choose_rebalance_protocol()
             self._follow_shutdown_requests()
             self._start_registry()
         except BaseException:
@@ -337,6 +339,25 @@ class App:
             target=self._run_thread, name=f"kstream-{self.app_id}", daemon=True
         )
         self._thread.start()
+
+    def _choose_rebalance_protocol(self) -> None:
+        """`rebalance_protocol` as the broker and the app's group allow: "auto" resolved, and
+        a protocol the group's existing type refuses raised here, at start-up
+        (kstream.runtime.streams_protocol)."""
+        from kstream.runtime.streams_protocol import resolve
+
+        cfg = self.config
+        chosen = resolve(
+            cfg.rebalance_protocol,
+            self.app_id,
+            self.bootstrap_servers,
+            cfg.kafka,
+            cfg.connect_timeout / 1000,
+            own_clients=type(self.client_supplier) is not KafkaClientSupplier,
+            tansu=cfg.broker_compat == "tansu",
+        )
+        if chosen != cfg.rebalance_protocol:
+            self.config = dataclasses.replace(cfg, rebalance_protocol=chosen)
 
     def _follow_shutdown_requests(self) -> None:
         """Follow the app's shutdown requests (kstream.runtime.app_shutdown; `_create_topics`
@@ -379,6 +400,7 @@ class App:
             self.lock_state_dir()
             # the workers' own start would fail the same way, once per restart: fail here
             self._create_topics()
+            self._choose_rebalance_protocol()
             return WorkerProcesses(self, self._reference, self.processes, self._dir_lock)
         except BaseException:
             self._set_state(AppState.ERROR)

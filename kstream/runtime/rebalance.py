@@ -87,8 +87,10 @@ BROKER_ASSIGNED = (CONSUMER, STREAMS)
 def effective_protocol(compiled: CompiledTopology, cfg: Config) -> str:
     """The protocol the stream thread runs: `cfg.rebalance_protocol`, or eager when it is
     cooperative and the topology's group reads more than one topic (see the module
-    docstring; the consumer protocol keeps a task's partitions together, so it stays)."""
-    if cfg.rebalance_protocol != COOPERATIVE:
+    docstring; the consumer protocol keeps a task's partitions together, so it stays).
+    "auto" is resolved by the App at start-up (kstream.runtime.streams_protocol); a thread
+    made without one, which asked no broker, runs it as cooperative."""
+    if cfg.rebalance_protocol not in (COOPERATIVE, "auto"):
         return cfg.rebalance_protocol
     topics = compiled.source_topics
     if len(topics) > 1:

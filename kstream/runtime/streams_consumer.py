@@ -146,11 +146,12 @@ def streams_group_consumer(ctx: RuntimeContext, kafka: dict[str, Any]) -> Stream
     cfg = ctx.config
     client = StreamsGroupClient(ctx.bootstrap_servers, cfg.kafka)
     try:
-        if not client.supports_streams_groups():
+        if not client.supports_streams_groups(ctx.app_id):
             raise ConfigError(
                 f"rebalance_protocol='streams': the broker at {ctx.bootstrap_servers} does not "
                 "offer Streams groups (KIP-1071: Apache Kafka 4.2 or later with the "
-                "streams.version feature finalized); use 'cooperative' or 'consumer'"
+                "streams.version feature finalized and group.coordinator.rebalance.protocols "
+                "including 'streams'); use 'auto', 'cooperative' or 'consumer'"
             )
     except BaseException:
         client.close()

@@ -109,6 +109,9 @@ def _app(bs: str, app_id: str, topics: tuple[str, str, str], state_dir: Path, **
                 "commit_interval": 100,
                 "batch_max_wait": 50,
                 "batch_max_records": 200,
+                # this file tests the classic protocols (the default, "auto", runs the
+                # Streams protocol on a broker that offers it)
+                "rebalance_protocol": "cooperative",
                 **cfg,
             }
         ),
@@ -298,7 +301,7 @@ SESSION_MS = 1000
 def test_instances_joining_dying_and_leaving_under_exactly_once_v2_stay_exact(
     kafka_broker: Any, unique_name: Callable[[str], str], tmp_path: Path
 ) -> None:
-    """Worker processes (cooperative, the default protocol, asked for explicitly) join one by
+    """Worker processes (cooperative, asked for explicitly) join one by
     one, one is SIGKILLed and comes back, one leaves with SIGTERM: every update is read once."""
     require_kafka(kafka_broker)
     bs = kafka_broker.bootstrap_servers

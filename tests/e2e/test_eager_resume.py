@@ -48,7 +48,7 @@ def test_an_eager_rebalance_resumes_the_kept_tasks_from_their_stores(
     topics = _created(bs, unique_name)
     _orders(bs, topics[0], 0, FIRST)
     app_id = unique_name("eager-resume")
-    # the default protocol: a multi-topic topology rebalances eagerly
+    # cooperative (the classic default): a multi-topic topology rebalances eagerly
     a = app(bs, app_id, topics, str(tmp_path / "a"), rebalance_protocol="cooperative")
     b = app(bs, app_id, topics, str(tmp_path / "b"), rebalance_protocol="cooperative")
     with _started(a):

@@ -16,17 +16,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from e2e.support import create_topics
+from support import running_counts
 from support.committed_reader import read_committed
-from support.groups import fast_group
+from support.running_counts import check_exact, fed, produce
 from support.waiting import wait_for_app
 
-from kstream.dsl import StreamBuilder
 from kstream.kafka.broker import EmbeddedBroker
-from kstream.kafka.producer import Producer
 from kstream.runtime import App
 
-KEYS = 20
 pytestmark = pytest.mark.kafka_feature("streams_group_protocol")
 
 
@@ -45,54 +42,8 @@ def streams_groups(kafka_broker: EmbeddedBroker) -> Iterator[str]:
     yield bs
 
 
-def _topology(inp: str, out: str):  # type: ignore[no-untyped-def]
-    b = StreamBuilder()
-    (
-        b.stream(inp, key_serde="string", value_serde="string")
-        .group_by_key()
-        .count(store="counts")
-        .to_stream()
-        .to(out, value_serde="long")
-    )
-    return b.build()
-
-
-def _produce(bs: str, topic: str, first: int, n: int) -> None:
-    with Producer(bs) as p:
-        for i in range(first, first + n):
-            p.produce(topic, b"v", f"k{i % KEYS}".encode())
-        p.flush()
-
-
-def _counts(bs: str, out: str) -> dict[str, list[int]]:
-    seen: dict[str, list[int]] = {}
-    for r in read_committed(bs, out):
-        assert r.key is not None and r.value is not None
-        seen.setdefault(r.key.decode(), []).append(int.from_bytes(r.value, "big", signed=True))
-    return seen
-
-
-def _check_exact(bs: str, out: str, total: int) -> None:
-    """Per key 1..n: nothing missing, repeated or wrong."""
-    seen = _counts(bs, out)
-    expected = {f"k{k}": list(range(1, total // KEYS + 1)) for k in range(KEYS)}
-    wrong = {k: v for k, v in seen.items() if v != expected.get(k)}
-    assert not wrong, f"counts not 1..n for {len(wrong)} keys, e.g. {next(iter(wrong.items()))}"
-    assert set(seen) == set(expected)
-
-
-def _fed(bs: str, unique_name: Callable[[str], str]) -> tuple[str, str, str]:
-    """(input, output, app id), unique to the test: the topics created with 4 partitions and
-    the first 200 inputs written."""
-    inp, out, app_id = unique_name("in"), unique_name("out"), unique_name("app")
-    create_topics(bs, 4, inp, out)
-    _produce(bs, inp, 0, 200)
-    return inp, out, app_id
-
-
 def _app(bs: str, app_id: str, inp: str, out: str, state: Path) -> App:
-    config = fast_group({"state_dir": str(state), "rebalance_protocol": "streams"})
-    return App(_topology(inp, out), app_id, bs, "exactly_once_v2", config)
+    return running_counts.app(bs, app_id, inp, out, state, {"rebalance_protocol": "streams"})
 
 
 def _tasks(app: App) -> list[tuple[int, int]]:
@@ -104,7 +55,7 @@ def test_one_instance_runs_every_task_the_broker_assigns(
     streams_groups: str, unique_name: Callable[[str], str], tmp_path: Path
 ) -> None:
     bs = streams_groups
-    inp, out, app_id = _fed(bs, unique_name)
+    inp, out, app_id = fed(bs, unique_name)
     app = _app(bs, app_id, inp, out, tmp_path / "a")
     app.start()
     try:
@@ -120,7 +71,7 @@ def test_one_instance_runs_every_task_the_broker_assigns(
     finally:
         app.close()
     assert app.error is None
-    _check_exact(bs, out, 200)
+    check_exact(bs, out, 200)
 
 
 def _streams_groups_tool(bs: str, *args: str) -> str:
@@ -142,7 +93,7 @@ def test_a_second_instance_takes_tasks_over_and_the_counts_stay_exact(
     streams_groups: str, unique_name: Callable[[str], str], tmp_path: Path
 ) -> None:
     bs = streams_groups
-    inp, out, app_id = _fed(bs, unique_name)
+    inp, out, app_id = fed(bs, unique_name)
     a = _app(bs, app_id, inp, out, tmp_path / "a")
     a.start()
     b = _app(bs, app_id, inp, out, tmp_path / "b")
@@ -161,15 +112,15 @@ def test_a_second_instance_takes_tasks_over_and_the_counts_stay_exact(
         # the tasks the first instance kept were never closed (the same objects run on)
         for task in _tasks(a):
             assert a._stream.tasks[task] is running[task]
-        _produce(bs, inp, 200, 200)
+        produce(bs, inp, 200, 200)
         wait_for_app("400 outputs", lambda: len(read_committed(bs, out)) >= 400, b, 120, 0.5)
         a.close()
         wait_for_app("the second instance runs all four", lambda: len(_tasks(b)) == 4, b, 120)
-        _produce(bs, inp, 400, 200)
+        produce(bs, inp, 400, 200)
         wait_for_app("600 outputs", lambda: len(read_committed(bs, out)) >= 600, b, 120, 0.5)
         time.sleep(1.0)  # a repeat, were there one, would come within a commit or two
     finally:
         a.close()
         b.close()
     assert a.error is None and b.error is None
-    _check_exact(bs, out, 600)
+    check_exact(bs, out, 600)

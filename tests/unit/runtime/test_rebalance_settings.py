@@ -17,8 +17,9 @@ from kstream.service.supervisor import Supervisor
 from kstream.topology.compiled import CompiledTopology
 
 
-def test_cooperative_is_the_default_and_eager_a_choice() -> None:
-    assert Config().rebalance_protocol == "cooperative"
+def test_auto_is_the_default_and_eager_a_choice() -> None:
+    # auto: streams where the broker offers it, else cooperative (test_streams_protocol_choice)
+    assert Config().rebalance_protocol == "auto"
     assert Config.from_mapping({"rebalance_protocol": "EAGER"}).rebalance_protocol == "eager"
 
 
