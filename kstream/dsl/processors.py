@@ -508,6 +508,8 @@ class AggregateProcessor(BuiltinProcessor):
     subtracts it from its group).
     """
 
+    forwards = "new"  # updates it made (the record cache's flush makes them anew too)
+
     def __init__(
         self,
         store: str,

@@ -278,7 +278,20 @@ class TableMapValuesProcessor(BuiltinProcessor):
 
 
 class TableToStreamProcessor(BuiltinProcessor):
-    """A table's updates as a stream: the new value, None for a delete (a tombstone)."""
+    """A table's updates as a stream: the new value, None for a delete (a tombstone).
+
+    The updates of an aggregation reach it as records made for it alone (`owns_input`, when
+    the aggregation forwards to it only): each is changed in place, not copied."""
+
+    forwards = "new"
+
+    def __init__(self) -> None:
+        self.owns_input = False
 
     def process_batch(self, records: Sequence[Record]) -> None:
+        if self.owns_input:
+            for r in records:
+                r.value = r.value[0]
+            self.ctx.forward_batch(list(records))
+            return
         self.ctx.forward_batch([derive(r, r.key, r.value[0]) for r in records])

@@ -75,6 +75,8 @@ def _update(r: Record, key: Windowed, new: Any, old: Any, ts: int) -> Record:
 class _WindowedAggregate(BuiltinProcessor):
     """Observed stream time, drops, final emission and the wall-clock close."""
 
+    forwards = "new"  # updates and final results it made (the record cache's flush: anew)
+
     def __init__(
         self, store: str, grace_ms: int, emit_final: bool, idle_close_ms: int | None
     ) -> None:

@@ -36,6 +36,30 @@ def test_count_by_key_without_repartition() -> None:
         assert d.get_store("c").get("a") == 2
 
 
+def test_to_stream_changes_an_aggregation_s_updates_only_when_it_alone_gets_them() -> None:
+    """to_stream below an aggregation unwraps each update in place (the aggregation made the
+    records for it alone); a table read by two operators gives each its own records."""
+    b = StreamBuilder()
+    counts = b.stream("in", "string", "string").group_by_key().count(store="c")
+    counts.to_stream().to("out", "string", "long")
+    counts.to_stream().map_values(lambda n: n * 10).to("tens", "string", "long")
+    counts.filter(lambda _k, n: n > 1).to_stream().to("big", "string", "long")
+    alone = StreamBuilder()
+    alone.stream("in", "string", "string").group_by_key().count(store="c").to_stream().to(
+        "out", "string", "long"
+    )
+    expected = [("a", 1), ("b", 1), ("a", 2)]
+    for topo, tables in ((b.build(), True), (alone.build(), False)):
+        with TopologyTestDriver(topo) as d:
+            d.input_topic("in", "string", "string").pipe_many([("a", "x"), ("b", "y"), ("a", "z")])
+            assert d.output_topic("out", "string", "long").read_key_values() == expected
+            if tables:
+                tens = d.output_topic("tens", "string", "long").read_key_values()
+                assert tens == [(k, 10 * n) for k, n in expected]
+                big = d.output_topic("big", "string", "long").read_key_values()
+                assert big == [("a", 2)]
+
+
 def test_reduce_and_aggregate_after_group_by() -> None:
     b = StreamBuilder()
     grouped = b.stream("in", "string", "json").group_by(lambda k, v: v["team"], key_serde="string")
