@@ -9,7 +9,6 @@ cluster or a co-partitioning mismatch fails there, not on the first record.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import enum
 import logging
 import os
@@ -344,7 +343,7 @@ class App:
         """`rebalance_protocol` as the broker and the app's group allow: "auto" resolved, and
         a protocol the group's existing type refuses raised here, at start-up
         (kstream.runtime.streams_protocol)."""
-        from kstream.runtime.streams_protocol import resolve
+        from kstream.runtime.streams_protocol import resolve, with_protocol
 
         cfg = self.config
         chosen = resolve(
@@ -356,8 +355,7 @@ class App:
             own_clients=type(self.client_supplier) is not KafkaClientSupplier,
             tansu=cfg.broker_compat == "tansu",
         )
-        if chosen != cfg.rebalance_protocol:
-            self.config = dataclasses.replace(cfg, rebalance_protocol=chosen)
+        self.config = with_protocol(cfg, chosen, self.app_id)
 
     def _follow_shutdown_requests(self) -> None:
         """Follow the app's shutdown requests (kstream.runtime.app_shutdown; `_create_topics`

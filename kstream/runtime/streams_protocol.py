@@ -35,15 +35,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from kstream.config import Config
 from kstream.errors import ConfigError
-from kstream.kafka.streams_group import GroupListing, StreamsGroupClient, StreamsGroupError
+from kstream.kafka.streams_group import GroupListing, StreamsGroupClient
 
 log = logging.getLogger("kstream.runtime")
 
-__all__ = ["AUTO", "GroupFacts", "GroupProtocolMismatch", "choose", "probe", "resolve"]
+__all__ = [
+    "AUTO",
+    "GroupFacts",
+    "GroupProtocolMismatch",
+    "choose",
+    "probe",
+    "resolve",
+    "with_protocol",
+]
 
 AUTO = "auto"
 #: kstream's protocols by the group type each makes (eager and cooperative: both classic)
@@ -175,10 +184,11 @@ def resolve(
         return "cooperative" if asked == AUTO else asked
     try:
         facts = probe(bootstrap, kafka, group_id, timeout_s)
-    except (StreamsGroupError, ConfigError) as e:
+    except Exception as e:
         if asked == "streams":
             raise
-        # the check is a courtesy to the classic protocols: their own clients tell
+        # for the other protocols the check is a courtesy (their own clients connect, and
+        # say what fails): whatever stops it, the app goes on
         log.warning(
             "rebalance_protocol=%r: could not ask the broker at %s about group %r (%s); %s",
             asked,
@@ -192,3 +202,18 @@ def resolve(
     if asked == AUTO:
         log.info("rebalance_protocol='auto': group %r runs %r", group_id, chosen)
     return chosen
+
+
+def with_protocol(cfg: Config, chosen: str, group_id: str) -> Config:
+    """`cfg` with `rebalance_protocol=chosen`, as `resolve` chose it for "auto". A setting the
+    chosen protocol refuses (the consumer protocol refuses `kafka["session.timeout.ms"]`) is a
+    ConfigError that says why that protocol was chosen."""
+    if chosen == cfg.rebalance_protocol:
+        return cfg
+    try:
+        return replace(cfg, rebalance_protocol=chosen)
+    except ConfigError as e:
+        raise ConfigError(
+            f"rebalance_protocol={cfg.rebalance_protocol!r} joins group {group_id!r} as "
+            f"{chosen!r}, the group's own protocol, and: {e}"
+        ) from None

@@ -9,8 +9,15 @@ from __future__ import annotations
 import pytest
 
 from kstream.config import Config
+from kstream.errors import ConfigError, KafkaClientError
 from kstream.kafka.streams_group import GroupListing
-from kstream.runtime.streams_protocol import GroupFacts, GroupProtocolMismatch, choose, resolve
+from kstream.runtime.streams_protocol import (
+    GroupFacts,
+    GroupProtocolMismatch,
+    choose,
+    resolve,
+    with_protocol,
+)
 
 BS = "kafka:9092"
 OFFERED, NOT_OFFERED = True, False
@@ -102,3 +109,27 @@ def test_apps_with_their_own_clients_or_on_tansu_ask_no_broker(asked: str, runs:
     # an address nothing listens on: asking would fail or wait
     for own, tansu in ((True, False), (False, True)):
         assert resolve(asked, "app", "127.0.0.1:9", {}, 0.1, own_clients=own, tansu=tansu) == runs
+
+
+def test_a_broker_that_does_not_answer_leaves_the_classic_protocols_as_asked(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # nothing listens on port 9: the check, a courtesy to these protocols, gives up
+    for asked, runs in (("auto", "cooperative"), ("cooperative", "cooperative")):
+        assert resolve(asked, "app", "127.0.0.1:9", {}, 0.2, own_clients=False, tansu=False) == runs
+    assert "could not ask the broker at 127.0.0.1:9 about group 'app'" in caplog.text
+
+
+def test_streams_asked_of_a_broker_that_does_not_answer_fails() -> None:
+    with pytest.raises(KafkaClientError, match=r"127\.0\.0\.1:9"):
+        resolve("streams", "app", "127.0.0.1:9", {}, 0.2, own_clients=False, tansu=False)
+
+
+def test_auto_following_a_consumer_group_names_why_a_setting_is_refused() -> None:
+    cfg = Config.from_mapping({"kafka": {"session.timeout.ms": 6000}})
+    assert with_protocol(cfg, "cooperative", "app").rebalance_protocol == "cooperative"
+    with pytest.raises(ConfigError) as refused:
+        with_protocol(cfg, "consumer", "orders")
+    text = str(refused.value)
+    assert "rebalance_protocol='auto' joins group 'orders' as 'consumer'" in text, text
+    assert "session.timeout.ms" in text, text
