@@ -24,6 +24,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from kstream.errors import SerdeError
@@ -140,6 +141,8 @@ class Serde:
                 code, exact = self.fixed
                 pack = struct.Struct(">" + code).pack
                 return [pack(v) if v.__class__ in exact else full(v) for v in values]
+            if None not in values:  # no tombstone, no null key: one pass from C
+                return list(map(fast, values))
             return [None if v is None else fast(v) for v in values]
         except Exception:
             pass
@@ -207,6 +210,10 @@ def _each_fast(
     return out
 
 
+_KEY = attrgetter("key")
+_VALUE = attrgetter("value")
+
+
 @dataclass(frozen=True, slots=True)
 class BadRecord:
     """A record of a batch its serdes refused: its index, "key" or "value", the exception."""
@@ -237,6 +244,19 @@ def deserialize_records(
     # the hot path a list per side and a second pass
     kfull, vfull = key_serde.from_bytes, value_serde.from_bytes
     kd, vd = key_serde.c_from_bytes or kfull, value_serde.c_from_bytes or vfull
+    keys, values = list(map(_KEY, records)), list(map(_VALUE, records))
+    if None not in keys and None not in values:
+        # no null key or tombstone: each side in one pass from C; if anything raises, the
+        # loop below decodes record by record and names the bad ones
+        try:
+            decoded = zip(list(map(kd, keys)), list(map(vd, values)), strict=True)
+        except Exception:
+            pass
+        else:
+            for r, (k, v) in zip(records, decoded, strict=True):
+                r.key = k
+                r.value = v
+            return []
     out: list[BadRecord] = []
     for i, r in enumerate(records):
         kb, vb = r.key, r.value
@@ -293,14 +313,14 @@ def _records(
         return note
 
     if decode:
-        keys = key_serde.deserialize_batch([r.key for r in records], context(True), failed("key"))
+        keys = key_serde.deserialize_batch(list(map(_KEY, records)), context(True), failed("key"))
         values = value_serde.deserialize_batch(
-            [r.value for r in records], context(False), failed("value")
+            list(map(_VALUE, records)), context(False), failed("value")
         )
     else:
-        keys = key_serde.serialize_batch([r.key for r in records], context(True), failed("key"))
+        keys = key_serde.serialize_batch(list(map(_KEY, records)), context(True), failed("key"))
         values = value_serde.serialize_batch(
-            [r.value for r in records], context(False), failed("value")
+            list(map(_VALUE, records)), context(False), failed("value")
         )
     for i in bad:
         keys[i] = values[i] = None
