@@ -148,9 +148,9 @@ class CachingStore:
         (its value a `(new, old)` pair, `old` the value the store held before that write)."""
         typed = self._typed
         pkey = typed.last_written
-        listener = self._listener
-        assert listener is not None, "cache_update before set_flush_listener"
         if pkey is None:  # the store kept nothing (a write past retention): forward it now
+            listener = self._listener
+            assert listener is not None, "cache_update before set_flush_listener"
             listener([(record, record.value[1])])
             return
         typed.last_written = None
