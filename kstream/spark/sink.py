@@ -39,8 +39,7 @@ from typing import Any
 from kstream.kafka.partitioner import default_partition
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.records import merge_by_head
-from kstream.spark.order import tp_order
-from kstream.spark.wire import decode_headers, unpack_output
+from kstream.spark.wire import ROW_ARROW_SCHEMA, decode_headers, unpack
 from kstream.state import provenance
 
 COLUMNS = ("ptopic", "ppart", "poff", "seq", "k", "topic", "v", "ts", "part", "h")
@@ -92,25 +91,45 @@ def slot_of(topic: str, partition: int, slots: int) -> int:
 def write_order(rows: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """A slot's rows in the order they are written: deterministic, so a replay is the same.
 
-    Rows are `(ptopic, ppart, poff, seq, k, topic, v, ts, part, headers)`. What one input
-    partition caused stays in its order (input offset, then rank); input partitions are
-    interleaved by timestamp, each next row taken from the partition whose head is oldest, as a
-    Kafka Streams task picks its next record.
+    Rows are `(ptopic, ppart, poff, seq, k, topic, v, ts, part, headers)`, each producing
+    task's rows in the order the task wrote them (`slot_rows`): a task is one partition of the
+    query's sub-topology (`ppart`: every input of a task has its partition number), and what it
+    wrote is in the order it processed its records (across its input topics, merged by
+    timestamp as a Kafka Streams task merges them), which is what Kafka Streams writes. Tasks
+    are interleaved by timestamp, each next row taken from the task whose head is oldest (ties
+    to the lower partition), as a Kafka Streams task picks its next record from the partitions
+    it reads.
     """
-    groups: dict[tuple[Any, Any], list[tuple[Any, ...]]] = {}
+    groups: dict[Any, list[tuple[Any, ...]]] = {}
     for r in rows:
-        g = groups.get((r[0], r[1]))
+        g = groups.get(r[1])
         if g is None:
-            groups[(r[0], r[1])] = [r]
+            groups[r[1]] = [r]
         else:
             g.append(r)
-    for g in groups.values():
-        g.sort(key=_input_order)
-    return merge_by_head([groups[tp] for tp in sorted(groups, key=tp_order)], lambda r: r[7])
+    return merge_by_head(
+        [groups[p] for p in sorted(groups, key=lambda p: -1 if p is None else p)],
+        lambda r: r[7],
+    )
 
 
-def _input_order(r: tuple[Any, ...]) -> tuple[Any, ...]:
-    return (r[2], r[3], r[4] or b"")
+def slot_rows(blobs: Iterable[bytes]) -> Any:
+    """The rows of one write slot's packed outputs (`kstream.spark.packing`) as one table, in a
+    deterministic order that keeps each producing task's rows in its own order: a packed blob
+    holds what one task wrote for the slot, in order; blobs arrive in the shuffle's order, so
+    they are put in (partition, first input offset) order (a read task of a stateless query
+    hands a partition's outputs over in several blobs, in offset order)."""
+    import pyarrow as pa
+
+    tables = [unpack(b, ROW_ARROW_SCHEMA) for b in blobs]
+    tables = [t for t in tables if t.num_rows]
+    tables.sort(key=_first_input)
+    return pa.Table.from_batches(tables, schema=ROW_ARROW_SCHEMA)
+
+
+def _first_input(t: Any) -> tuple[int, int]:
+    part, off = t.column("ppart")[0].as_py(), t.column("poff")[0].as_py()
+    return (-1 if part is None else part, -1 if off is None else off)
 
 
 def ranks(cols: Mapping[str, list[Any]]) -> list[int]:
@@ -292,7 +311,7 @@ def write_function(
         import pyarrow as pa
 
         slot = int(key[0].as_py())
-        table = unpack_output(table.column("rows").to_pylist())
+        table = slot_rows(table.column("rows").to_pylist())
         # clients per write: a cached producer would be fenced by whichever worker wrote the
         # slot last, and a fenced producer's retries cost more than a new one
         writer = SlotWriter(app_id, bootstrap_servers, kafka, slot, guarantee, client_supplier)
@@ -376,11 +395,22 @@ class TransactionalSink:
             self.batches_written += 1
 
     def write(self, cols: Mapping[str, list[Any]], batch_id: int) -> None:
-        """Write one batch from this process (the slots one after the other)."""
+        """Write one batch from this process (the slots one after the other). The rows come in
+        any order: each input partition's are written in input order (offset, then rank)."""
         n = len(cols["seq"])
         cols = {**cols, "seq": ranks(cols)}
+        order = sorted(
+            range(n),
+            key=lambda i: (
+                cols["ppart"][i] if cols["ppart"][i] is not None else -1,
+                cols["ptopic"][i],
+                cols["poff"][i],
+                cols["seq"][i],
+            ),
+        )
         split: dict[int, list[int]] = {}
-        for i, (t, k, p) in enumerate(zip(cols["topic"], cols["k"], cols["part"], strict=True)):
+        for i in order:
+            t, k, p = cols["topic"][i], cols["k"][i], cols["part"][i]
             split.setdefault(
                 slot_of(t, destination(t, k, p, self.partitions), self.slots), []
             ).append(i)

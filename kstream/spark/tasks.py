@@ -21,10 +21,10 @@ it forwards the same updates as the native engine:
   closing, the same late records dropped. Records of several topics in one batch are merged as
   Kafka Streams merges partitions: the record with the smallest timestamp at the head of its
   partition goes first, each partition in offset order;
-- a stateless sub-topology (only built-in stateless operators, no store, external input) runs
-  batch-wise inside the source's read tasks, one `Task` per Kafka partition, with no shuffle
-  and no Spark state: a topology without state is one such query, which reads, processes and
-  hands its packed outputs to the sink's slots in the read tasks;
+- a stateless sub-topology (only built-in stateless operators, no store, one external input
+  topic) runs batch-wise inside the source's read tasks, one `Task` per Kafka partition, with
+  no shuffle and no Spark state: a topology without state is one such query, which reads,
+  processes and hands its packed outputs to the sink's slots in the read tasks;
 - global tables: a task of a sub-topology that may read them keeps its own copy of every global
   store in its state, with the offsets read so far, and reads the global topics from there up
   to their end before each batch (Kafka Streams' global thread, caught up at batch start);
@@ -112,7 +112,8 @@ class TaskPlan:
 
     `order` lists sub-topology ids upstream first, `upstream` the sub-topologies each one reads
     from (through repartition topics); `stateful` those that need Spark state
-    (stores, global stores, or a processor that is not a built-in stateless one). `partitions`
+    (stores, global stores, a processor that is not a built-in stateless one, or several input
+    topics, whose records a task merges by timestamp). `partitions`
     (every source, sink and internal topic's partition count) is filled in when the query
     starts, as are the connection settings the global-table readers use and the error
     policies.
@@ -211,6 +212,11 @@ def build_task_plan(topology: Topology, app_id: str) -> TaskPlan:
         if internal & set(s.source_topics):
             # its input is what this runner's sink wrote: a batch the sink aborted before a
             # crash may still be shown, so the task keeps the provenance high marks in state
+            stateful.add(s.id)
+            continue
+        if len(s.source_topics) > 1:
+            # a task merges its partitions' records by timestamp (Kafka Streams' order): the
+            # read tasks each read one topic partition, so the merge needs the task's grouping
             stateful.add(s.id)
             continue
         for n in s.nodes:

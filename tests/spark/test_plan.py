@@ -262,3 +262,56 @@ def test_packed_source_batches_give_the_records_read() -> None:
     want = input_records(batches[0]) + input_records(batches[2])
     assert got == want
     assert [(r.offset, list(r.headers)) for r in got[:2]] == [(0, []), (1, [("h", b"1")])]
+
+
+def test_a_stateless_merge_of_two_topics_runs_as_a_task() -> None:
+    """A sub-topology reading two topics merges their records by timestamp in one task (as a
+    Kafka Streams task does): it runs grouped by partition, not in the read tasks, which each
+    read one topic partition."""
+    from kstream.spark.tasks import build_task_plan
+
+    b = StreamBuilder()
+    b.stream("a").merge(b.stream("b")).filter(lambda _k, v: v).to("out")
+    b.stream(["c", "d"]).to("out2")
+    plan = build_task_plan(b.build(), "app")
+    assert plan.stateful == set(plan.order) and len(plan.order) == 2
+
+
+def _row(ptopic: str, ppart: int, poff: int, ts: int, value: bytes) -> dict[str, Any]:
+    return {
+        "topic": "out",
+        "k": b"k",
+        "v": value,
+        "ts": ts,
+        "part": 0,
+        "ptopic": ptopic,
+        "ppart": ppart,
+        "poff": poff,
+        "seq": 0,
+        "h": None,
+    }
+
+
+def test_a_slot_writes_each_tasks_rows_in_the_tasks_order() -> None:
+    """What a task wrote keeps its order in the slot, though its inputs' timestamps and offsets
+    are out of order across its topics (the task merged them as Kafka Streams does); tasks
+    (partitions) interleave by head timestamp, whatever order the shuffle hands their packed
+    blobs over in, and a read task's several blobs of one partition go in offset order."""
+    from kstream.spark.packing import pack_by_slot
+    from kstream.spark.sink import COLUMNS, slot_rows, write_order
+    from kstream.spark.wire import ROW_ARROW_SCHEMA
+
+    def packed(rows: list[dict[str, Any]]) -> bytes:
+        return pack_by_slot({n: [r[n] for r in rows] for n in ROW_ARROW_SCHEMA.names}, 1)[0]
+
+    # task 0 processed b@0 (ts 30) before a@5 (ts 40) before a@3 (ts 20, late); task 1 wrote two
+    # blobs (a read task's batches, offsets 0-1 then 2)
+    task0 = [_row("b", 0, 0, 30, b"1"), _row("a", 0, 5, 40, b"2"), _row("a", 0, 3, 20, b"3")]
+    task1 = [_row("a", 1, 0, 10, b"4"), _row("a", 1, 1, 35, b"5")]
+    task1_more = [_row("a", 1, 2, 36, b"6")]
+    want = [b"4", b"1", b"5", b"6", b"2", b"3"]
+    blobs = [packed(task0), packed(task1), packed(task1_more)]
+    for order in ([0, 1, 2], [2, 1, 0], [1, 2, 0]):
+        table = slot_rows([blobs[i] for i in order]).select(list(COLUMNS)).to_pydict()
+        rows = write_order(zip(*(table[c] for c in COLUMNS), strict=True))
+        assert [r[6] for r in rows] == want
