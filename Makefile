@@ -12,7 +12,7 @@ TEST_WORKERS ?= 6
 # The Spark standalone-cluster tests (a master, two workers, drivers and executors: a dozen
 # JVMs, about six minutes of a worker's time) are their own lane, `make test-spark-cluster`,
 # which CI runs after `make test`: in `make test` they alone held its wall time past 6 minutes.
-SUITE_ARGS ?= --ignore=tests/spark_cluster
+SUITE_ARGS ?= --ignore=tests/spark_cluster --ignore=tests/spark_oracle
 
 .PHONY: demo test test-tansu test-spark-cluster test-kafka-compat test-kafka-3.9 test-kafka-4.1 pytest warm lint unit integration bench bench-engines bench-full venv kafka clean codestats \
 	oracle oracle-harness oracle-versions simulate simulate-mutants chaos
@@ -112,6 +112,14 @@ pytest: warm $(KAFKA_STAMP) $(ORACLE_STAMP)
 # the Spark standalone-cluster lane (one cluster for its tests, one process); CI runs it
 test-spark-cluster: warm $(KAFKA_STAMP)
 	$(RUN_PY) -m pytest -q --durations=5 tests/spark_cluster $(PYTEST_ARGS)
+
+# the oracle on Spark (issue 46): the oracle's generated specs through the Spark engine on
+# local[2] from the broker's topics, compared with Kafka Streams' answers
+# (tests/spark_oracle/lane.py); a lane of its own, as it takes minutes. CI runs it after
+# test-spark-cluster; KSTREAM_SPARK_ORACLE_CASES (400) and _BATCH (20) size it
+.PHONY: test-spark-oracle
+test-spark-oracle: warm $(KAFKA_STAMP) $(ORACLE_STAMP)
+	$(RUN_PY) -m pytest -q tests/spark_oracle $(PYTEST_ARGS)
 
 # one process compiles what every test process imports (tests/support/warm_bytecode.py), so a
 # fresh clone's workers do not all compile the same modules at once; beside lint under `make test`
