@@ -18,7 +18,7 @@ topic.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from kstream.dsl.processors import BuiltinProcessor
 from kstream.errors import TopicError
@@ -34,11 +34,6 @@ TopicNameExtractor = Callable[[Any, Any, Record], str]
 
 class TopicChooserSinkProcessor(BuiltinProcessor):
     """Sends each record to the topic `chooser` names for it; terminal."""
-
-    spark_refusal: ClassVar[str] = (
-        "to() with a topic chooser cannot run on Spark: the Spark sink writes the topics the "
-        "topology names, with their partition counts known before the query starts"
-    )
 
     @staticmethod
     def topic_name_extractor(chooser: TopicNameExtractor, *_: Any) -> TopicNameExtractor:

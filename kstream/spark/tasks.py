@@ -60,7 +60,7 @@ import pyarrow as pa
 from kstream.broker_compat import HighMarks
 from kstream.config import Config
 from kstream.dsl import processors as p
-from kstream.errors import TopologyError
+from kstream.errors import TopicError, TopologyError
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.records import Headers, Record
 from kstream.spark.failure import in_worker
@@ -268,8 +268,15 @@ class _Collector:
     over the whole batch would give.
     """
 
-    def __init__(self, partitions: Mapping[str, int], partition: int = 0) -> None:
-        self.partitions = partitions
+    def __init__(
+        self,
+        partitions: Mapping[str, int],
+        partition: int = 0,
+        look_up: Callable[[str], int] | None = None,
+    ) -> None:
+        # the topics counted at start-up, and those a topic chooser named since (`look_up`)
+        self.partitions = dict(partitions)
+        self.look_up = look_up
         self.cols: dict[str, list[Any]] = {n: [] for n in ROW_ARROW_SCHEMA.names}
         self.task: Any = None
         # outputs of no input record (a punctuation before any record): the task's own id
@@ -323,6 +330,8 @@ class _Collector:
         rank = self.ranks.get(prov, 0)
         self.ranks[prov] = rank + 1
         if partition is None:
+            # a topic counted nowhere (a missing sink topic) is left to the producer's
+            # partitioner, as on the native runtime
             placed = destination(topic, key, None, self.partitions)
             partition = placed if placed >= 0 else None
         c = self.cols
@@ -338,11 +347,62 @@ class _Collector:
         c["h"].append(_outgoing_headers(headers))
 
     def partitions_for(self, topic: str) -> int:
-        return self.partitions.get(topic, 1)
+        """The partition count of `topic`: counted at start-up for the topology's topics; a
+        topic only a topic chooser names is looked up (`chosen_topic_partitions`) and counted
+        from then on, as the native runtime's collector does (so its records are placed by
+        their keys here, and each partition is written by one slot)."""
+        n = self.partitions.get(topic)
+        if n is None:
+            n = self.partitions[topic] = self.look_up(topic) if self.look_up is not None else 1
+        return n
 
     def take(self) -> dict[str, list[Any]]:
         out, self.cols = self.cols, {n: [] for n in ROW_ARROW_SCHEMA.names}
         return out
+
+
+_CHOSEN: dict[tuple[str, str], int] = {}
+
+
+def chosen_topic_partitions(plan: TaskPlan, topic: str) -> int:
+    """The partition count of a topic a topic chooser named (`KStream.to(chooser)`) that the
+    plan did not count at start-up: looked up once per Python worker through a producer's
+    metadata, as the native runtime's collector looks it up (on a broker that creates topics
+    on demand, that request creates it, as a Kafka Streams producer's does). Raises
+    TopicError naming the topic if the cluster does not have it."""
+    key = (plan.bootstrap_servers, topic)
+    n = _CHOSEN.get(key)
+    if n is None:
+        n = _CHOSEN[key] = _look_up_topic(plan, topic)
+    return n
+
+
+def _look_up_topic(plan: TaskPlan, topic: str) -> int:
+    from confluent_kafka import KafkaException
+
+    supplier = plan.client_supplier or KafkaClientSupplier()
+    producer = supplier.producer(ClientConfig(plan.bootstrap_servers, plan.kafka))
+    md = None
+    try:
+        raw = getattr(producer, "raw", None)  # the confluent-kafka client, if any
+        try:
+            if raw is not None:
+                md = raw.list_topics(topic, timeout=30).topics.get(topic)
+        except KafkaException as e:
+            raise TopicError(
+                f"cannot read the metadata of topic {topic!r} (a topic chooser named it): "
+                f"{e.args[0] if e.args else e}",
+                code="METADATA",
+            ) from e
+    finally:
+        producer.close()
+    if md is not None and md.error is None and md.partitions:
+        return len(md.partitions)
+    raise TopicError(
+        f"topic {topic!r}, named by a topic chooser, does not exist (to() with a chooser "
+        "writes existing topics only: create it before the app writes to it)",
+        code="UNKNOWN_TOPIC_OR_PART",
+    )
 
 
 def _memory_store(spec: Any, partition: int, data: Mapping[bytes, bytes] | None) -> Any:
@@ -438,7 +498,9 @@ class TaskRun:
         from kstream.topology.task import Task
 
         self.plan = plan
-        self.collector = _Collector(plan.partitions, partition)
+        self.collector = _Collector(
+            plan.partitions, partition, lambda topic: chosen_topic_partitions(plan, topic)
+        )
         compiled = plan.compiled
         globals_saved = saved.get("globals", {})
         self.global_offsets: dict[str, dict[int, int]] = {
