@@ -42,7 +42,7 @@ import heapq
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from kstream.dsl.graph import AUTO, InternalBuilder, ValueGetter, processor_factory
 from kstream.dsl.processors import BuiltinProcessor, Change
@@ -282,14 +282,6 @@ class SuppressProcessor(BuiltinProcessor):
     index and heap ordered by (buffer time, key bytes) are rebuilt from it on init and after a
     discarded batch.
     """
-
-    # the Spark runner restarts tasks every micro-batch and serves state per record key: the
-    # buffer would be read whole through the state server each time, so it refuses suppress
-    spark_refusal: ClassVar[str] = (
-        "KTable.suppress is not supported on Spark (its buffer is read in time order across "
-        "all keys, which Spark's per-key state cannot serve); run the app on the native "
-        'engine, or use emit="final" on the windowed aggregation'
-    )
 
     def __init__(
         self,
