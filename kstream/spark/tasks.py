@@ -261,11 +261,19 @@ class _Collector:
     """Where the task's sinks write: rows of `wire.ROW_SCHEMA`, provenance kept.
 
     The rows are ready for the sink's slots as they are (packed per slot, `TransactionalSink`
-    needs no window to rank them): `seq` is the row's rank among the outputs of its input
-    record, and `part` the partition the row goes to wherever it is known (its own, else its
-    key's). Every output of an input record comes from the task that read the record, in the
-    one micro-batch that holds it, so the ranks this collector counts are the ones a ranking
-    over the whole batch would give.
+    needs no window to rank them): `ptopic`, `ppart`, `poff` and `seq` make the row's
+    provenance id, and `part` is the partition the row goes to wherever it is known (its own,
+    else its key's).
+
+    A row's id is its input record's (topic, partition, offset) and its rank among the rows of
+    that record, but ids must grow, per source partition, in the order the task writes them:
+    a reader of what this task wrote (the next sub-topology's task, `HighMarks`) drops an id at
+    or below the highest it has seen from that partition as a repeat. Some rows carry the
+    context of an older record than others written before them: an update a record cache or
+    a suppress buffer held back, a window closing, a join result found late, or a batch taken
+    through one child of a node before the next. Such a row takes the next id after the highest
+    this task has written for its source partition (`high`, kept in the task's metadata across
+    batches), so ids grow in write order and a replay gives the same ones.
     """
 
     def __init__(
@@ -273,6 +281,7 @@ class _Collector:
         partitions: Mapping[str, int],
         partition: int = 0,
         look_up: Callable[[str], int] | None = None,
+        high: Mapping[tuple[str, int], tuple[int, int]] | None = None,
     ) -> None:
         # the topics counted at start-up, and those a topic chooser named since (`look_up`)
         self.partitions = dict(partitions)
@@ -281,7 +290,8 @@ class _Collector:
         self.task: Any = None
         # outputs of no input record (a punctuation before any record): the task's own id
         self.fallback: tuple[str, int, int] = ("", partition, 0)
-        self.ranks: dict[tuple[str, int, int], int] = {}
+        # the highest (offset, rank) of the ids written per source (topic, partition)
+        self.high: dict[tuple[str, int], tuple[int, int]] = dict(high or {})
 
     def send(
         self,
@@ -327,8 +337,13 @@ class _Collector:
         headers: Headers,
         partition: int | None,
     ) -> None:
-        rank = self.ranks.get(prov, 0)
-        self.ranks[prov] = rank + 1
+        src_topic, src_part, offset = prov
+        last = self.high.get((src_topic, src_part))
+        if last is None or offset > last[0]:
+            rank = 0
+        else:  # at or below an id already written for this partition: the next one after it
+            offset, rank = last[0], last[1] + 1
+        self.high[(src_topic, src_part)] = (offset, rank)
         if partition is None:
             # a topic counted nowhere (a missing sink topic) is left to the producer's
             # partitioner, as on the native runtime
@@ -340,9 +355,9 @@ class _Collector:
         c["v"].append(value)
         c["ts"].append(timestamp)
         c["part"].append(partition)
-        c["ptopic"].append(prov[0])
-        c["ppart"].append(prov[1])
-        c["poff"].append(prov[2])
+        c["ptopic"].append(src_topic)
+        c["ppart"].append(src_part)
+        c["poff"].append(offset)
         c["seq"].append(rank)
         c["h"].append(_outgoing_headers(headers))
 
@@ -499,7 +514,10 @@ class TaskRun:
 
         self.plan = plan
         self.collector = _Collector(
-            plan.partitions, partition, lambda topic: chosen_topic_partitions(plan, topic)
+            plan.partitions,
+            partition,
+            lambda topic: chosen_topic_partitions(plan, topic),
+            saved.get("written"),
         )
         compiled = plan.compiled
         globals_saved = saved.get("globals", {})
@@ -583,6 +601,7 @@ class TaskRun:
         """The task's metadata (its stores' contents are in their own Spark state)."""
         out: dict[str, Any] = {
             "marks": self.marks.marks,
+            "written": self.collector.high,
             "stream_time": self.task.stream_time,
             "dues": [s.due for s in self._schedules(PunctuationType.STREAM_TIME)],
             "wall": [s.due for s in self._schedules(PunctuationType.WALL_CLOCK)],

@@ -420,3 +420,34 @@ def test_repeats_of_an_aborted_transaction_are_processed_once(
     # read_committed readers of this broker are shown the aborted copies too (on a broker that
     # hides them, 30): either way each record counts once
     assert shown in (30, 50)
+
+
+def test_a_tasks_provenance_ids_grow_in_the_order_it_writes() -> None:
+    """A row carrying an older record's context than rows written before it (an update a
+    cache or suppress buffer held back, a window closing late) takes the next id after the
+    highest written for its source partition, across batches too (the task's metadata), so
+    the next sub-topology's repeat check (`HighMarks`) never takes it for a repeat."""
+    from kstream.broker_compat import HighMarks
+    from kstream.spark.tasks import _Collector
+    from kstream.state import provenance
+
+    def written(collector: _Collector, sources: list[tuple[str, int, int]]) -> list[Any]:
+        for src in sources:
+            collector._row(src, "out", b"k", b"v", 1, (), 0)
+        cols = collector.take()
+        return list(zip(cols["ptopic"], cols["ppart"], cols["poff"], cols["seq"], strict=True))
+
+    first = _Collector({"out": 1})
+    ids = written(first, [("in", 0, 5), ("in", 0, 3), ("in", 1, 2), ("in", 0, 5), ("in", 0, 7)])
+    assert ids == [
+        ("in", 0, 5, 0),
+        ("in", 0, 5, 1),
+        ("in", 1, 2, 0),
+        ("in", 0, 5, 2),
+        ("in", 0, 7, 0),
+    ]
+    later = _Collector({"out": 1}, high=first.high)  # the next batch: a held-back update of 6
+    ids += written(later, [("in", 0, 6), ("in", 0, 9)])
+    assert ids[-2:] == [("in", 0, 7, 1), ("in", 0, 9, 0)]
+    marks = HighMarks()
+    assert all(marks.admit("rep", provenance.encode(*i), 0, None) for i in ids)
