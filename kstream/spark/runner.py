@@ -162,12 +162,6 @@ def start(
     """Start the queries, one per sub-topology, and return them (see `run`)."""
     validate_app_id(app_id)
     cfg = config if isinstance(config, Config) else Config.from_mapping(config)
-    if cfg.cache_max_bytes:
-        raise ConfigError(
-            f"cache_max_bytes: {cfg.cache_max_bytes} asks for the record cache, which the Spark "
-            "runner does not have (every update is forwarded, as with 0); set it to 0 or run "
-            "the native engine"
-        )
     trig = parse_trigger(trigger)
     guarantee = sink_guarantee(guarantee)
     from kstream.spark.tasks import build_task_plan
@@ -326,6 +320,7 @@ def _start_tasks(
     plan.kafka = dict(cfg.kafka)
     plan.client_supplier = client_supplier
     plan.policies = policy_config(cfg)
+    plan.cache_max_bytes = cfg.cache_max_bytes
     blob = plan.blob()
     if spark is None:
         from kstream.spark.session import spark_session

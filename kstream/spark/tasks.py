@@ -75,6 +75,7 @@ from kstream.spark.wire import (
     input_records,
     loads,
 )
+from kstream.state.caching import RecordCache, cached
 from kstream.state.provenance import HEADER, header_value
 from kstream.topology.compiled import CompiledTopology, compile_topology
 from kstream.topology.processor import PunctuationType
@@ -134,6 +135,8 @@ class TaskPlan:
     policies: Config = field(default_factory=Config)
     # where the global-table reads get their consumer (None: Kafka's; pickled with the plan)
     client_supplier: ClientSupplier | None = None
+    # the record cache's budget of each task (config `cache_max_bytes`; 0: off)
+    cache_max_bytes: int = 0
 
     @property
     def repartition_topics(self) -> list[str]:
@@ -539,10 +542,15 @@ class TaskRun:
             glob = {n: s.read_only() for n, s in self.global_task.stores.items()}
         self.now = int(time.time() * 1000)
 
+        # the record cache (`cache_max_bytes`): a micro-batch is a commit, so what it holds back
+        # is forwarded at the batch's end (`run`), or when the budget is spent
+        self.cache = RecordCache(plan.cache_max_bytes) if plan.cache_max_bytes else None
+
         def open_task_store(spec: Any, part: int) -> Any:
             if backend is None:
                 return _memory_store(spec, part, None)
-            return open_store(spec, app_id="", partition=part, state_dir="", backend=backend(spec))
+            store = open_store(spec, app_id="", partition=part, state_dir="", backend=backend(spec))
+            return cached(store, self.cache)
 
         self.policy = RecordPolicy(plan.policies, self.collector.dead_letter)
         self.task = Task(
@@ -582,6 +590,8 @@ class TaskRun:
             self.collector.fallback = (last.topic or "", last.partition or 0, last.offset or 0)
             self.task.process_ordered(ordered)
         self.task.punctuate_wall_clock(self.now)
+        if self.cache is not None:
+            self.task.flush_caches()
         self.task.flush_stores()
         return self.collector.take()
 

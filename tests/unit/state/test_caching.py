@@ -383,15 +383,6 @@ def test_cache_max_bytes_is_validated_at_start_up() -> None:
             Config.from_mapping({"cache_max_bytes": bad})
 
 
-def test_the_spark_runner_refuses_the_record_cache() -> None:
-    from kstream.spark.runner import start
-
-    b = StreamBuilder()
-    b.stream("in").to("out")
-    with pytest.raises(ConfigError, match=r"cache_max_bytes: 5 asks for the record cache"):
-        start(b.build(), "app", "127.0.0.1:1", config={"cache_max_bytes": 5})
-
-
 class Timings:
     """A `StoreMetrics` that counts the operations it is told of."""
 
