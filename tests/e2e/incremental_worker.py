@@ -4,6 +4,7 @@ consumer group protocol, KIP-848, or Kafka Streams' own, KIP-1071) until SIGTERM
 
     incremental_worker.py --bootstrap B --app-id A --orders T --customers T --joined T
                           --counts T --state-dir D [--instance-id I] [--protocol consumer|streams]
+                          [--standbys N]
 
 The app reads three topics in two sub-topologies: orders joined with a table of customers
 (co-partitioned: partition n of both is one task), and the joined orders counted per region
@@ -74,13 +75,17 @@ def main() -> None:
         ap.add_argument(f"--{flag}", required=True)
     ap.add_argument("--instance-id", default=None)
     ap.add_argument("--protocol", default="consumer", choices=("consumer", "streams"))
+    ap.add_argument("--standbys", type=int, default=0, help="num_standby_replicas")
     args = ap.parse_args()
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
     )
     logging.getLogger("kstream.kafka.librdkafka").setLevel(logging.ERROR)
     topics = (args.orders, args.customers, args.joined, args.counts)
-    extra: dict[str, Any] = {"rebalance_protocol": args.protocol}
+    extra: dict[str, Any] = {
+        "rebalance_protocol": args.protocol,
+        "num_standby_replicas": args.standbys,
+    }
     if args.instance_id:
         extra["group_instance_id"] = args.instance_id
     app(args.bootstrap, args.app_id, topics, args.state_dir, **extra).run()

@@ -12,11 +12,19 @@ tests below run under each (`protocol`), where the broker offers it.
 * Static members: one restarted within the group's session timeout (a group config set on the
   broker) gets its tasks back, and the other is not rebalanced at all.
 * An instance SIGKILLed mid-stream and restarted: the outputs stay exact.
+* All of it in one run under the Streams protocol with a standby replica per task: a second
+  and a third instance join, the third leaves, the second is SIGKILLed and restarted; the
+  first instance keeps its tasks through every step (the same objects), the broker's standbys
+  are where it takes tasks from, its records per half second are printed as one timeline, and
+  a plain read_committed reader finds every join result and every count once.
 * A broker without the protocol (Tansu): the app stops with an error naming it.
 """
 
 from __future__ import annotations
 
+import itertools
+import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -114,9 +122,11 @@ def _worker(
     app_id: str,
     topics: tuple[str, str, str, str],
     protocol: str = "consumer",
+    *extra: str,
 ) -> Worker:
     orders, customers, joined, counts = topics
     args = ["--bootstrap", bs, "--app-id", app_id, "--orders", orders, "--protocol", protocol]
+    args += extra
     args += ["--customers", customers, "--joined", joined, "--counts", counts]
     args += ["--state-dir", str(tmp / f"state-{name}")]
     return Worker(args, tmp / f"{name}.log", script=WORKER)
@@ -453,3 +463,133 @@ def test_an_instance_killed_and_restarted_mid_stream_leaves_the_outputs_exact(
         f"{back:.1f} s later; {total} orders; " + "; ".join(str(v) for v in verdicts)
     )
     assert all(v.exact for v in verdicts), verdicts
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.kafka_feature("streams_group_protocol")
+def test_joining_leaving_and_a_kill_under_the_streams_protocol_leave_the_kept_tasks_running(
+    kafka_broker: Any,
+    unique_name: Callable[[str], str],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The issue's whole scenario in one run (module docstring, last point). `a` runs in this
+    process, measured; `b` and `c` are worker processes. After each step the group settles
+    to an even share of tasks per member, none split, and `a` has kept tasks running through
+    it (the same objects) and closed only the tasks it gave up (`_join`, `_lose`). Which of
+    the tasks `a` takes over it had a standby of is the broker's choice: printed, with `a`'s
+    standbys, not asserted."""
+    require_kafka(kafka_broker)
+    caplog.set_level(logging.INFO, logger="kstream.runtime")
+    bs = kafka_broker.bootstrap_servers
+    topics = _created(bs, unique_name)
+    app_id = unique_name("streams-all")
+    a = app(
+        bs,
+        app_id,
+        topics,
+        str(tmp_path / "a"),
+        rebalance_protocol="streams",
+        num_standby_replicas=1,
+    )
+    b, c = (
+        _worker(tmp_path, name, bs, app_id, topics, "streams", "--standbys", "1")
+        for name in ("b", "c")
+    )
+    events: list[tuple[float, AppState, int]] = []
+    a.on_state_change(lambda new, _old: events.append((time.monotonic(), new, a.processed)))
+    report: list[str] = []
+    steps: list[tuple[str, float]] = []
+    try:
+        with _started(a), Timeline(a) as line:
+            with Orders(bs, topics[0]) as feed:
+                _wait(lambda: len(_tasks(a)) == 2 * PARTITIONS, "a to run every task")
+                _wait(lambda: a.processed > 2 * RATE, "a to process a steady flow")
+                _placed(a, bs, app_id, 1)
+                steps.append(("start", time.monotonic()))
+                for n, w in ((2, b), (3, c)):
+                    steps.append((f"instance {n} joins", time.monotonic()))
+                    report.append(_join(a, w, n, bs, app_id, events, line))
+                # the coordinator puts a standby of each task on another process
+                _wait(lambda: bool(a.standby_partitions()), "the broker to give a standbys")
+                standbys = sorted(a.standby_partitions())
+                steps.append(("c leaves (SIGTERM)", time.monotonic()))
+
+                def stop_c() -> None:
+                    assert c.stop() == 0, c.tail()
+
+                report.append(_lose(a, "left", 2, bs, app_id, stop_c))
+
+                def kill_and_restart_b() -> None:
+                    # the restart's producer (the same transactional id, from its state
+                    # directory) fences the killed one's open transaction at once
+                    b.kill()
+                    b.start()
+
+                steps.append(("b SIGKILLed and restarted", time.monotonic()))
+                report.append(
+                    _lose(a, "was SIGKILLed and restarted", 2, bs, app_id, kill_and_restart_b, b)
+                )
+                steps.append(("end", time.monotonic()))
+                assert _manager(a).split_assignments == 0
+            total = feed.sent
+            verdicts = _verdicts(bs, topics, total)
+    finally:
+        for w in (b, c):
+            if w.alive():
+                w.kill()
+    taken = sorted(set(re.findall(r"task (\d+_\d+): taking over its standby stores", caplog.text)))
+    print("rebalance_protocol=streams, one standby replica per task")
+    print("\n".join(report))
+    print(
+        f"a's standbys with three instances: {standbys}; tasks a took over from a standby: {taken}"
+    )
+    print("a's records per 0.5 s, from each step to the next:")
+    for (what, at), (_, until) in itertools.pairwise(steps):
+        print(f"  {what}: {line.per_slot(at, until)}")
+    print(f"{total} orders; " + "; ".join(str(v) for v in verdicts))
+    assert all(v.exact for v in verdicts), verdicts
+
+
+def _lose(
+    a: App,
+    how: str,
+    members: int,
+    bs: str,
+    app_id: str,
+    act: Callable[[], None],
+    back: Worker | None = None,
+) -> str:
+    """`act` takes an instance out of the group (a stop; a kill, and `back` restarted); check
+    what `a` went through until the group settles at `members` members, each with an even
+    share (the restarted one running); the line of the report that says it.
+
+    `a` keeps the tasks it runs, the same objects, and closes only those it no longer runs as
+    the same object. Not every one of them: a SIGKILLed member stays in the group until its
+    session expires, and its restart, a member of the same process, shares that process's
+    capacity with it (the broker's sticky assignor balances processes by their members), so
+    the coordinator may move some of `a`'s tasks to the restart meanwhile."""
+    before, closed, processed = _tasks(a), _manager(a).tasks_closed, a.processed
+    started = time.monotonic()
+    act()
+    if back is not None:
+        # then the killed member's tasks move once its session expires: the restart holds
+        # tasks and the group is down to `members` members again
+        _wait(
+            lambda: back.running() and "assigned tasks ['" in back.logs[-1].read_text(),
+            "the restarted instance to run tasks",
+            120,
+        )
+    _placed(a, bs, app_id, members)
+    _wait(lambda: a.state == AppState.RUNNING, f"the group to settle after an instance {how}")
+    after = _tasks(a)
+    kept = sorted(k for k in before if k in after and after[k] is before[k])
+    closes = _manager(a).tasks_closed - closed
+    said = (
+        f"an instance {how}: a kept {kept} (the same task objects), closed {closes} task(s), "
+        f"now runs {sorted(after)}; it processed {a.processed - processed} records until the "
+        f"group settled ({time.monotonic() - started:.1f} s)"
+    )
+    assert kept, said
+    assert closes == len(before) - len(kept), said
+    return said
