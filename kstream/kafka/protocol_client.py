@@ -25,6 +25,7 @@ that never makes a protocol client never loads it.
 
 from __future__ import annotations
 
+import logging
 import os
 import ssl
 import time
@@ -234,13 +235,22 @@ def connect(config: Mapping[str, Any]) -> tuple[Any, Any]:
     """kafka-python's client for `config` (from `settings`) and its connection manager, which
     keeps `last_failure` (why the last connection could not be set up) and `refused` (the
     last such reason a retry cannot fix: an exception with a Kafka error code that is not
-    retriable, e.g. SASL_AUTHENTICATION_FAILED). Nothing connects yet."""
+    retriable, e.g. SASL_AUTHENTICATION_FAILED). Nothing connects yet.
+
+    kafka-python logs every connection, bootstrap and metadata refresh at INFO, about twenty
+    lines per client, which say nothing to an app's operator (every App asks the broker about
+    its group at start-up, kstream.runtime.streams_protocol): its "kafka" logger is set to
+    WARNING unless the app set a level for it."""
     import weakref
 
     from kafka import errors as kerrors
     from kafka.net.compat import KafkaNetClient
     from kafka.net.manager import KafkaConnectionManager
     from kafka.net.selector import NetworkSelector
+
+    quiet = logging.getLogger("kafka")
+    if quiet.level == logging.NOTSET:
+        quiet.setLevel(logging.WARNING)
 
     class WatchfulManager(KafkaConnectionManager):  # type: ignore[misc,unused-ignore]
         def __init__(self, net: Any, **configs: Any) -> None:
