@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from kstream.dsl.graph import ValueGetter
 from kstream.dsl.joins import Joiner, StreamTableJoinProcessor
-from kstream.dsl.versioned import SPARK_REFUSAL
 from kstream.records import Record
 from kstream.serde import Serde
 from kstream.state.keys import TS_MIN, blob, esc, seq4, ts8, unblob, unesc, unts8
@@ -44,8 +43,6 @@ _I = struct.Struct(">i")
 
 class BufferedStreamTableJoinProcessor(StreamTableJoinProcessor):
     """A stream-table join (`StreamTableJoinProcessor`) behind a time-ordered buffer."""
-
-    spark_refusal: ClassVar[str] = SPARK_REFUSAL
 
     def __init__(
         self,

@@ -29,7 +29,7 @@ semantics.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from kstream.dsl.graph import InternalBuilder, StoreLike, ValueGetter
 from kstream.dsl.processors import BuiltinProcessor, Change, NotLatest
@@ -55,11 +55,6 @@ __all__ = [
 
 VERSIONED = "versioned_key_value"
 """The store kind of a versioned table (`kstream.stores.versioned_key_value`)."""
-
-SPARK_REFUSAL = (
-    "versioned tables are not supported on Spark (Spark's state holds one value per key, not "
-    "its history); run the app on the native engine, or use a plain table"
-)
 
 
 def is_versioned(store: StoreLike) -> bool:
@@ -161,8 +156,6 @@ class VersionedTableSourceProcessor(BuiltinProcessor):
     forwards `Change(new, old latest)`, a `NotLatest` when the update went into history only
     (older than the key's latest version). An update older than history retention is not put,
     and not forwarded."""
-
-    spark_refusal: ClassVar[str] = SPARK_REFUSAL
 
     def __init__(self, store: str) -> None:
         self.store_name = store

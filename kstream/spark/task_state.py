@@ -9,6 +9,9 @@ by *user key*, so a lookup is one Spark read whatever the store's size:
 - window and session stores (physical key: segment + escaped key + times): one entry per user
   key holding all of that key's windows or sessions, in every segment, so a fetch of a key's
   windows is one read, never a scan;
+- versioned stores (history: segment + escaped key + valid-from; the latest version:
+  `versioned.LATEST` + key): one entry per user key holding its latest version and its whole
+  history, so a read as of any time is one read;
 - dedup stores (segment + id): one entry per id, all its segments together;
 - a segmented store's metadata (`segments.META`) is one more entry (tag `m`).
 
@@ -17,8 +20,8 @@ keys with entries in a segment, in pages of `PAGE` keys (tag `d` + segment + pag
 appended when a key first gets an entry in that segment. Expiring a segment reads its
 directory, deletes its keys' old entries, and drops the directory once no listed key has
 entries left in the segment: the cost is that of the data that expires. Ranges over a
-key-value store (a user processor's `range`/`all`) iterate the store's map: those read the
-whole store, by their nature.
+key-value store (a user processor's `range`/`all`, a suppress or grace buffer) iterate the
+store's map: those read the whole store, by their nature, once per batch.
 
 Within a batch everything read is kept in memory, and every write too: `sync` writes the
 changed entries back (one Spark write per changed key, directory page or metadata entry) at
@@ -35,7 +38,10 @@ from typing import Any, Protocol
 
 from kstream.state.keys import TERM, esc
 from kstream.state.segments import META
+from kstream.state.versioned import LATEST
 from store_backends.base import BatchedPoints, Cursor
+
+VERSIONED = "versioned_key_value"
 
 PAGE = 4096
 """User keys per directory page: bounds what appending to a segment's directory rewrites."""
@@ -103,9 +109,15 @@ class DictMap:
                 self.put(k, v)
 
 
+SEGMENTED = frozenset({"window", "session", "dedup", VERSIONED})
+"""Store kinds whose physical keys start with a time segment (kstream.state.segments)."""
+
+
 def user_key(kind: str, pk: bytes) -> bytes:
     """The part of a physical key that names its user key (the unit of Spark reads)."""
-    if kind in ("window", "session"):
+    if kind == VERSIONED and pk.startswith(LATEST):  # a key's latest version: with its history
+        return esc(pk[len(LATEST) :])
+    if kind in ("window", "session", VERSIONED):
         return pk[8 : pk.index(TERM, 8) + 2]
     if kind == "dedup":
         return pk[8:]
@@ -129,7 +141,7 @@ class MapBackend(BatchedPoints):
         self.name = name
         self.kind = kind
         self.state = state
-        self.segmented = kind in ("window", "session", "dedup")
+        self.segmented = kind in SEGMENTED
         self.dirs: dict[bytes, list[int]] = {} if dirs is None else dirs
         # user key -> {physical key: value} as read (segmented), or key -> value | None (kv)
         self._entries: dict[bytes, Any] = {}
@@ -143,6 +155,7 @@ class MapBackend(BatchedPoints):
         self._closed = False
         self._prefetched: set[bytes] = set()
         self._asked: set[bytes] = set()
+        self._stored: dict[bytes, bytes] | None = None  # a key-value store's map, once read
 
     def __repr__(self) -> str:
         return f"MapBackend({self.name!r}, {self.kind})"
@@ -301,10 +314,9 @@ class MapBackend(BatchedPoints):
         return a
 
     def _kv_range(self, lo: bytes | None, hi: bytes | None) -> list[tuple[bytes, bytes]]:
-        merged: dict[bytes, bytes | None] = {}
-        for k, v in self.state.items():
-            if k[:1] == _DATA:
-                merged[k[1:]] = v
+        if self._stored is None:  # read once per batch: a buffer scanned per record reads it so
+            self._stored = {k[1:]: v for k, v in self.state.items() if k[:1] == _DATA}
+        merged: dict[bytes, bytes | None] = dict(self._stored)
         merged.update(self._entries)
         return [(k, v) for k, v in merged.items() if v is not None and _in(k, lo, hi)]
 

@@ -546,10 +546,20 @@ class TaskRun:
         # is forwarded at the batch's end (`run`), or when the budget is spent
         self.cache = RecordCache(plan.cache_max_bytes) if plan.cache_max_bytes else None
 
+        # how far each segmented store has purged expired segments (see `_purge_marks`)
+        purged = dict(saved.get("purged", {}))
+        self.segmented: dict[str, Any] = {}
+
         def open_task_store(spec: Any, part: int) -> Any:
             if backend is None:
                 return _memory_store(spec, part, None)
-            store = open_store(spec, app_id="", partition=part, state_dir="", backend=backend(spec))
+            store: Any = open_store(
+                spec, app_id="", partition=part, state_dir="", backend=backend(spec)
+            )
+            if hasattr(store, "_purged_below"):
+                self.segmented[spec.name] = store
+                if spec.name in purged:
+                    store._purged_below = store._purge_next = purged[spec.name]
             return cached(store, self.cache)
 
         self.policy = RecordPolicy(plan.policies, self.collector.dead_letter)
@@ -615,11 +625,23 @@ class TaskRun:
             "stream_time": self.task.stream_time,
             "dues": [s.due for s in self._schedules(PunctuationType.STREAM_TIME)],
             "wall": [s.due for s in self._schedules(PunctuationType.WALL_CLOCK)],
+            "purged": self._purge_marks(),
         }
         if self.global_task is not None:
             out["globals"] = {n: _contents(s) for n, s in self.global_task.stores.items()}
             out["global_offsets"] = self.global_offsets
         return out
+
+    def _purge_marks(self) -> dict[str, int]:
+        """Each segmented store's purge mark (the segment below which it has purged all).
+
+        A store opened afresh purges from the start, once per opening; a task's stores open
+        every micro-batch here, and a versioned store's purge also scans every key's latest
+        version for old tombstones, a read of the whole store per batch. The mark kept in the
+        task's metadata lets a store purge only what expired since (a batch's purge writes
+        reach Spark's state with the rest of the batch, and a replayed batch starts from the
+        metadata its predecessor left)."""
+        return {n: s._purged_below for n, s in self.segmented.items()}
 
     def close(self) -> None:
         self.task.close()

@@ -315,3 +315,71 @@ def test_expiring_a_segment_reads_its_keys_in_one_round() -> None:
     listed = [esc(s.key_serde.to_bytes(f"k{i}")) for i in range(500)]
     assert twin.map.reads >= twin.reads_of(listed)  # every key listed in the directory was read...
     assert twin.map.single_reads <= 10  # ...together (one by one: metadata, pages, "late")
+
+
+def test_versioned_store_matches_the_reference_across_batches() -> None:
+    """A versioned store's keys each in one entry (latest version and history together): puts
+    in and out of order, deletes, reads as of any time, history leaving with its segments."""
+    from kstream import stores
+
+    rng = random.Random(13)
+    spec = stores.versioned_key_value("v", history_retention=30, segment_interval=10)
+    twin = Twin(spec)
+    keys = ["a", "b", "c\x00d", "", "e"]
+    t = 0
+    for _batch in range(40):
+        s = twin.begin()
+        for _ in range(15):
+            t += rng.choice([0, 1, 2])
+            k = rng.choice(keys)
+            at = max(0, t - rng.randrange(0, 40))
+            op = rng.random()
+            if op < 0.5:
+                v = rng.randrange(1000)
+                assert s.put(k, v, at) == twin.ref.put(k, v, at)
+            elif op < 0.6:
+                assert s.delete(k, at) == twin.ref.delete(k, at)
+            elif op < 0.8:
+                assert s.get(k, at) == twin.ref.get(k, at)
+            elif op < 0.9:
+                assert s.get(k) == twin.ref.get(k)
+            else:
+                assert s.versions(k, at - 10, at) == twin.ref.versions(k, at - 10, at)
+        twin.end()
+    assert len(twin.dirs) <= 6  # expired segments went (the latest versions' one stays)
+
+
+def test_a_versioned_read_reads_one_entry_whatever_the_store_size() -> None:
+    from kstream import stores
+
+    twin = Twin(stores.versioned_key_value("v", history_retention=1000, segment_interval=100))
+    s = twin.begin()
+    for i in range(2000):
+        for t in (10, 20, 30):  # a history of three versions each
+            s.put(i, i * t, t)
+    twin.end()
+    twin.map.reads = 0
+    s = twin.begin()
+    assert [s.get(i, 15).value for i in (3, 77, 1999)] == [30, 770, 19990]
+    assert s.get(5).value == 150
+    assert twin.map.reads <= 4 + 1  # one entry per key (plus the segment metadata)
+
+
+def test_a_key_value_range_reads_the_store_once_per_batch() -> None:
+    """A buffer scanned for every record (a stream-table join's grace buffer) reads the
+    store's map once per batch, not once per scan."""
+    twin = Twin(StoreSpec("kv"))
+    s = twin.begin()
+    for i in range(200):
+        s.put(i, i)
+    twin.end()
+    twin.map.reads = 0
+    s = twin.begin()
+    for i in range(50):
+        with s.range(i, i + 10) as cur:
+            assert [v for _, v in cur] == list(range(i, i + 11))
+        s.put(1000 + i, i)
+    with s.range(1000, 2000) as cur:
+        assert len(list(cur)) == 50
+    assert twin.map.reads == 1
+    twin.end()

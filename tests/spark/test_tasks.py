@@ -451,3 +451,58 @@ def test_a_tasks_provenance_ids_grow_in_the_order_it_writes() -> None:
     assert ids[-2:] == [("in", 0, 7, 1), ("in", 0, 9, 0)]
     marks = HighMarks()
     assert all(marks.admit("rep", provenance.encode(*i), 0, None) for i in ids)
+
+
+def test_a_versioned_tables_batches_read_what_they_touch() -> None:
+    """A task opens its stores every batch; a versioned store purging afresh at each opening
+    would scan every key's latest version per batch. With the purge mark in the task's
+    metadata, a batch of a few records reads a few entries of a table of 2,000 keys."""
+    from kstream.dsl.joined import Joined
+    from kstream.serde import serde
+    from kstream.spark.task_state import DictMap, MapBackend
+    from kstream.spark.tasks import TaskRun, build_task_plan
+
+    b = StreamBuilder()
+    prices = b.table("prices", key_serde="string", value_serde="long", versioned=1000)
+    b.stream("orders", key_serde="string", value_serde="long").join(
+        prices, lambda o, p: o * p, joined=Joined.with_grace_period(10)
+    ).to("out", key_serde="string", value_serde="long")
+    plan = build_task_plan(b.build(), "app")
+    plan.partitions = {"prices": 1, "orders": 1, "out": 1}
+    maps: dict[str, DictMap] = {}
+    dirs: dict[str, dict[bytes, list[int]]] = {}
+    meta: dict[str, Any] = {}
+    s, ln = serde("string"), serde("long")
+
+    def batch(records: list[Record]) -> list[Any]:
+        backends: list[MapBackend] = []
+
+        def backend(spec: Any) -> MapBackend:
+            m = maps.setdefault(spec.name, DictMap())
+            got = MapBackend(spec.name, spec.kind, m, dirs.setdefault(spec.name, {}))
+            backends.append(got)
+            return got
+
+        task = TaskRun(plan, 0, 0, meta, backend)
+        try:
+            cols = task.run(records)
+            for got in backends:
+                got.sync()
+            meta.clear()
+            meta.update(task.snapshot())
+        finally:
+            task.close()
+        pairs = zip(cols["k"], cols["v"], strict=True)
+        return [(s.from_bytes(k), ln.from_bytes(v)) for k, v in pairs]
+
+    def rec(topic: str, key: str, value: int, ts: int, offset: int) -> Record:
+        return Record(s.to_bytes(key), ln.to_bytes(value), ts, (), topic, 0, offset)
+
+    batch([rec("prices", f"p{i}", i, 100 + i % 50, i) for i in range(2000)])
+    for m in maps.values():
+        m.reads = 0
+    orders = [rec("orders", f"p{i}", 2, 200 + i, i) for i in range(3)]
+    out = batch([*orders, rec("prices", "p1", 7, 205, 2000)])
+    assert sum(m.reads for m in maps.values()) < 20
+    out += batch([rec("orders", "p9", 1, 300, 3)])  # stream time passes the grace: released
+    assert out == [("p0", 0), ("p1", 2), ("p2", 4)]
