@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from kstream.runtime.thread import by_partition
 
@@ -43,3 +44,20 @@ def test_several_topics_are_told_apart_by_topic_and_partition() -> None:
 
 def test_an_empty_batch_has_no_partitions() -> None:
     assert by_partition([]) == {}
+
+
+@dataclass
+class Other:
+    where: tuple[str, int]
+
+    def topic(self) -> str:
+        return self.where[0]
+
+    def partition(self) -> int:
+        return self.where[1]
+
+
+def test_messages_of_several_classes_are_each_asked_their_own() -> None:
+    msgs: list[Any] = [Msg("a", 0, 0), Other(("a", 1)), Msg("a", 0, 1)]
+    got = by_partition(msgs)
+    assert got == {("a", 0): [msgs[0], msgs[2]], ("a", 1): [msgs[1]]}
