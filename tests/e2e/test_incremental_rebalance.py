@@ -564,11 +564,11 @@ def _lose(
     what `a` went through until the group settles at `members` members, each with an even
     share (the restarted one running); the line of the report that says it.
 
-    `a` keeps the tasks it runs, the same objects, and closes only those it no longer runs as
-    the same object. Not every one of them: a SIGKILLed member stays in the group until its
-    session expires, and its restart, a member of the same process, shares that process's
-    capacity with it (the broker's sticky assignor balances processes by their members), so
-    the coordinator may move some of `a`'s tasks to the restart meanwhile."""
+    `a` keeps tasks running through it, the same objects. Not every one of them: a SIGKILLed
+    member stays in the group until its session expires, and its restart, a member of the
+    same process, shares that process's capacity with it (the broker's sticky assignor
+    balances processes by their members), so the coordinator may move some of `a`'s tasks
+    to the restart meanwhile, and others to `a` and on again."""
     before, closed, processed = _tasks(a), _manager(a).tasks_closed, a.processed
     started = time.monotonic()
     act()
@@ -590,6 +590,7 @@ def _lose(
         f"now runs {sorted(after)}; it processed {a.processed - processed} records until the "
         f"group settled ({time.monotonic() - started:.1f} s)"
     )
+    # (how many it closed is reported, not checked: while a killed member's session runs
+    # out, a task can come to `a` and move on again)
     assert kept, said
-    assert closes == len(before) - len(kept), said
     return said
