@@ -4,6 +4,7 @@ real clients against a closed port, every line they log counted."""
 from __future__ import annotations
 
 import logging
+import time
 
 import pytest
 
@@ -19,8 +20,12 @@ def _lines(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 def test_a_closed_port_is_logged_once_per_interval_from_every_client_together(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # an interval no loaded machine outlasts: 3 s of reconnects took longer than the default
+    # one on a busy machine, and the next interval's line is the other test's subject
+    installed = next(f for f in LIBRDKAFKA_LOGGER.filters if isinstance(f, RepeatFilter))
+    monkeypatch.setattr(installed, "interval", 600.0)
     closed = f"127.0.0.1:{free_port()}"  # nothing listens there
     with caplog.at_level(logging.WARNING, LIBRDKAFKA_LOGGER.name):
         with pytest.raises(BrokerUnreachableError):
@@ -28,7 +33,7 @@ def test_a_closed_port_is_logged_once_per_interval_from_every_client_together(
         with pytest.raises(BrokerUnreachableError):
             Consumer(closed, connect_timeout="1s")
     lines = _lines(caplog)
-    # 3 s of reconnects, ~19 lines a second unfiltered: one within REPEAT_INTERVAL_S
+    # 3 s of reconnects, ~19 lines a second unfiltered: one within the interval
     assert REPEAT_INTERVAL_S >= 3
     assert len(lines) == 1, lines
     assert "Connect to" in lines[0] and "Connection refused" in lines[0], lines
@@ -40,13 +45,15 @@ def test_after_the_interval_the_next_line_says_how_many_were_held_back(
     installed = next(f for f in LIBRDKAFKA_LOGGER.filters if isinstance(f, RepeatFilter))
     monkeypatch.setattr(installed, "interval", 1.0)
     closed = f"127.0.0.1:{free_port()}"
+    began = time.monotonic()
     with (
         caplog.at_level(logging.WARNING, LIBRDKAFKA_LOGGER.name),
         pytest.raises(BrokerUnreachableError),
     ):
         Admin(closed, connect_timeout="3s")
     lines = _lines(caplog)
-    assert 2 <= len(lines) <= 4, lines  # one a second, at most
+    # one a second at most, over however long the 3 s took on this machine
+    assert 2 <= len(lines) <= 1 + int(time.monotonic() - began) + 1, lines
     counted = [line for line in lines[1:] if "more like it not logged in the last 1s)" in line]
     assert counted, lines
 
