@@ -104,6 +104,16 @@ class _Tag(logging.Filter):
         return True
 
 
+def stop_before_serving(signum: int, frame: object) -> None:
+    """SIGTERM or SIGINT before the service's own handlers are in place (the worker still
+    reading its settings, importing its topology, building its app or asking the broker
+    about its group): nothing was processed, so there is nothing to finish or commit, and the
+    worker exits 0, as a graceful stop does. Left to the default action, the signal killed
+    the worker, and a supervisor stopped a second after its start reported that worker as
+    failed. `run_service` replaces this handler with the graceful one."""
+    raise SystemExit(0)
+
+
 def dump_stacks_on_request() -> None:
     """SIGUSR1 writes every thread's stack to stderr: the supervisor asks for it before it kills
     a worker that did not stop in time, so the log shows where the close hung."""
@@ -115,6 +125,8 @@ def main() -> int:
     from kstream.service.runner import run_service
     from kstream.service.target import load_target
 
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, stop_before_serving)
     fd = sys.stdin.fileno()
     line = _read_line(fd)
     if not line.strip():

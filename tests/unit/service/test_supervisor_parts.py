@@ -178,3 +178,44 @@ def test_a_worker_that_does_not_stop_leaves_its_stacks_in_the_log(tmp_path: Path
     assert "closing_forever" in dump, dump
     # Every thread: the main one may still be leaving its print (line 7) or already asleep (8).
     assert "Current thread 0x" in dump and " in <module>" in dump, dump
+
+
+def test_a_worker_stopped_before_it_serves_exits_0(tmp_path: Path) -> None:
+    """A supervisor stopped a second after its start sends SIGTERM to workers that may still
+    be importing their topology: such a worker has processed nothing and exits 0, as a
+    graceful stop does, rather than dying of the signal (which the supervisor reports as a
+    failed worker). Here the topology's import blocks until the signal comes."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from kstream.service.worker import BOOTSTRAP, WorkerSpec
+
+    marker = tmp_path / "importing"
+    (tmp_path / "slow_app.py").write_text(
+        f"import pathlib, time\npathlib.Path({str(marker)!r}).write_text('x')\ntime.sleep(60)\n"
+    )
+    spec = WorkerSpec("slow_app:topology", 0, {"app_id": "slow", "bootstrap_servers": "x:1"})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", BOOTSTRAP, json.dumps([str(tmp_path), *sys.path])],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(spec.to_json() + "\n")
+        proc.stdin.flush()
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=10)
+    assert code == 0, code
