@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import KafkaException
-
-from kstream.errors import ProduceError, TopicError
+from kstream.errors import ProduceError
+from kstream.kafka.chosen_topic import partitions_from_metadata
 from kstream.kafka.producer import UNASSIGNED
 from kstream.records import Headers, Record, derive
 from kstream.state.provenance import HEADER, encoder
@@ -249,21 +248,6 @@ class Collector:
         return n
 
     def _look_up(self, topic: str) -> int:
-        raw = getattr(self.rt.producer, "raw", None)  # the confluent-kafka client, if any
-        if raw is not None:
-            timeout = self.rt.ctx.config.connect_timeout / 1000
-            try:
-                md = raw.list_topics(topic, timeout=timeout).topics.get(topic)
-            except KafkaException as e:
-                raise TopicError(
-                    f"cannot read the metadata of topic {topic!r} (a topic chooser named it): "
-                    f"{e.args[0] if e.args else e}",
-                    code="METADATA",
-                ) from e
-            if md is not None and md.error is None and md.partitions:
-                return len(md.partitions)
-        raise TopicError(
-            f"topic {topic!r}, named by a topic chooser, does not exist (to() with a chooser "
-            "writes existing topics only: create it before the app writes to it)",
-            code="UNKNOWN_TOPIC_OR_PART",
+        return partitions_from_metadata(
+            self.rt.producer, topic, self.rt.ctx.config.connect_timeout / 1000
         )

@@ -60,7 +60,8 @@ import pyarrow as pa
 from kstream.broker_compat import HighMarks
 from kstream.config import Config
 from kstream.dsl import processors as p
-from kstream.errors import TopicError, TopologyError
+from kstream.errors import TopologyError
+from kstream.kafka.chosen_topic import partitions_from_metadata
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.records import Headers, Record
 from kstream.spark.failure import in_worker
@@ -396,31 +397,12 @@ def chosen_topic_partitions(plan: TaskPlan, topic: str) -> int:
 
 
 def _look_up_topic(plan: TaskPlan, topic: str) -> int:
-    from confluent_kafka import KafkaException
-
     supplier = plan.client_supplier or KafkaClientSupplier()
     producer = supplier.producer(ClientConfig(plan.bootstrap_servers, plan.kafka))
-    md = None
     try:
-        raw = getattr(producer, "raw", None)  # the confluent-kafka client, if any
-        try:
-            if raw is not None:
-                md = raw.list_topics(topic, timeout=30).topics.get(topic)
-        except KafkaException as e:
-            raise TopicError(
-                f"cannot read the metadata of topic {topic!r} (a topic chooser named it): "
-                f"{e.args[0] if e.args else e}",
-                code="METADATA",
-            ) from e
+        return partitions_from_metadata(producer, topic, 30.0)
     finally:
         producer.close()
-    if md is not None and md.error is None and md.partitions:
-        return len(md.partitions)
-    raise TopicError(
-        f"topic {topic!r}, named by a topic chooser, does not exist (to() with a chooser "
-        "writes existing topics only: create it before the app writes to it)",
-        code="UNKNOWN_TOPIC_OR_PART",
-    )
 
 
 def _memory_store(spec: Any, partition: int, data: Mapping[bytes, bytes] | None) -> Any:
