@@ -92,13 +92,14 @@ def test_to_with_a_chooser_uses_the_partitioner() -> None:
     assert calls == [("k", "v", 1)]
 
 
-def test_to_with_a_chooser_is_refused_on_spark() -> None:
+def test_to_with_a_chooser_builds_on_spark() -> None:
+    """Spark runs a topic chooser (tests/spark/test_topic_chooser_on_spark.py writes through
+    it): its plan builds."""
     from kstream.spark.tasks import build_task_plan
 
     b = StreamBuilder()
     b.stream("in", "str", "str").to(lambda k, v, ctx: "out")
-    with pytest.raises(TopologyError, match="topic chooser cannot run on Spark"):
-        build_task_plan(b.build(), "app")
+    assert build_task_plan(b.build(), "app").order
 
 
 # --- materialized= -------------------------------------------------------------------------

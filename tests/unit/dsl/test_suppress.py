@@ -465,10 +465,11 @@ def test_restart_restores_the_buffer(tmp_path: Any) -> None:
         assert drain(d, "out") == [("a", 2, 5)]
 
 
-def test_spark_refuses_suppress_when_the_plan_is_built() -> None:
-    """On Spark, suppress is refused at build time with the reason and the alternatives."""
+def test_suppress_builds_on_spark() -> None:
+    """Spark runs suppress, its buffer in Spark's state (tests/spark/test_suppress_on_spark.py):
+    its plan builds, the suppressing sub-topology stateful."""
     from kstream.spark.tasks import build_task_plan
 
     b = _table_suppressed(until_time_limit(10, unbounded()))
-    with pytest.raises(TopologyError, match=r"KTABLE-SUPPRESS-\d+.*not supported on Spark"):
-        build_task_plan(b.build(), "app")
+    plan = build_task_plan(b.build(), "app")
+    assert plan.stateful

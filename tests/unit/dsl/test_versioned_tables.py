@@ -237,9 +237,9 @@ def test_out_of_order_table_update_goes_to_history_only() -> None:
         assert d.dropped_records().get("late_record") == 1
 
 
-def test_to_table_versioned_and_spark_refusal() -> None:
-    """`to_table(versioned=...)` builds the same versioned table; Spark refuses it at build time
-    with the reason (its state keeps one value per key)."""
+def test_to_table_versioned_and_on_spark() -> None:
+    """`to_table(versioned=...)` builds the same versioned table, and its plan builds on Spark
+    (which runs versioned tables: tests/spark)."""
     from kstream.spark.tasks import build_task_plan
 
     b = StreamBuilder()
@@ -250,8 +250,7 @@ def test_to_table_versioned_and_spark_refusal() -> None:
         d.input_topic("in", "str", "str").pipe("k", "old", timestamp=5)
         d.input_topic("s", "str", "str").pipe("k", "x", timestamp=7)
         assert d.output_topic("out", "str", "json").read_values() == [["x", "old"]]
-    with pytest.raises(TopologyError, match="versioned tables are not supported on Spark"):
-        build_task_plan(b.build(), "app")
+    assert build_task_plan(b.build(), "app").stateful
 
 
 def test_versioned_refusals() -> None:
