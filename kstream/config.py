@@ -6,60 +6,25 @@ expected. Nothing here is checked lazily on the first record.
 
 from __future__ import annotations
 
-import logging
-import math
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from kstream.duration import duration
+from kstream.config_checks import (
+    COMBINATION_RULES,
+    KEY_RULES,
+    check_kafka_keys_against_engine,
+    checked_value,
+)
 from kstream.errors import ConfigError
 from kstream.internal_topics import WINDOWSTORE_CHANGELOG_ADDITIONAL_RETENTION
-from kstream.security import validate_security
 
-ERROR_POLICIES = ("fail", "skip", "dlq")
-RESTORE_POLICIES = ("fail", "skip")
-"""`on_restore_error`: what a restore does with a changelog record that fails its checks
-(kstream.state.restore_check): stop naming it (default), or leave it out."""
-RECORDING_LEVELS = ("info", "debug", "trace")
 GUARANTEES = ("exactly_once", "exactly_once_v2", "at_least_once")
 DEFAULT_GUARANTEE = "exactly_once_v2"
 """Kafka Streams' default exactly-once mode since 4.0 (which removed per-task exactly_once;
 kstream keeps it as a choice)."""
-REBALANCE_PROTOCOLS = ("auto", "cooperative", "eager", "consumer", "streams")
-"""`rebalance_protocol`: "auto" (the default) is "streams" where the broker offers Streams
-groups and "cooperative" elsewhere, and an existing group's own protocol while instances run in
-it (kstream.runtime.streams_protocol); "cooperative" (Kafka Streams' classic default since 2.4)
-revokes only the partitions that move, so tasks that stay keep running; "eager" closes every
-task on every rebalance; "consumer" is Kafka's consumer group protocol (KIP-848, Apache Kafka
-4.0+), whose broker-side assignment is incremental for topologies that read several topics
-too; "streams" is Kafka Streams' own group protocol (KIP-1071, Apache Kafka 4.2+): the broker
-assigns tasks (kstream.runtime.rebalance)."""
-_BROKER_SIDE_GROUP_KEYS = {
-    "session.timeout.ms": "group.consumer.session.timeout.ms",
-    "heartbeat.interval.ms": "group.consumer.heartbeat.interval.ms",
-}
-"""librdkafka settings the consumer protocol takes from the broker: the broker's setting (or
-the group's config without the `group.` prefix) instead."""
-BROKER_COMPAT = ("none", "tansu")
-"""`broker_compat`: "none" for Apache Kafka and brokers that behave like it; "tansu" turns on
-the compensations for the embedded Tansu broker (kstream.broker_compat)."""
-_HOSTPORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.\-]*):(\d{1,5})$")
-DURATION_KEYS = (
-    "batch_max_wait",
-    "commit_interval",
-    "dedup_retention",
-    "connect_timeout",
-    "shutdown_timeout",
-    "windowstore_changelog_additional_retention",
-    "repartition_purge_interval",
-    "future_timestamp_warning",
-    "slow_rebalance_warning",
-)
-OPTIONAL_DURATION_KEYS = ("future_timestamp_warning", "slow_rebalance_warning")
-"""Duration keys that None (or 0) turns off: a warning nobody wants is disabled, not tuned."""
 MAX_TOPIC_NAME = 249
 APP_ID_MAX_LEN = 200
 """An app id names topics (`<app_id>-<store>-changelog`, `<app_id>-instances`, ...) and a
@@ -175,274 +140,14 @@ class Config:
         return cls(**merged)
 
     def __post_init__(self) -> None:
-        set_ = object.__setattr__
-        if isinstance(self.batch_max_records, bool) or not isinstance(self.batch_max_records, int):
-            raise ConfigError(
-                f"batch_max_records: expected a positive int, got {self.batch_max_records!r}"
-            )
-        if self.batch_max_records <= 0:
-            raise ConfigError(
-                f"batch_max_records: expected a positive int, got {self.batch_max_records}"
-            )
-        for key in OPTIONAL_DURATION_KEYS:
-            if getattr(self, key) is None:
-                set_(self, key, 0)
-        for key in DURATION_KEYS:
-            value = getattr(self, key)
-            if isinstance(value, float) and not math.isfinite(value):
-                raise ConfigError(
-                    f"{key}: expected a finite duration such as 100 (ms) or '5s', got {value!r}"
-                )
-            set_(self, key, duration(value, name=key))
-        idle = self.max_task_idle_ms
-        if isinstance(idle, bool) or not isinstance(idle, int) or idle < -1:
-            raise ConfigError(
-                "max_task_idle_ms: expected milliseconds (an int >= 0), or -1 to turn task "
-                f"idling off, got {idle!r}"
-            )
-        standbys = self.num_standby_replicas
-        if isinstance(standbys, bool) or not isinstance(standbys, int) or standbys < 0:
-            raise ConfigError(
-                f"num_standby_replicas: expected an int >= 0 (Kafka's num.standby.replicas), "
-                f"got {standbys!r}"
-            )
-        lag = self.acceptable_recovery_lag
-        if isinstance(lag, bool) or not isinstance(lag, int) or lag < -1:
-            raise ConfigError(
-                "acceptable_recovery_lag: expected a number of changelog records (an int >= 0, "
-                f"Kafka's acceptable.recovery.lag), or -1 to join without warming up, got {lag!r}"
-            )
-        if not isinstance(self.enable_stale_stores, bool):
-            raise ConfigError(
-                f"enable_stale_stores: expected true or false, got {self.enable_stale_stores!r}"
-            )
-        cmb = self.cache_max_bytes
-        if isinstance(cmb, bool) or not isinstance(cmb, int) or cmb < 0:
-            raise ConfigError(
-                "cache_max_bytes: expected a number of bytes (an int >= 0; 0 turns the record "
-                f"cache off), got {cmb!r}"
-            )
-        if not isinstance(self.gc_pause, bool):
-            raise ConfigError(f"gc_pause: expected true or false, got {self.gc_pause!r}")
-        level = self.metrics_recording_level
-        if not isinstance(level, str) or level.lower() not in RECORDING_LEVELS:
-            raise ConfigError(
-                f"metrics_recording_level: expected one of {', '.join(RECORDING_LEVELS)} "
-                f"(Kafka Streams' INFO, DEBUG and TRACE), got {level!r}"
-            )
-        set_(self, "metrics_recording_level", level.lower())
-        if self.dedup_retention <= 0:
-            raise ConfigError("dedup_retention: must be greater than zero")
-        if self.connect_timeout <= 0:
-            raise ConfigError("connect_timeout: must be greater than zero")
-        if not isinstance(self.state_dir, str | os.PathLike) or not str(self.state_dir):
-            raise ConfigError(f"state_dir: expected a directory path, got {self.state_dir!r}")
-        set_(self, "state_dir", os.fspath(self.state_dir))
-        if not isinstance(self.default_backend, str) or not self.default_backend:
-            raise ConfigError(
-                "default_backend: expected a backend name or URL such as 'memory', 'lmdb' or "
-                f"'redis://127.0.0.1:6379/0', got {self.default_backend!r}"
-            )
-        for key in ("on_deserialization_error", "on_processing_error", "on_production_error"):
-            val = getattr(self, key)
-            if (val is None and key == "on_production_error") or callable(val):
-                continue
-            if val not in ERROR_POLICIES:
-                raise ConfigError(
-                    f"{key}: expected one of {', '.join(ERROR_POLICIES)}, got {val!r} (or a "
-                    "handler: (context, record, exception) -> Response)"
-                )
-        if self.on_restore_error not in RESTORE_POLICIES:
-            raise ConfigError(
-                f"on_restore_error: expected one of {', '.join(RESTORE_POLICIES)} (a changelog "
-                f"record cannot go to a dead-letter topic), got {self.on_restore_error!r}"
-            )
-        uses_dlq = "dlq" in (
-            self.on_deserialization_error,
-            self.on_processing_error,
-            self.on_production_error,
-        )
-        if uses_dlq and not self.dlq_topic:
-            raise ConfigError("dlq_topic: required when an error policy is 'dlq'")
-        if self.dlq_topic is not None and not _valid_topic(self.dlq_topic):
-            raise ConfigError(f"dlq_topic: {self.dlq_topic!r} is not a valid topic name")
-        if self.http is not None and not (
-            isinstance(self.http, str) and _valid_hostport(self.http)
-        ):
-            raise ConfigError(
-                f"http: expected 'HOST:PORT' such as '127.0.0.1:8080', got {self.http!r}"
-            )
-        if self.http_token is not None and (
-            not isinstance(self.http_token, str) or not self.http_token
-        ):
-            raise ConfigError("http_token: expected a non-empty string")
-        rf = self.replication_factor
-        if isinstance(rf, bool) or not isinstance(rf, int) or (rf < 1 and rf != -1):
-            raise ConfigError(
-                f"replication_factor: expected a positive int or -1 (broker default), "
-                f"got {self.replication_factor!r}"
-            )
-        compat = self.broker_compat
-        if not isinstance(compat, str) or compat.strip().lower() not in BROKER_COMPAT:
-            raise ConfigError(
-                f"broker_compat: expected one of {', '.join(BROKER_COMPAT)} ('none' for Apache "
-                f"Kafka, 'tansu' for the embedded Tansu broker), got {compat!r}"
-            )
-        set_(self, "broker_compat", compat.strip().lower())
-        if self.num_standby_replicas and self.broker_compat == "tansu":
-            raise ConfigError(
-                "num_standby_replicas: standby replicas need a broker whose read_committed "
-                "readers see committed records only (Apache Kafka); broker_compat='tansu' "
-                "admits changelog records by the owner's committed offsets, which a standby "
-                "does not know"
-            )
-        if not isinstance(self.kafka, Mapping):
-            raise ConfigError(f"kafka: expected a dict of librdkafka settings, got {self.kafka!r}")
-        bad = [k for k in self.kafka if not isinstance(k, str)]
-        if bad:
-            raise ConfigError(f"kafka: setting names must be strings, got {bad!r}")
-        validate_security(self.kafka)
-        validate_librdkafka(self.kafka)
-        validate_engine_owned(self.kafka)
-        set_(self, "kafka", dict(self.kafka))
-        self._validate_group_keys()
-
-    def _validate_group_keys(self) -> None:
-        """`rebalance_protocol` and `group_instance_id`, and no librdkafka setting that would
-        contradict them (they apply to the stream thread's group consumer only: in `kafka`,
-        a `group.instance.id` would also reach the restore and global consumers)."""
-        protocol = self.rebalance_protocol
-        if not isinstance(protocol, str) or protocol.strip().lower() not in REBALANCE_PROTOCOLS:
-            raise ConfigError(
-                f"rebalance_protocol: expected one of {', '.join(REBALANCE_PROTOCOLS)}, got "
-                f"{protocol!r}"
-            )
-        object.__setattr__(self, "rebalance_protocol", protocol.strip().lower())
-        gid = self.group_instance_id
-        if gid is not None and (
-            not isinstance(gid, str) or not _GROUP_INSTANCE_ID.fullmatch(gid) or gid in (".", "..")
-        ):
-            raise ConfigError(
-                "group_instance_id: expected 1 to 200 letters, digits, '.', '_' or '-' (Kafka's "
-                f"rules for group.instance.id), got {gid!r}"
-            )
-        if self.rebalance_protocol == "streams" and self.broker_compat == "tansu":
-            raise ConfigError(
-                "rebalance_protocol: 'streams' (KIP-1071) needs Apache Kafka 4.2 or later; "
-                "broker_compat='tansu' names a broker without it (use 'cooperative')"
-            )
-        if self.rebalance_protocol == "consumer":
-            if self.broker_compat == "tansu":
-                raise ConfigError(
-                    "rebalance_protocol: 'consumer' (KIP-848) needs Apache Kafka 4.0 or later; "
-                    "broker_compat='tansu' names a broker without it (use 'cooperative')"
-                )
-            for key, broker_key in _BROKER_SIDE_GROUP_KEYS.items():
-                if key in self.kafka:
-                    raise ConfigError(
-                        f"kafka[{key!r}]: not a client setting under rebalance_protocol="
-                        f"'consumer' (librdkafka refuses it): the broker's {broker_key!r}, or "
-                        f"the group's {broker_key.removeprefix('group.')!r}, sets it"
-                    )
-        for key, instead in (
-            ("partition.assignment.strategy", "rebalance_protocol"),
-            ("group.protocol", "rebalance_protocol"),
-            ("group.remote.assignor", "rebalance_protocol"),
-            ("group.instance.id", "group_instance_id"),
-        ):
-            if key in self.kafka:
-                raise ConfigError(
-                    f"kafka[{key!r}]: set the engine's {instead!r} instead (it applies to the "
-                    "stream thread's group consumer, and per worker process)"
-                )
-
-
-_GROUP_INSTANCE_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")
-
-# librdkafka settings kstream's own consumers depend on: (the value they need, why)
-_ENGINE_OWNED: dict[str, tuple[bool, str]] = {
-    "enable.partition.eof": (
-        True,
-        "its consumers need partition-EOF events to finish restoring stores and bootstrapping "
-        "global tables, and to measure lag (with it off a restore waits until it times out)",
-    ),
-    "enable.auto.commit": (
-        False,
-        "input offsets are committed with the outputs they produced (inside the transaction "
-        "under exactly_once), never in the background",
-    ),
-}
-
-
-def validate_engine_owned(kafka: Mapping[str, Any]) -> None:
-    """Refuse a `kafka` value that would break what kstream's own clients rely on (Kafka
-    Streams overrides such consumer settings with a warning; here they are an error at
-    start-up, naming the key, rather than a restore that hangs or offsets committed early)."""
-    for key, (needed, why) in _ENGINE_OWNED.items():
-        if key not in kafka:
-            continue
-        value = kafka[key]
-        text = str(value).strip().lower()
-        flag = {"true": True, "1": True, "false": False, "0": False}.get(text)
-        if flag is not needed:
-            raise ConfigError(
-                f"kafka[{key!r}] = {value!r}: kstream sets {key} to {str(needed).lower()} "
-                f"itself because {why}; leave it out of `kafka`"
-            )
-
-
-_SILENT = logging.getLogger("kstream.config.librdkafka-check")
-_SILENT.addHandler(logging.NullHandler())
-_SILENT.propagate = False
-_checked: set[tuple[tuple[str, str], ...]] = set()
-
-
-def validate_librdkafka(kafka: Mapping[str, Any]) -> None:
-    """Build a client configuration from `kafka` so librdkafka rejects what it does not know.
-
-    librdkafka names the canonical property in its message (`queue.buffering.max.ms` for a bad
-    `linger.ms`), so a failure is retried key by key to name the key the user wrote.
-    Consumer-only keys pass: librdkafka only warns about them on a producer. The check is
-    cached per distinct settings: it costs a client handle (a few milliseconds).
-    """
-    if not kafka:
-        return
-    from confluent_kafka import KafkaException, Producer
-
-    try:
-        signature = tuple(sorted((k, repr(v)) for k, v in kafka.items()))
-    except TypeError:
-        signature = None
-    if signature is not None and signature in _checked:
-        return
-
-    def attempt(conf: Mapping[str, Any]) -> str | None:
-        try:
-            Producer({**conf, "logger": _SILENT})
-        except KafkaException as e:
-            err = e.args[0] if e.args else e
-            return str(getattr(err, "str", lambda: str(err))())
-        except (TypeError, ValueError) as e:
-            return str(e)
-        return None
-
-    # Without security.protocol (checked by validate_security) librdkafka does not load
-    # certificates or keys here: their files are read when the clients connect.
-    plain = {k: v for k, v in kafka.items() if k != "security.protocol"}
-    problem = attempt(plain)
-    if problem is not None:
-        for key, value in plain.items():
-            alone = attempt({key: value})
-            if alone is not None:
-                hint = "" if "No such configuration property" in alone else f" ({alone})"
-                what = "is not a librdkafka setting" if not hint else f"= {value!r} is invalid"
-                raise ConfigError(
-                    f"kafka[{key!r}] {what}{hint}; see librdkafka's CONFIGURATION.md for "
-                    "the settings and their forms"
-                )
-        raise ConfigError(f"kafka: librdkafka rejects these settings together: {problem}")
-    if signature is not None:
-        _checked.add(signature)
+        """Check every key by its row of `KEY_RULES`, storing the value as the row returns it,
+        then the combinations of keys (`COMBINATION_RULES`)."""
+        for key, check, form in KEY_RULES:
+            object.__setattr__(self, key, checked_value(key, check, form, getattr(self, key)))
+        for contradicts, message in COMBINATION_RULES:
+            if contradicts(self):
+                raise ConfigError(message)
+        check_kafka_keys_against_engine(self)
 
 
 def validate_app_id(app_id: object, key: str = "app_id") -> str:
@@ -565,15 +270,6 @@ def prepare_state_dir(state_dir: str, app_id: str) -> str:
             "writable directory"
         ) from None
     return path
-
-
-def _valid_topic(name: object) -> bool:
-    return isinstance(name, str) and bool(re.fullmatch(r"[A-Za-z0-9._\-]{1,249}", name))
-
-
-def _valid_hostport(text: str) -> bool:
-    m = _HOSTPORT.match(text)
-    return bool(m) and 0 <= int(m.group(2)) <= 65535  # type: ignore[union-attr]
 
 
 def validate_guarantee(value: str) -> str:

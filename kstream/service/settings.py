@@ -27,12 +27,12 @@ from typing import Any
 
 from kstream.config import (
     DEFAULT_GUARANTEE,
-    DURATION_KEYS,
     GUARANTEES,
     Config,
     validate_app_id,
     validate_bootstrap_servers,
 )
+from kstream.config_checks import DURATION_KEYS
 from kstream.errors import ConfigError
 
 __all__ = ["OTHER_KSTREAM_VARIABLES", "SERVICE_KEYS", "Settings", "load_settings"]

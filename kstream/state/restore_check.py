@@ -22,7 +22,7 @@ store), and under `broker_compat="tansu"` one that also carries a header copied 
 record. Such a forgery reads exactly like kstream's own writes; only write access to the
 changelog topics (Kafka ACLs) keeps it out.
 
-Policy (`kstream.config.RESTORE_POLICIES`): `"fail"` (default) stops the restore with
+Policy (`kstream.config_checks.RESTORE_POLICIES`): `"fail"` (default) stops the restore with
 `ChangelogRecordError`, naming the changelog topic, partition and offset and why; the app
 stops before processing any input. `"skip"` leaves the record out with a warning naming it
 (its key keeps the value of the records before it, later records of the key apply as usual)

@@ -105,19 +105,32 @@ def test_kafka_settings_pass_through_as_a_copy() -> None:
             {"windowstore_changelog_additional_retention": -1},
             "windowstore_changelog_additional_retention: duration must not be negative, got -1",
         ),
-        ({"dedup_retention": 0}, "dedup_retention: must be greater than zero"),
-        ({"connect_timeout": "0s"}, "connect_timeout: must be greater than zero"),
+        (
+            {"dedup_retention": 0},
+            "dedup_retention: expected a duration greater than zero such as 100 (ms) or '5s', "
+            "got 0",
+        ),
+        (
+            {"connect_timeout": "0s"},
+            "connect_timeout: expected a duration greater than zero such as 100 (ms) or '5s', "
+            "got '0s'",
+        ),
         ({"state_dir": ""}, "state_dir: expected a directory path, got ''"),
         ({"default_backend": ""}, "default_backend: expected a backend name or URL such as"),
         (
             {"on_processing_error": "ignore"},
-            "on_processing_error: expected one of fail, skip, dlq, got 'ignore'",
+            "on_processing_error: expected one of fail, skip, dlq (or a handler: (context, "
+            "record, exception) -> Response), got 'ignore'",
         ),
         (
             {"on_deserialization_error": "dlq"},
             "dlq_topic: required when an error policy is 'dlq'",
         ),
-        ({"dlq_topic": "bad topic!"}, "dlq_topic: 'bad topic!' is not a valid topic name"),
+        (
+            {"dlq_topic": "bad topic!"},
+            "dlq_topic: expected a topic name (1 to 249 letters, digits, '.', '_' or '-'), "
+            "got 'bad topic!'",
+        ),
         (
             {"http": "8080"},
             "http: expected 'HOST:PORT' such as '127.0.0.1:8080', got '8080'",

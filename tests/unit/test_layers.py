@@ -41,6 +41,7 @@ LAYERS: list[set[str]] = [
     # a serde is (serde_base)
     {
         "kstream.config",
+        "kstream.config_checks",
         "kstream.security",
         "kstream.serde",
         "kstream.serde_base",

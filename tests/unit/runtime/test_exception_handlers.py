@@ -189,7 +189,9 @@ def test_the_built_in_fail_and_skip() -> None:
 
 def test_config_takes_a_policy_or_a_callable() -> None:
     with pytest.raises(
-        ConfigError, match=r"on_production_error: expected one of fail, skip, dlq, got 'retry'"
+        ConfigError,
+        match=r"on_production_error: expected one of fail, skip, dlq \(or a handler: .*\), "
+        r"got 'retry'",
     ):
         Config(on_production_error="retry")
     with pytest.raises(ConfigError, match="dlq_topic: required"):
