@@ -108,24 +108,39 @@ def _histogram(name: str, doc: str, h: _Histogram, labels: list[str] | None = No
     return fam
 
 
+def _gauge(name: str, doc: str, labels: list[str], items: Iterable[Any]) -> Metric:
+    fam = GaugeMetricFamily(name, doc, labels=labels)
+    for key, value in items:
+        fam.add_metric([str(k) for k in key], float(value))
+    return fam
+
+
 def _families(m: Metrics) -> Iterator[Metric]:
-    info = GaugeMetricFamily(
+    """Every kstream family, by what it describes: the app, its records, its commits, its
+    place in the group, and its state."""
+    for part in (_app, _records, _commits, _group, _state):
+        yield from part(m)
+
+
+def _app(m: Metrics) -> Iterator[Metric]:
+    yield _gauge(
         "kstream_app_info",
         "Always 1; the labels name the app, this instance and its processing guarantee.",
-        labels=["app_id", "instance_id", "guarantee"],
+        ["app_id", "instance_id", "guarantee"],
+        [((m.app_id, m.instance_id, m.guarantee), 1)],
     )
-    info.add_metric([m.app_id, m.instance_id, m.guarantee], 1.0)
-    yield info
-    state = GaugeMetricFamily(
-        "kstream_app_state", "1 for the app's current state, 0 for the others.", labels=["state"]
+    yield _gauge(
+        "kstream_app_state",
+        "1 for the app's current state, 0 for the others.",
+        ["state"],
+        [((s,), 1 if m.state == s else 0) for s in APP_STATES],
     )
-    for s in APP_STATES:
-        state.add_metric([s], 1.0 if m.state == s else 0.0)
-    yield state
-    up = GaugeMetricFamily("kstream_app_start_time_seconds", "When the app started (Unix time).")
-    up.add_metric([], m.started)
-    yield up
+    yield _gauge(
+        "kstream_app_start_time_seconds", "When the app started (Unix time).", [], [((), m.started)]
+    )
 
+
+def _records(m: Metrics) -> Iterator[Metric]:
     yield _counter(
         "kstream_records_consumed",
         "Input records consumed, per input partition.",
@@ -161,6 +176,9 @@ def _families(m: Metrics) -> Iterator[Metric]:
     yield _histogram(
         "kstream_batch_duration_seconds", "Time to process one batch.", m.batch_duration
     )
+
+
+def _commits(m: Metrics) -> Iterator[Metric]:
     yield _counter(
         "kstream_commits", "Commits (offsets, or transactions).", [], [((), m.commits_total)]
     )
@@ -186,46 +204,46 @@ def _families(m: Metrics) -> Iterator[Metric]:
         f"1/{LATENCY_SAMPLE_EVERY} of the records consumed.",
         m.latency,
     )
-    lag = GaugeMetricFamily(
+
+
+def _group(m: Metrics) -> Iterator[Metric]:
+    """Where the instance stands in its group: lag, rebalances, and a stalled loop."""
+    yield _gauge(
         "kstream_consumer_lag",
         "Records between the committed position and the fetch high watermark, per partition.",
-        labels=["topic", "partition"],
+        ["topic", "partition"],
+        sorted(list(m.lag.items())),
     )
-    for (t, p), n in sorted(list(m.lag.items())):
-        lag.add_metric([t, str(p)], float(n))
-    yield lag
-    lag_s = GaugeMetricFamily(
+    yield _gauge(
         "kstream_consumer_lag_seconds",
         "Per partition: 0 when kstream_consumer_lag is 0, else now minus the timestamp of the "
         "last record consumed (how old the position is); absent until a record was consumed.",
-        labels=["topic", "partition"],
+        ["topic", "partition"],
+        sorted(m.lag_seconds().items()),
     )
-    for (t, p), secs in sorted(m.lag_seconds().items()):
-        lag_s.add_metric([t, str(p)], secs)
-    yield lag_s
     yield _counter(
         "kstream_rebalances", "Rebalances seen by this instance.", [], [((), m.rebalances_total)]
     )
-    rebalancing = GaugeMetricFamily(
+    yield _gauge(
         "kstream_rebalance_duration_seconds",
         "How long the current rebalance has lasted (0 when the app is not rebalancing).",
+        [],
+        [((), m.rebalance_seconds())],
     )
-    rebalancing.add_metric([], m.rebalance_seconds())
-    yield rebalancing
-    stalled = GaugeMetricFamily(
+    yield _gauge(
         "kstream_stream_thread_stalled_seconds",
         "Seconds since the stream thread's loop last turned (near 0 while it runs; /health/live "
         "answers 503 past the watchdog's bound).",
+        [],
+        [((), m.loop_stalled_seconds())],
     )
-    stalled.add_metric([], m.loop_stalled_seconds())
-    yield stalled
-    unreachable = GaugeMetricFamily(
+    yield _gauge(
         "kstream_kafka_unreachable_seconds",
         "How long the stream thread has been waiting for Kafka to answer again (0 when it "
         "answers).",
+        [],
+        [((), m.kafka_unreachable_seconds())],
     )
-    unreachable.add_metric([], m.kafka_unreachable_seconds())
-    yield unreachable
     yield _counter(
         "kstream_rebalances_slow",
         "Rebalances that lasted longer than slow_rebalance_warning (counted when they pass it).",
@@ -240,31 +258,35 @@ def _families(m: Metrics) -> Iterator[Metric]:
         ["topic", "partition"],
         sorted(list(m.future_timestamps.items())),
     )
-    assigned = GaugeMetricFamily(
-        "kstream_assigned_partitions", "Input partitions assigned to this instance."
+    yield _gauge(
+        "kstream_assigned_partitions",
+        "Input partitions assigned to this instance.",
+        [],
+        [((), len(m.assigned))],
     )
-    assigned.add_metric([], float(len(m.assigned)))
-    yield assigned
-    restoring = GaugeMetricFamily(
-        "kstream_restoring_tasks", "Tasks whose stores are being restored from changelogs."
+
+
+def _state(m: Metrics) -> Iterator[Metric]:
+    """Restoring, standby and store families."""
+    yield _gauge(
+        "kstream_restoring_tasks",
+        "Tasks whose stores are being restored from changelogs.",
+        [],
+        [((), m.restoring_tasks)],
     )
-    restoring.add_metric([], float(m.restoring_tasks))
-    yield restoring
-    standby_tasks = GaugeMetricFamily(
+    yield _gauge(
         "kstream_standby_tasks",
         "Standby tasks this instance keeps (warm copies of other instances' stores).",
+        [],
+        [((), m.standby_tasks)],
     )
-    standby_tasks.add_metric([], float(m.standby_tasks))
-    yield standby_tasks
-    standby_lag = GaugeMetricFamily(
+    yield _gauge(
         "kstream_standby_lag_records",
         "Per standby store partition: changelog records not yet applied (the changelog's end "
         "as last fetched minus the standby's position); what a failover would restore.",
-        labels=["store", "partition"],
+        ["store", "partition"],
+        sorted(list(m.standby_lag.items())),
     )
-    for (s, p), n in sorted(list(m.standby_lag.items())):
-        standby_lag.add_metric([s, str(p)], float(n))
-    yield standby_lag
     yield _counter(
         "kstream_standby_records",
         "Changelog records applied by standby tasks.",
@@ -295,21 +317,17 @@ def _families(m: Metrics) -> Iterator[Metric]:
     for (store, op), h in sorted(list(m.store_latency.items())):
         fam.add_metric([store, op], h.buckets(), h.sum)
     yield fam
-    entries = GaugeMetricFamily(
+    yield _gauge(
         "kstream_store_entries",
         "Approximate entries per state store, summed over this instance's partitions "
         f"(committed state, without the batch in flight; read every {STORE_SIZE_INTERVAL_S:g} s).",
-        labels=["store"],
+        ["store"],
+        [((s,), n) for s, n in sorted(m.store_entries.items())],
     )
-    for store, n in sorted(m.store_entries.items()):
-        entries.add_metric([store], float(n))
-    yield entries
-    size = GaugeMetricFamily(
+    yield _gauge(
         "kstream_store_size_bytes",
         "Bytes the state store's data occupies (pages in use), summed over this instance's "
         "partitions; only for backends that can tell cheaply (LMDB).",
-        labels=["store"],
+        ["store"],
+        [((s,), n) for s, n in sorted(m.store_bytes.items())],
     )
-    for store, n in sorted(m.store_bytes.items()):
-        size.add_metric([store], float(n))
-    yield size
