@@ -81,7 +81,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"kstreamd {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for add in (_add_run, _add_describe, _add_reset, _add_broker, _add_demo, dashboards.add_parser):
+        add(sub)
+    for command in sub.choices.values():  # every subcommand logs the same way
+        add_logging_flags(command)
+    return parser
 
+
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`kstreamd run`: an app until SIGTERM/SIGINT, with its HTTP server."""
     run = sub.add_parser(
         "run",
         help="run an app (MODULE:ATTR: a Topology, an App, or a function returning one) "
@@ -117,11 +125,17 @@ def build_parser() -> argparse.ArgumentParser:
     spark_cli.add_flags(run)
     run.set_defaults(func=_cmd_run)
 
+
+def _add_describe(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`kstreamd describe`: print a topology."""
     describe = sub.add_parser("describe", help="print an app's topology")
     describe.add_argument("target", metavar="MODULE:ATTR")
     describe.add_argument("--format", choices=("text", "mermaid", "dot"), default="text")
     describe.set_defaults(func=_cmd_describe)
 
+
+def _add_reset(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`kstreamd reset`: a stopped app back to its start."""
     reset = sub.add_parser(
         "reset",
         help="reset a stopped app: input offsets to earliest, internal topics and local state "
@@ -152,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     reset.add_argument("--state-dir", default=None, help="local state directory to clean")
     reset.set_defaults(func=_cmd_reset)
 
+
+def _add_broker(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`kstreamd broker`: the embedded Tansu broker in the foreground."""
     broker = sub.add_parser(
         "broker",
         help="run an embedded Kafka-compatible broker (Tansu, in memory) in the foreground",
@@ -161,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--log-file", default=None, help="broker log file (default: a temp file)")
     broker.set_defaults(func=_cmd_broker)
 
+
+def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`kstreamd demo`: the tour on an embedded broker."""
     demo = sub.add_parser(
         "demo", help="start an embedded broker, produce and consume click events, summarise"
     )
@@ -188,10 +208,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="only produce and consume (the Kafka layer tour), no stream processing",
     )
     demo.set_defaults(func=_cmd_demo)
-    dashboards.add_parser(sub)
-    for command in sub.choices.values():  # every subcommand logs the same way
-        add_logging_flags(command)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
