@@ -40,6 +40,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from e2e.in_process_log import evidence
 from e2e.incremental_worker import REGION, app
 from e2e.independent_reader import IndependentReader, Verdict, check_updates
 from e2e.support import Worker, create_topics, produce, require_kafka
@@ -336,8 +337,16 @@ def _group_session(bs: str, group: str, ms: int, protocol: str = "consumer") -> 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_static_member_restarting_within_the_group_session_moves_nothing(
-    kafka_broker: Any, unique_name: Callable[[str], str], tmp_path: Path, protocol: str
+    kafka_broker: Any,
+    unique_name: Callable[[str], str],
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    protocol: str,
 ) -> None:
+    """Both instances run in this process (so do their librdkafka clients): a native crash
+    ends it, and `evidence` keeps what says why (e2e.in_process_log; one full-suite run lost
+    its xdist worker here to an abort in librdkafka under the consumer protocol, and left only
+    the Python stacks)."""
     require_kafka(kafka_broker)
     bs = kafka_broker.bootstrap_servers
     topics = _created(bs, unique_name)
@@ -354,35 +363,37 @@ def test_a_static_member_restarting_within_the_group_session_moves_nothing(
             rebalance_protocol=protocol,
         )
 
-    a, b = make("a"), make("b")
-    with Orders(bs, topics[0]), _started(a):
-        with _started(b):
-            _wait(
-                lambda: (
-                    a.state == b.state == AppState.RUNNING
-                    and len(_tasks(a)) + len(_tasks(b)) == 2 * PARTITIONS
-                    and b.processed > 0
-                ),
-                "both instances to run",
-            )
-            a_tasks, b_tasks = _tasks(a), sorted(_tasks(b))
-            a_rebalances = a.metrics.rebalances_total
-            placed = _placed(a, bs, app_id, 2)
-        down = time.monotonic()
-        # while b is away the coordinator keeps its static member and assignment (it left
-        # with epoch -2), and gives a nothing of it: a few heartbeats later nothing moved
-        time.sleep(1.5)
-        assert sorted(_placed(a, bs, app_id, 2)) == sorted(placed)
-        assert a.metrics.rebalances_total == a_rebalances
-        b2 = make("b")
-        with _started(b2):
-            _wait(lambda: b2.state == AppState.RUNNING and b2.processed > 0, "b to run again")
-            restarted = time.monotonic() - down
-            time.sleep(1)
-            assert sorted(_tasks(b2)) == b_tasks
-            assert _tasks(a) == a_tasks and all(_tasks(a)[k] is rt for k, rt in a_tasks.items())
-            assert a.metrics.rebalances_total == a_rebalances
+    with evidence(tmp_path, capfd):
+        a, b = make("a"), make("b")
+        with Orders(bs, topics[0]), _started(a):
+            with _started(b):
+                _wait(
+                    lambda: (
+                        a.state == b.state == AppState.RUNNING
+                        and len(_tasks(a)) + len(_tasks(b)) == 2 * PARTITIONS
+                        and b.processed > 0
+                    ),
+                    "both instances to run",
+                )
+                a_tasks, b_tasks = _tasks(a), sorted(_tasks(b))
+                a_rebalances = a.metrics.rebalances_total
+                placed = _placed(a, bs, app_id, 2)
+            down = time.monotonic()
+            # while b is away the coordinator keeps its static member and assignment (it left
+            # with epoch -2), and gives a nothing of it: a few heartbeats later nothing moved
+            time.sleep(1.5)
             assert sorted(_placed(a, bs, app_id, 2)) == sorted(placed)
+            assert a.metrics.rebalances_total == a_rebalances
+            b2 = make("b")
+            with _started(b2):
+                _wait(lambda: b2.state == AppState.RUNNING and b2.processed > 0, "b to run again")
+                restarted = time.monotonic() - down
+                time.sleep(1)
+                assert sorted(_tasks(b2)) == b_tasks
+                assert _tasks(a) == a_tasks
+                assert all(_tasks(a)[k] is rt for k, rt in a_tasks.items())
+                assert a.metrics.rebalances_total == a_rebalances
+                assert sorted(_placed(a, bs, app_id, 2)) == sorted(placed)
     print(
         f"static membership ({protocol} protocol): b restarted in {restarted:.1f} s; a kept "
         f"{sorted(a_tasks)} without a rebalance, b got {b_tasks} back"
