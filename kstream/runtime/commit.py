@@ -29,12 +29,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from confluent_kafka import TopicPartition
 
 from kstream.config import Config
 from kstream.errors import KafkaClientError, ProducerFencedError
+from kstream.guarantee import AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_V2
 from kstream.kafka.errors import CommitOutcomeUnknownError, TransactionAbortableError
 from kstream.kafka.producer import Producer
 from kstream.metrics import Metrics
@@ -106,10 +108,19 @@ class CommitConsumer(Protocol):
 
 
 class CommitProtocol:
-    """One processing guarantee's way of committing and rolling back the thread's tasks."""
+    """One processing guarantee's way of committing and rolling back the thread's tasks: the
+    object the stream thread, the task manager and the restore ask what the guarantee means
+    for them (`transactional`, `start`, `fence_previous_owners`), so no other place tests the
+    guarantee's name."""
 
-    #: tasks write in Kafka transactions
+    #: the processing guarantee this protocol carries out (kstream.guarantee)
+    guarantee = AT_LEAST_ONCE
+    #: tasks write in Kafka transactions: a restore reads changelogs read_committed up to
+    #: their stable end, a failed step's producer may be fenced (failures.route)
     transactional = False
+    #: every task has its own transactional id, so a new owner can fence the previous one
+    #: task by task (`fence_previous_owners`)
+    fences_per_task = False
 
     def __init__(self, ctx: RuntimeContext, host: CommitHost, metrics: Metrics) -> None:
         self.ctx = ctx
@@ -143,6 +154,15 @@ class CommitProtocol:
         producer = self.shared_producer()
         for rt in tasks:
             rt.producer = producer
+
+    def start(self) -> None:
+        """Before the thread joins its group: whatever the guarantee starts first (nothing,
+        unless `ExactlyOnceV2`)."""
+
+    def fence_previous_owners(self, keys: Sequence[tuple[int, int]]) -> None:
+        """Fence the previous owners of tasks `keys`, whose open transaction holds up reading
+        their committed offsets: possible only with per-task transactional ids
+        (`fences_per_task`); nothing otherwise."""
 
     def close(self) -> None:
         if self._producer is not None:
@@ -287,10 +307,26 @@ class ExactlyOncePerTask(CommitProtocol):
     its tasks one after another.
     """
 
+    guarantee = EXACTLY_ONCE
     transactional = True
+    fences_per_task = True
 
     def task_producer(self, subtopology: int, partition: int) -> Producer:
         return self.ctx.new_producer(task_transactional_id(self.ctx.app_id, subtopology, partition))
+
+    def fence_previous_owners(self, keys: Sequence[tuple[int, int]]) -> None:
+        """Start a producer with each task's transactional id (`task_transactional_id`) and
+        close it, aborting the previous owner's open transaction; side by side, one round trip
+        for all."""
+
+        def fence(key: tuple[int, int]) -> None:
+            self.task_producer(*key).close(1.0, drop_undelivered=True)
+
+        with ThreadPoolExecutor(max_workers=min(16, max(1, len(keys)))) as pool:
+            futures = [pool.submit(fence, key) for key in keys]
+        for fut in futures:
+            if fut.exception() is not None:
+                log.warning("fencing a previous owner: %s", fut.exception())
 
     def commit(self, tasks: Sequence[RuntimeTask], consumer: CommitConsumer) -> int | None:
         host = self.host
@@ -339,6 +375,7 @@ class ExactlyOnceV2(CommitProtocol):
     the same across restarts, so a restarted instance fences its predecessor at once.
     """
 
+    guarantee = EXACTLY_ONCE_V2
     transactional = True
 
     def __init__(
@@ -351,6 +388,13 @@ class ExactlyOnceV2(CommitProtocol):
         return self.ctx.new_producer(
             self.transactional_id, shared_producer_settings(self.ctx.config)
         )
+
+    def start(self) -> None:
+        """The thread's transactional producer, started before joining, fences this
+        instance's predecessor (same transactional id) and aborts its open transaction, whose
+        pending offsets would hold up reading the committed ones
+        (`TaskManager._read_committed`)."""
+        self.shared_producer()
 
     def scope(self, rt: RuntimeTask, tasks: Sequence[RuntimeTask]) -> list[RuntimeTask]:
         return [rt, *(o for o in tasks if o.open and o is not rt)]
@@ -427,9 +471,11 @@ def shared_producer_settings(cfg: Config) -> dict[str, Any]:
 def commit_protocol(
     ctx: RuntimeContext, host: CommitHost, metrics: Metrics, transactional_id: str
 ) -> CommitProtocol:
-    """The protocol of the app's processing guarantee (`transactional_id`: v2's producer)."""
-    if not ctx.exactly_once:
+    """The protocol of the app's processing guarantee (`ctx.guarantee`; `transactional_id`:
+    v2's producer): the one place that turns the guarantee's name into behaviour."""
+    guarantee = ctx.guarantee
+    if guarantee == AT_LEAST_ONCE:
         return AtLeastOnce(ctx, host, metrics)
-    if ctx.shared_transactions:
+    if guarantee == EXACTLY_ONCE_V2:
         return ExactlyOnceV2(ctx, host, metrics, transactional_id)
     return ExactlyOncePerTask(ctx, host, metrics)

@@ -28,7 +28,7 @@ from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from kstream.errors import KafkaClientError, StoreError
 from kstream.kafka.consumer import Consumer
 from kstream.metrics import Metrics
-from kstream.runtime.commit import CommitProtocol, task_transactional_id
+from kstream.runtime.commit import CommitProtocol
 from kstream.runtime.rebalance import generation, split_tasks
 from kstream.runtime.standby import StandbyTasks, keepable
 from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask, restore_tasks
@@ -191,12 +191,14 @@ class TaskManager:
             handed = {k: self._handed(k) for k in keys}
             try:
                 # every store of every new task, restored by one consumer
-                restored = restore_tasks(self.ctx, keys, committed, handed)
+                restored = restore_tasks(
+                    self.ctx, keys, committed, handed, transactional=self.commits.transactional
+                )
             except BaseException as e:
                 self.host.fail(e)
                 raise
             self._create(keys, committed, restored)
-            if self.ctx.exactly_once:
+            if self.commits.transactional:
                 self._restore_again_if_committed_moved(keys, tps)
         self._take(parts)
         if self.broker_assigned:
@@ -353,7 +355,7 @@ class TaskManager:
         self,
         key: TaskId,
         committed: dict[TP, int],
-        restored: list[RestoreResult] | None = None,
+        restored: list[RestoreResult],
     ) -> RuntimeTask:
         """Task `key` with the producer the commit protocol gives it (released again if the
         task cannot be created)."""
@@ -440,7 +442,7 @@ class TaskManager:
         failed read fences (not once the tasks' own producers are up: it would fence them).
         """
         assert self.consumer is not None
-        per_task = fence and self.ctx.exactly_once and not self.ctx.shared_transactions
+        per_task = fence and self.commits.fences_per_task
         full = self.ctx.config.connect_timeout / 1000
         # A read takes milliseconds unless a previous owner's open transaction holds offsets
         # pending (a SIGKILLed owner's, until fenced or timed out). Under exactly_once the first
@@ -463,7 +465,7 @@ class TaskManager:
                     "fencing their previous owners, reading again" if per_task else "retrying",
                 )
                 if per_task:
-                    self._fence_previous_owners(keys)
+                    self.commits.fence_previous_owners(keys)
                 try:
                     self.host.failed_once(e)
                 except BaseException:
@@ -475,21 +477,6 @@ class TaskManager:
             if c.offset is not None and c.offset >= 0:
                 committed[(c.topic, c.partition)] = c.offset
         return committed
-
-    def _fence_previous_owners(self, keys: list[TaskId]) -> None:
-        """exactly_once: start a producer with each task's transactional id
-        (`task_transactional_id`) and close it, aborting the previous owner's open
-        transaction; side by side, one round trip for all."""
-
-        def fence(key: TaskId) -> None:
-            producer = self.ctx.new_producer(task_transactional_id(self.ctx.app_id, *key))
-            producer.close(1.0, drop_undelivered=True)
-
-        with ThreadPoolExecutor(max_workers=min(16, max(1, len(keys)))) as pool:
-            futures = [pool.submit(fence, key) for key in keys]
-        for fut in futures:
-            if fut.exception() is not None:
-                log.warning("fencing a previous owner: %s", fut.exception())
 
     def _restore_again_if_committed_moved(self, keys: list[TaskId], tps: list[TP]) -> None:
         """Restore again the tasks whose committed offsets moved while they were created.
@@ -551,7 +538,11 @@ class TaskManager:
             self._close(rt)
         except Exception as e:
             log.warning("closing task %s: %s", rt.id, e)
-        fresh = self._new_task(key, dict(rt.committed))
+        committed = dict(rt.committed)
+        restored = restore_tasks(
+            self.ctx, [key], committed, transactional=self.commits.transactional
+        )[0]
+        fresh = self._new_task(key, committed, restored)
         self._add(key, fresh)
         log.info("task %s: stores rebuilt from their changelogs", rt.id)
 
@@ -576,7 +567,9 @@ class TaskManager:
         compiled = self.ctx.compiled
         tps = [(t, n) for sid, n in keys for t in compiled.subtopologies[sid].source_topics]
         committed = self._read_committed(keys, tps, fence=False)
-        restored = restore_tasks(self.ctx, keys, committed, {})
+        restored = restore_tasks(
+            self.ctx, keys, committed, {}, transactional=self.commits.transactional
+        )
         self._create(keys, committed, restored)
         revived = [self.tasks[k] for k in keys]
         self.seek_back(revived)

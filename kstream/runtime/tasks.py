@@ -42,6 +42,7 @@ from kstream.broker_compat import (
 )
 from kstream.config import Config
 from kstream.errors import KafkaClientError
+from kstream.guarantee import AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_V2
 from kstream.kafka.producer import Producer
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.metrics import STORE_TIMING_SAMPLE_EVERY
@@ -97,6 +98,15 @@ class RuntimeContext:
         self.compat = compat_of(self.config)
         self.record_cache = RecordCache(self.config.cache_max_bytes)
 
+    @property
+    def guarantee(self) -> str:
+        """The processing guarantee's name (kstream.guarantee), from the two flags the app
+        sets; read once, by `kstream.runtime.commit.commit_protocol`, whose protocol object
+        is what the rest of the runtime asks."""
+        if not self.exactly_once:
+            return AT_LEAST_ONCE
+        return EXACTLY_ONCE_V2 if self.shared_transactions else EXACTLY_ONCE
+
     def restoring_changed(self, delta: int) -> None:
         """Count tasks being restored (tasks restore side by side on pool threads)."""
         with self._lock:
@@ -151,6 +161,8 @@ def restore_tasks(
     tasks: Sequence[tuple[int, int]],
     committed: Mapping[TP, int],
     handed: Mapping[tuple[int, int], Mapping[str, Store]] | None = None,
+    *,
+    transactional: bool,
 ) -> list[list[RestoreResult]]:
     """Open and restore the stores of `tasks` (`(subtopology, partition)`) with one consumer,
     as Kafka Streams' restore consumer does for a thread's tasks: one client and one wait for
@@ -158,6 +170,9 @@ def restore_tasks(
     (with the broker-compatibility component on, under exactly-once a changelog record counts
     only if its input offset was committed). `handed`: stores already open per task and store
     name (a standby's, kstream.runtime.standby), restored from their checkpoints on.
+    `transactional`: the tasks write in transactions (the commit protocol's answer): the
+    changelogs are read to their stable ends, filtered by `committed` where the
+    broker-compatibility component asks for it.
     Returns each task's `RestoreResult`s, in `task_store_parts` order."""
     cfg = ctx.config
     parts = [task_store_parts(ctx, sub, part) for sub, part in tasks]
@@ -175,7 +190,7 @@ def restore_tasks(
         for (sub, part), task_parts in zip(tasks, parts, strict=True)
         for _ in task_parts
     ]
-    if ctx.exactly_once and not ctx.compat.restore_filter:
+    if transactional and not ctx.compat.restore_filter:
         await_stable_changelogs(
             ctx,
             [
@@ -192,7 +207,7 @@ def restore_tasks(
             app_id=ctx.app_id,
             state_dir=cfg.state_dir,
             bootstrap_servers=ctx.bootstrap_servers,
-            committed=committed if ctx.exactly_once and ctx.compat.restore_filter else None,
+            committed=committed if transactional and ctx.compat.restore_filter else None,
             default_backend=cfg.default_backend,
             kafka=cfg.kafka,
             progress=ctx.store_metrics.record_restore if ctx.store_metrics is not None else None,
@@ -319,13 +334,13 @@ class RuntimeTask:
         partition: int,
         committed: Mapping[TP, int],
         producer: Producer,
-        restored: Sequence[RestoreResult] | None = None,
+        restored: Sequence[RestoreResult],
     ) -> None:
         """`producer`: the one the commit protocol gives the task (`task_producer`), which
         stays the protocol's to close. `restored`: the task's stores (`task_store_parts`),
-        already restored from their changelogs with `committed` (the stream thread restores
-        every task of a rebalance with one consumer); the task takes them over, and closes
-        them if it fails. Without them the task restores its own."""
+        already restored from their changelogs with `committed` (`restore_tasks`: the task
+        manager restores every task of a rebalance with one consumer); the task takes them
+        over, and closes them if it fails."""
         self.ctx = ctx
         self.subtopology = subtopology
         self.partition = partition
@@ -350,8 +365,6 @@ class RuntimeTask:
         self.marks_store: Any = None
         try:
             self.collector = Collector(self)
-            if restored is None:
-                restored = restore_tasks(ctx, [(subtopology, partition)], committed)[0]
             # the stores as restored, without the metering layer: what a standby keeps
             self.restored_stores: list[Store] = [res.store for res in restored]
             ready = {res.store.name: self._restored(res) for res in restored}

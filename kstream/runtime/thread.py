@@ -205,11 +205,9 @@ class StreamThread:
             )
             self.ctx.global_views = self.globals.views
             self.globals.bootstrap(self.stop)
-        if self.ctx.exactly_once and self.ctx.shared_transactions:
-            # Before joining: the thread's transactional producer, starting up, fences this
-            # instance's predecessor (same transactional id) and aborts its open transaction,
-            # whose pending offsets would hold up reading the committed ones (_read_committed).
-            self.shared_producer()
+        # before joining: what the guarantee starts first (exactly_once_v2's producer, which
+        # fences this instance's predecessor)
+        self.commits.start()
         # with standbys, an instance joining a running app warms up first (KIP-441)
         self.standbys.warm_up(self.stop, cfg.acceptable_recovery_lag)
         if self.rebalance_protocol == STREAMS:
@@ -417,7 +415,7 @@ class StreamThread:
             fn(*args)
             return True
         except Exception as e:
-            recovery = route(e, rt.producer if rt.ctx.exactly_once else None)
+            recovery = route(e, rt.producer if self.commits.transactional else None)
             if recovery is Recovery.STOP:
                 raise
             log.warning("task %s: %s; %s", rt.id, e, recovery.value)

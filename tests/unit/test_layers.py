@@ -34,6 +34,7 @@ LAYERS: list[set[str]] = [
         "kstream.assets",
         "kstream.auto_codec",
         "kstream.version",
+        "kstream.guarantee",
     },
     # settings and bytes. One way within the layer: config checks its `kafka` table with the
     # security rules (security, which the Kafka clients use too); serde (the built-ins and

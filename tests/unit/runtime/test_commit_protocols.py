@@ -199,3 +199,27 @@ def test_the_protocol_gives_each_task_its_producer_and_closes_the_tasks_own(
                     rt.producer.produce(DST, b"x")
             else:
                 assert rt.producer is r.thread.shared_producer()
+
+
+@pytest.mark.parametrize(
+    ("guarantee", "transactional", "fences_per_task"),
+    [
+        ("at_least_once", False, False),
+        ("exactly_once", True, True),
+        ("exactly_once_v2", True, False),
+    ],
+)
+def test_the_protocol_answers_for_its_guarantee(
+    tmp_path: Path, guarantee: str, transactional: bool, fences_per_task: bool
+) -> None:
+    """The runtime asks the thread's protocol what the guarantee means (no other place tests
+    the guarantee's name): its name, whether tasks write in transactions, and whether a new
+    owner can fence the previous one task by task."""
+    cluster = cluster_with_input("a")
+    with running(cluster, tmp_path, guarantee) as r:
+        commits = r.thread.commits
+        assert (commits.guarantee, commits.transactional, commits.fences_per_task) == (
+            guarantee,
+            transactional,
+            fences_per_task,
+        )

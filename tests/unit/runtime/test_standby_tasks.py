@@ -139,7 +139,9 @@ def test_the_new_active_task_restores_only_the_tail_from_the_standby(tmp_path: P
         handed = standbys.take(TASK)
         assert set(handed) == {"counts"} and TASK not in standbys.tasks
         ctx = two.thread.ctx
-        [[result]] = restore_tasks(ctx, [TASK], {}, {TASK: handed})
+        [[result]] = restore_tasks(
+            ctx, [TASK], {}, {TASK: handed}, transactional=two.thread.commits.transactional
+        )
         assert result.store is handed["counts"]
         assert result.start_offset == caught_up  # from the standby's checkpoint, not from 0
         assert result.applied == 2  # the tail: c and d
