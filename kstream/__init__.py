@@ -28,11 +28,9 @@ if TYPE_CHECKING:
         ProcessingError,
         TopologyError,
     )
-    from kstream.processes import run_processes
+    from kstream.processes import App, run_processes
     from kstream.records import Record, TimestampType, Windowed
-    from kstream.runtime import App, AppState, TopicReader, read_unique
-    from kstream.runtime.fleet import Fleet
-    from kstream.runtime.state_lock import StateDirLock
+    from kstream.runtime import AppState, TopicReader, read_unique
     from kstream.topology import Processor, ProcessorContext, PunctuationType, Topology
 
 __all__ = [
@@ -81,7 +79,7 @@ __all__ = [
 # DSL and the Kafka clients: `import kstream` alone used to cost ~0.35 s of CPU, paid again by
 # every Python worker Spark starts.
 _EXPORTS = {
-    "App": "kstream.runtime",
+    "App": "kstream.processes",
     "AppState": "kstream.runtime",
     "Change": "kstream.dsl",
     "Config": "kstream.config",
@@ -118,26 +116,3 @@ _EXPORTS = {
 
 
 __getattr__ = lazy_exports(globals(), _EXPORTS, frozenset({"errors", "stores"}))
-
-
-def _app_fleet(
-    app: "App", reference: str, processes: int, state_lock: "StateDirLock | None"
-) -> "Fleet":
-    from kstream.processes import app_fleet
-
-    return app_fleet(app, reference, processes, state_lock)
-
-
-def _register_fleet() -> None:
-    """App(config={"processes": N}) runs the supervisor, which sits above the runtime: the
-    runtime gets it through this registration, not an import (kstream.runtime.fleet)."""
-    from kstream.runtime.fleet import register_fleet
-
-    register_fleet(_app_fleet)
-
-
-_register_fleet()
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))

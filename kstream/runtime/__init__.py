@@ -1,7 +1,8 @@
 """The micro-batch runtime: `App`, the stream thread, commit protocols, restore, global tables.
 
-The names are imported on first use (kstream._lazy): the package registers its multi-process
-front with `kstream.runtime.fleet` at import, which must not pull the whole runtime in.
+The names are imported on first use (kstream._lazy), so importing one piece of the runtime
+does not pull the whole runtime in. `App` here is the app in one process; `kstream.App` also
+runs an app over worker processes (kstream.processes).
 """
 
 from typing import TYPE_CHECKING
@@ -9,7 +10,8 @@ from typing import TYPE_CHECKING
 from kstream._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from kstream.runtime.app import App, AppState
+    from kstream.runtime.app import App
+    from kstream.runtime.app_state import AppState
     from kstream.runtime.local_store import LocalStore
     from kstream.runtime.reader import TopicReader, caught_up, read_unique
 
@@ -17,7 +19,7 @@ __all__ = ["App", "AppState", "LocalStore", "TopicReader", "caught_up", "read_un
 
 _EXPORTS = {
     "App": "kstream.runtime.app",
-    "AppState": "kstream.runtime.app",
+    "AppState": "kstream.runtime.app_state",
     "LocalStore": "kstream.runtime.local_store",
     "TopicReader": "kstream.runtime.reader",
     "caught_up": "kstream.runtime.reader",

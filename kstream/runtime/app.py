@@ -9,7 +9,6 @@ cluster or a co-partitioning mismatch fails there, not on the first record.
 from __future__ import annotations
 
 import contextlib
-import enum
 import logging
 import os
 import signal
@@ -27,11 +26,12 @@ from kstream.config import (
     validate_guarantee,
     validate_topic_names,
 )
-from kstream.errors import ConfigError, KStreamError, TopologyError
+from kstream.errors import KStreamError, TopologyError
 from kstream.kafka.admin import TopicSpec
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.metrics import Metrics
 from kstream.runtime.app_shutdown import ApplicationShutdown, control_topic_spec
+from kstream.runtime.app_state import AppState, AppStates
 from kstream.runtime.failures import (
     StreamThreadExceptionResponse,
     UncaughtExceptionHandler,
@@ -46,7 +46,6 @@ from kstream.runtime.state_lock import StateDirLock
 from kstream.runtime.store_health import unanswered_store
 from kstream.runtime.tasks import RuntimeContext
 from kstream.runtime.thread import StreamThread
-from kstream.runtime.workers import WorkerProcesses, split_processes, topology_reference
 from kstream.topology.topology import Topology
 
 log = logging.getLogger("kstream.runtime")
@@ -54,38 +53,13 @@ log = logging.getLogger("kstream.runtime")
 __all__ = ["App", "AppState"]
 
 
-class AppState(enum.StrEnum):
-    CREATED = "CREATED"
-    REBALANCING = "REBALANCING"
-    RUNNING = "RUNNING"
-    PENDING_SHUTDOWN = "PENDING_SHUTDOWN"
-    NOT_RUNNING = "NOT_RUNNING"
-    ERROR = "ERROR"
-
-
-_ALLOWED: dict[AppState, set[AppState]] = {
-    AppState.CREATED: {AppState.REBALANCING, AppState.PENDING_SHUTDOWN, AppState.ERROR},
-    AppState.REBALANCING: {
-        AppState.RUNNING,
-        AppState.REBALANCING,
-        AppState.PENDING_SHUTDOWN,
-        AppState.ERROR,
-    },
-    AppState.RUNNING: {AppState.REBALANCING, AppState.PENDING_SHUTDOWN, AppState.ERROR},
-    AppState.PENDING_SHUTDOWN: {AppState.NOT_RUNNING, AppState.ERROR},
-    AppState.NOT_RUNNING: set(),
-    AppState.ERROR: {AppState.PENDING_SHUTDOWN, AppState.NOT_RUNNING},
-}
-
-
 class App:
-    """A running instance of a topology; instances with one `app_id` share the partitions.
+    """A running instance of a topology in this process; instances with one `app_id` share
+    the partitions.
 
-    `config={"processes": N}` (a positive integer or "auto") runs the app as N worker
-    processes, one core each, as `kstreamd run --processes N` does (kstream/runtime/workers.py):
-    the topology is then also accepted as a `"module:attr"` reference, which the workers
-    import. In that mode queries go to the supervisor's HTTP address (`config["http"]`), not
-    to `store()`.
+    This is the app in one process: one stream thread. `kstream.App` (kstream.processes) is
+    this class, except that with `config={"processes": N}` it builds an `AppProcesses`
+    instead, which runs the app in N worker processes behind the same surface.
     """
 
     def __init__(
@@ -97,8 +71,6 @@ class App:
         config: Mapping[str, Any] | Config | None = None,
         client_supplier: ClientSupplier | None = None,
     ) -> None:
-        config, self.processes = split_processes(config)
-        given = topology
         if isinstance(topology, str):
             from kstream.runtime.target import load_target
 
@@ -126,24 +98,19 @@ class App:
         self.metrics = Metrics(
             app_id, guarantee=self.processing_guarantee, stores=list(topology.stores)
         )
-        # warns while a rebalance outlasts slow_rebalance_warning; a supervisor of worker
-        # processes leaves that to its workers, whose groups they are
+        # warns while a rebalance outlasts slow_rebalance_warning
         self._rebalance_watch = RebalanceWatch(
             app_id,
-            self.config.slow_rebalance_warning if self.processes <= 1 else 0,
+            self.config.slow_rebalance_warning,
             self.metrics,
             lambda: self._ctx.restoring if self._ctx is not None else 0,
             tansu=self.config.broker_compat == "tansu",
         )
-        self._state = AppState.CREATED
-        self._lock = threading.Condition()
+        self._states = AppStates(app_id, self._state_changed)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._stream: StreamThread | None = None
         self._ctx: RuntimeContext | None = None
-        self._listeners: list[Callable[[AppState, AppState], None]] = []
-        self._workers: WorkerProcesses | None = None
-        self._reference: str | None = None
         self._dir_lock: StateDirLock | None = None
         self._uncaught: UncaughtExceptionHandler | None = None
         self._response: StreamThreadExceptionResponse | None = None
@@ -154,58 +121,38 @@ class App:
         # or the App's own when it keeps standby replicas; `_own_registry`: the App closes it
         self._registry: InstanceRegistry | None = None
         self._own_registry = False
-        if self.processes > 1:
-            if client_supplier is not None:
-                raise ConfigError(
-                    f"config['processes']: worker processes use Kafka clients of their own; "
-                    f"a client_supplier cannot run in {self.processes} processes"
-                )
-            self._reference = topology_reference(given, self.processes)
 
     # --- state -----------------------------------------------------------------------------
 
     @property
     def state(self) -> AppState:
-        return self._state
+        return self._states.state
 
     def _set_state(self, new: AppState | str) -> None:
-        new = AppState(new)
-        with self._lock:
-            old = self._state
-            if new == old:
-                return
-            if new not in _ALLOWED[old]:
-                return  # e.g. a late RUNNING after shutdown began
-            self._state = new
-            self._lock.notify_all()
+        self._states.move(new)
+
+    def _state_changed(self, new: AppState) -> None:
         self.metrics.set_state(new.value)
         self._rebalance_watch.state_changed(new == AppState.REBALANCING)
-        log.info("app %r: %s -> %s", self.app_id, old.value, new.value)
-        for listener in list(self._listeners):
-            try:
-                listener(new, old)
-            except Exception as e:
-                log.warning("state listener %r failed: %s", listener, e)
 
     def on_state_change(self, listener: Callable[[AppState, AppState], None]) -> None:
         """Call `listener(new, old)` on every state change (from the thread that changed it)."""
-        self._listeners.append(listener)
+        self._states.on_change(listener)
 
     def set_uncaught_exception_handler(self, handler: UncaughtExceptionHandler) -> None:
         """Ask `handler(error)` what to do when an error stops the stream thread: a
         `StreamThreadExceptionResponse` (kstream.runtime.failures). Without one the instance
         shuts down (SHUTDOWN_CLIENT), as in Kafka Streams; set it before `start()`."""
-        if self._state != AppState.CREATED:
+        if self.state != AppState.CREATED:
             raise KStreamError(
                 f"app {self.app_id!r}: set_uncaught_exception_handler() in state "
-                f"{self._state.value}; set it before start()"
+                f"{self.state.value}; set it before start()"
             )
         self._uncaught = handler
 
     def wait_for(self, *states: AppState, timeout: float | None = None) -> bool:
         """Block until the state is one of `states` (True) or `timeout` passes (False)."""
-        with self._lock:
-            return self._lock.wait_for(lambda: self._state in states, timeout)
+        return self._states.wait_for(states, timeout)
 
     @property
     def ready(self) -> bool:
@@ -216,8 +163,8 @@ class App:
         """Why the app is not ready, or None: its state, stores being restored, or a remote
         store that has not answered for `store_health.STALL_S` seconds (the stream thread
         waits in the backend's retries meanwhile; liveness is not affected)."""
-        if self._state != AppState.RUNNING:
-            return f"state is {self._state.value}"
+        if self.state != AppState.RUNNING:
+            return f"state is {self.state.value}"
         if self._ctx is not None and self._ctx.restoring:
             return f"{self._ctx.restoring} task(s) restoring their stores"
         stream = self._stream
@@ -232,18 +179,16 @@ class App:
     def not_live_reason(self) -> str | None:
         """Why the app is not live, or None: state ERROR, or a stream thread whose loop has
         not turned for `watchdog.STALL_S` (stuck in a call; the state cannot tell)."""
-        if self._state == AppState.ERROR:
+        if self.state == AppState.ERROR:
             return "state is ERROR"
         stream = self._stream
-        if stream is None or self._state not in (AppState.RUNNING, AppState.REBALANCING):
+        if stream is None or self.state not in (AppState.RUNNING, AppState.REBALANCING):
             return None
         return stream.watchdog.problem()
 
     @property
     def error(self) -> BaseException | None:
-        """The error that stopped the stream thread (or a worker process), if any."""
-        if self._workers is not None:
-            return self._workers.error
+        """The error that stopped the stream thread, if any."""
         if self._stream is not None and self._stream.error is not None:
             return self._stream.error
         return self._shut_down_by
@@ -263,11 +208,8 @@ class App:
     def attach_registry(self, registry: InstanceRegistry) -> bool:
         """Use `registry` (started by the caller, `kstreamd run`) as this instance's entry in
         the instance registry: the stream thread publishes its active and standby tasks to it
-        and places standby replicas by it. False when the app runs worker processes (each
-        worker is an instance of its own; the caller publishes for the supervisor then). Call
-        it before `start()`."""
-        if self._reference is not None:
-            return False
+        and places standby replicas by it (True; `AppProcesses` answers False, its workers
+        being instances of their own). Call it before `start()`."""
         self._registry = registry
         return True
 
@@ -313,17 +255,11 @@ class App:
 
     def start(self) -> None:
         """Create internal topics, then start the stream thread (returns at once)."""
-        if self._state != AppState.CREATED:
-            raise KStreamError(f"app {self.app_id!r}: start() in state {self._state.value}")
+        if self.state != AppState.CREATED:
+            raise KStreamError(f"app {self.app_id!r}: start() in state {self.state.value}")
         self.lock_state_dir()
-        if self._reference is not None:
-            self._workers = self._new_workers()
-            self._set_state(AppState.REBALANCING)
-            self._workers.start()
-            return
         try:
-            counts = self._create_topics()
-            self._choose_rebalance_protocol()
+            counts = self.prepare_cluster()
             self._follow_shutdown_requests()
             self._start_registry()
         except BaseException:
@@ -387,23 +323,22 @@ class App:
         if self._dir_lock is None or not self._dir_lock.held:
             self._dir_lock = StateDirLock.acquire(self.config.state_dir, self.app_id)
 
+    @property
+    def state_dir_lock(self) -> StateDirLock | None:
+        """This instance's lock on `<state_dir>/<app_id>` while it holds it."""
+        return self._dir_lock
+
     def _release_state_dir(self) -> None:
         if self._dir_lock is not None:
             self._dir_lock.release()
 
-    def _new_workers(self) -> WorkerProcesses:
-        """The supervisor of this app's worker processes (config["processes"] > 1)."""
-        assert self._reference is not None
-        try:
-            self.lock_state_dir()
-            # the workers' own start would fail the same way, once per restart: fail here
-            self._create_topics()
-            self._choose_rebalance_protocol()
-            return WorkerProcesses(self, self._reference, self.processes, self._dir_lock)
-        except BaseException:
-            self._set_state(AppState.ERROR)
-            self._release_state_dir()
-            raise
+    def prepare_cluster(self) -> dict[str, int]:
+        """Create the internal topics and choose the rebalance protocol, as `start()` does
+        first (so a worker process started later fails no differently); every topic's
+        partition count."""
+        counts = self._create_topics()
+        self._choose_rebalance_protocol()
+        return counts
 
     def _new_stream_thread(self, partition_counts: dict[str, int]) -> StreamThread:
         """The stream thread of this app, not started (`partition_counts`: every topic's)."""
@@ -516,25 +451,8 @@ class App:
 
         Raises the error that stopped the app, if any.
         """
-        if self._reference is not None and self._state == AppState.CREATED:
-            self._workers = self._new_workers()
-            self._set_state(AppState.REBALANCING)
-            try:
-                self._workers.run()  # the supervisor takes SIGTERM/SIGINT in the main thread
-            finally:
-                self._release_state_dir()
-            if self._workers.error is not None:
-                raise self._workers.error
-            return
-        if self._state == AppState.CREATED:
+        if self.state == AppState.CREATED:
             self.start()
-        if self._workers is not None:
-            with graceful_signals(self._workers.stop.set, f"app {self.app_id!r}"):
-                while self._workers.is_alive():
-                    self._workers.join(0.2)
-            if self._workers.error is not None:
-                raise self._workers.error
-            return
         with graceful_signals(self._stop.set, f"app {self.app_id!r}"):
             assert self._thread is not None
             while self._thread.is_alive():
@@ -545,23 +463,18 @@ class App:
 
     def close(self, timeout: float | None = None) -> bool:
         """Stop gracefully (finish the batch, commit, close); True if it stopped in time."""
-        if self._state == AppState.CREATED:
+        if self.state == AppState.CREATED:
             self._set_state(AppState.PENDING_SHUTDOWN)
             self._set_state(AppState.NOT_RUNNING)
             self._release_state_dir()
             return True
-        if self._state not in (AppState.ERROR, AppState.NOT_RUNNING):
+        if self.state not in (AppState.ERROR, AppState.NOT_RUNNING):
             self._set_state(AppState.PENDING_SHUTDOWN)
         self._stop.set()
         if self._app_shutdown is not None:
             self._app_shutdown.close()
         stopped = True
-        if self._workers is not None:
-            # each worker may take shutdown_timeout to commit and close
-            stopped = self._workers.close(
-                self.config.shutdown_timeout / 1000 + 30 if timeout is None else timeout
-            )
-        elif self._thread is not None:
+        if self._thread is not None:
             self._thread.join(self.config.shutdown_timeout / 1000 if timeout is None else timeout)
             stopped = not self._thread.is_alive()
         if stopped:  # a thread still closing keeps the directory (and its process id) locked
@@ -583,11 +496,6 @@ class App:
         `enable_stale_stores` (Kafka's `StoreQueryParameters.enableStaleStores()`): the
         standby copies this instance keeps count too, after the active partitions; they may
         be behind their active task (`kstream_standby_lag_records`)."""
-        if self._reference is not None:
-            raise KStreamError(
-                f"app {self.app_id!r} runs in {self.processes} worker processes: query its "
-                "stores through the supervisor's HTTP address (config['http'])"
-            )
         return LocalStore(
             name, lambda: self._stores(name, enable_stale_stores), enable_stale_stores
         )

@@ -13,9 +13,9 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from support.groups import fast_group
 
+from kstream import App, AppState
 from kstream.kafka.admin import Admin
 from kstream.kafka.broker import EmbeddedBroker
-from kstream.runtime import App, AppState
 
 MODULE = """
 from kstream.dsl import StreamBuilder

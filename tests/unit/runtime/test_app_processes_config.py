@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from kstream import App, AppState
 from kstream.dsl import StreamBuilder
 from kstream.errors import ConfigError, KStreamError
-from kstream.runtime import App
+from kstream.processes import AppProcesses
+from kstream.runtime.app import App as RuntimeApp
 from kstream.runtime.workers import find_reference, split_processes
 from kstream.testing import MockClientSupplier
 
@@ -36,7 +38,7 @@ def test_a_bad_value_names_the_key(value: object, tmp_path: Path) -> None:
 
 def test_one_process_runs_in_this_process(tmp_path: Path) -> None:
     app = App(_builder(), "a", "127.0.0.1:1", config={"processes": 1, "state_dir": str(tmp_path)})
-    assert app.processes == 1
+    assert isinstance(app, RuntimeApp) and not isinstance(app, AppProcesses)
     assert app.store("anything").partitions() == []
 
 
@@ -57,7 +59,9 @@ def test_a_module_level_topology_is_found_by_reference(tmp_path: Path) -> None:
     app = App(
         MODULE_TOPOLOGY, "a", "127.0.0.1:1", config={"processes": 2, "state_dir": str(tmp_path)}
     )
-    assert app.processes == 2
+    assert isinstance(app, AppProcesses)
+    assert app.processes == 2 and app.reference == ref
+    assert app.state == AppState.CREATED and not app.attach_registry(object())
     with pytest.raises(KStreamError, match="worker processes"):
         app.store("counts")
 
@@ -69,7 +73,7 @@ def test_a_reference_string_is_a_topology_argument(tmp_path: Path) -> None:
         "127.0.0.1:1",
         config={"processes": 2, "state_dir": str(tmp_path)},
     )
-    assert app.processes == 2
+    assert isinstance(app, AppProcesses) and app.processes == 2
     assert app.topology.stores
 
 
@@ -82,3 +86,24 @@ def test_a_client_supplier_cannot_span_processes(tmp_path: Path) -> None:
             config={"processes": 2, "state_dir": str(tmp_path)},
             client_supplier=MockClientSupplier(),
         )
+
+
+def test_the_one_process_app_takes_no_processes_key(tmp_path: Path) -> None:
+    """kstream.runtime.App runs in this process only: the key belongs to kstream.App."""
+    with pytest.raises(ConfigError, match=r"unknown config key.*'processes'"):
+        RuntimeApp(
+            MODULE_TOPOLOGY, "a", "127.0.0.1:1", config={"processes": 2, "state_dir": str(tmp_path)}
+        )
+
+
+def test_closing_an_unstarted_fleet_releases_its_directory(tmp_path: Path) -> None:
+    app = App(
+        MODULE_TOPOLOGY, "a", "127.0.0.1:1", config={"processes": 2, "state_dir": str(tmp_path)}
+    )
+    assert isinstance(app, AppProcesses)
+    app.app.lock_state_dir()
+    assert app.close()
+    assert app.state == AppState.NOT_RUNNING
+    again = RuntimeApp(MODULE_TOPOLOGY, "a", "127.0.0.1:1", config={"state_dir": str(tmp_path)})
+    again.lock_state_dir()  # free again: no StateDirLockedError
+    again.close()
