@@ -21,10 +21,6 @@ from kstream.config_checks import (
 from kstream.errors import ConfigError
 from kstream.internal_topics import WINDOWSTORE_CHANGELOG_ADDITIONAL_RETENTION
 
-GUARANTEES = ("exactly_once", "exactly_once_v2", "at_least_once")
-DEFAULT_GUARANTEE = "exactly_once_v2"
-"""Kafka Streams' default exactly-once mode since 4.0 (which removed per-task exactly_once;
-kstream keeps it as a choice)."""
 MAX_TOPIC_NAME = 249
 APP_ID_MAX_LEN = 200
 """An app id names topics (`<app_id>-<store>-changelog`, `<app_id>-instances`, ...) and a
@@ -270,11 +266,3 @@ def prepare_state_dir(state_dir: str, app_id: str) -> str:
             "writable directory"
         ) from None
     return path
-
-
-def validate_guarantee(value: str) -> str:
-    if value not in GUARANTEES:
-        raise ConfigError(
-            f"processing_guarantee: expected one of {', '.join(GUARANTEES)}, got {value!r}"
-        )
-    return value

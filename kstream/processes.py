@@ -19,13 +19,12 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
 from kstream.config import (
-    DEFAULT_GUARANTEE,
     Config,
     validate_app_id,
     validate_bootstrap_servers,
-    validate_guarantee,
 )
 from kstream.errors import ConfigError, KStreamError
+from kstream.guarantee import DEFAULT_GUARANTEE, parse_guarantee
 from kstream.kafka.supplier import ClientSupplier
 from kstream.runtime.app import App as RuntimeApp
 from kstream.runtime.app_state import AppState, AppStates
@@ -71,7 +70,7 @@ def run_processes(
 
     n = parse_processes(processes)
     validate_app_id(app_id)
-    validate_guarantee(processing_guarantee)
+    parse_guarantee(processing_guarantee)
     validate_bootstrap_servers(bootstrap_servers)
     Config.from_mapping(config)
     target = load_target(topology_ref)

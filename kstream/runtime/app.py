@@ -18,15 +18,14 @@ from typing import Any
 
 from kstream.broker_compat import compat_of, marks_spec
 from kstream.config import (
-    DEFAULT_GUARANTEE,
     Config,
     prepare_state_dir,
     validate_app_id,
     validate_bootstrap_servers,
-    validate_guarantee,
     validate_topic_names,
 )
 from kstream.errors import KStreamError, TopologyError
+from kstream.guarantee import DEFAULT_GUARANTEE, parse_guarantee
 from kstream.kafka.admin import TopicSpec
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.metrics import Metrics
@@ -88,7 +87,7 @@ class App:
         self.client_supplier: ClientSupplier = (
             client_supplier if client_supplier is not None else KafkaClientSupplier()
         )
-        self.processing_guarantee = validate_guarantee(processing_guarantee)
+        self.processing_guarantee = parse_guarantee(processing_guarantee)
         self.config = config if isinstance(config, Config) else Config.from_mapping(config)
         self.compiled = topology.compile(app_id)
         validate_topic_names(app_id, internal_topic_names(self.compiled, app_id))

@@ -14,9 +14,9 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
-from kstream.config import GUARANTEES
 from kstream.duration import duration
 from kstream.errors import ConfigError, KStreamError
+from kstream.guarantee import GUARANTEES
 from kstream.service import dashboards
 from kstream.service.logs import add_logging_flags, configured_logging
 from kstream.spark import cli as spark_cli

@@ -26,14 +26,13 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from kstream.config import (
-    DEFAULT_GUARANTEE,
-    GUARANTEES,
     Config,
     validate_app_id,
     validate_bootstrap_servers,
 )
 from kstream.config_checks import DURATION_KEYS
 from kstream.errors import ConfigError
+from kstream.guarantee import DEFAULT_GUARANTEE, parse_guarantee
 
 __all__ = ["OTHER_KSTREAM_VARIABLES", "SERVICE_KEYS", "Settings", "load_settings"]
 
@@ -196,11 +195,7 @@ def load_settings(
     if kafka:
         merged["kafka"] = kafka
     Config.from_mapping(merged)  # validate the engine keys now, with Config's messages
-    guarantee = service.get("processing_guarantee", DEFAULT_GUARANTEE)
-    if guarantee not in GUARANTEES:
-        raise ConfigError(
-            f"processing_guarantee: expected one of {', '.join(GUARANTEES)}, got {guarantee!r}"
-        )
+    guarantee = parse_guarantee(service.get("processing_guarantee", DEFAULT_GUARANTEE))
     engine = service.get("engine", "native")
     if engine not in ENGINES:
         raise ConfigError(f"engine: expected one of {', '.join(ENGINES)}, got {engine!r}")

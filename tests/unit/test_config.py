@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kstream import Config, ConfigError
-from kstream.config import validate_guarantee
+from kstream.guarantee import parse_guarantee
 
 
 def test_defaults() -> None:
@@ -222,10 +222,10 @@ def test_valid_security_settings(tmp_path: Path) -> None:
 
 
 def test_processing_guarantee() -> None:
-    assert validate_guarantee("exactly_once") == "exactly_once"
-    assert validate_guarantee("exactly_once_v2") == "exactly_once_v2"
+    assert parse_guarantee("exactly_once") == "exactly_once"
+    assert parse_guarantee("exactly_once_v2") == "exactly_once_v2"
     with pytest.raises(ConfigError) as e:
-        validate_guarantee("exactly-once")
+        parse_guarantee("exactly-once")
     assert str(e.value) == (
         "processing_guarantee: expected one of exactly_once, exactly_once_v2, at_least_once, "
         "got 'exactly-once'"
