@@ -1,5 +1,8 @@
 """Failover on Apache Kafka: how long the output stops when the owner of a large state is
-SIGKILLed, with and without a standby replica (`num_standby_replicas`).
+SIGKILLed, with and without a standby replica (`num_standby_replicas`), under a group protocol
+(`--protocol`): Kafka Streams' own (`streams`, KIP-1071, the default: the broker's task
+assignor places the active task and its standby) or the classic one (`cooperative`: kstream's
+own standby placement).
 
 The app counts records per key (`group_by_key().count()`, in-memory store, one input
 partition, so one task holds the whole state). For each standby setting:
@@ -10,9 +13,19 @@ partition, so one task holds the whole state). For each standby setting:
 3. Live input flows (`--rate` records/s of new keys); the instance running the task is killed
    with SIGKILL. The time from the kill to the first output of an input produced after the
    kill, read by a plain read_committed consumer, is "output resumed". It includes the group
-   noticing the dead member (`session.timeout.ms`, 2 s here, as the tests use; Kafka's default
-   is 45 s), the rebalance, the restore and the first commit.
+   noticing the dead member (the session: 2 s here, as the tests use), the rebalance, the
+   restore and the first commit.
 4. The survivor reports how many changelog records its restore read and how long it took.
+
+The session. Under the classic protocol it is the client's `session.timeout.ms` (Kafka's
+default 45 s), set to 2 s by the workers. Under the Streams protocol the broker owns it: the
+group's `streams.session.timeout.ms`, whose default is the broker's
+`group.streams.session.timeout.ms` (45 s, with a floor `group.streams.min.session.timeout.ms`
+of 45 s); the benchmark's broker sets `group.streams.session.timeout.ms=2000` (its floor is
+500 ms, heartbeats every 250 ms: kstream.testing.kafka), as an operator lowers it for Kafka
+Streams. Under the Streams protocol the group's assignment is read from the broker
+(StreamsGroupDescribe) before the kill and after the takeover: which member held the active
+task and which the standby, and that the standby's member got the active task.
 
 Each instance is a process of its own (`--worker`), which writes its state, restore counts and
 standby lag to a status file. Prints a table and writes bench/results/failover.json.
@@ -43,6 +56,11 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
 SESSION_MS = 2000
+#: the broker settings of a Streams-protocol run: the group's session is the broker's
+STREAMS_BROKER = {"group.streams.session.timeout.ms": str(SESSION_MS)}
+PROTOCOLS = ("streams", "cooperative")
+#: where each protocol's results go by default (bench/results/)
+OUT_NAMES = {"streams": "failover-streams.json", "cooperative": "failover.json"}
 STORE = "counts"
 RESTORED = re.compile(
     r"(\S+ \S+) .*task 0_0: restored store 'counts': (\d+) record\(s\) applied"
@@ -95,6 +113,14 @@ def worker(args: argparse.Namespace) -> int:
         level=logging.INFO, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
     )
     logging.getLogger("kstream.kafka.librdkafka").setLevel(logging.ERROR)
+    from kstream.runtime.process_id import process_id
+
+    # the classic protocol's session is the client's; the Streams protocol's the broker's
+    kafka = (
+        {"session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 250}
+        if args.protocol != "streams"
+        else {}
+    )
     app = App(
         topology(args.input, args.output),
         app_id=args.app_id,
@@ -104,15 +130,18 @@ def worker(args: argparse.Namespace) -> int:
             "state_dir": args.state_dir,
             "num_standby_replicas": args.standbys,
             "batch_max_records": 10_000,
-            "kafka": {"session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 250},
+            "rebalance_protocol": args.protocol,
+            "kafka": kafka,
         },
     )
+    pid = process_id(args.state_dir, args.app_id)
     stop = threading.Event()
 
     def report() -> None:
         while not stop.wait(0.1):
             m = app.metrics
             status = {
+                "process_id": pid,
                 "state": app.state.value,
                 "assigned": len(app.assigned_partitions()),
                 "restored": m.restored_by_store.get(STORE, 0),
@@ -224,6 +253,26 @@ def committed(bs: str, group: str, topic: str) -> int:
         c.close()
 
 
+def placement(bs: str, group: str, who: dict[str, str]) -> dict[str, dict[str, list[str]]]:
+    """The Streams group's assignment as its coordinator describes it: per instance (by the
+    process id each worker reports: `who` maps it to the instance's name), the active and
+    standby tasks it holds ("0_0")."""
+    from kstream.kafka.streams_group import StreamsGroupClient
+
+    with StreamsGroupClient(bs) as client:
+        described = client.describe(group)
+    out: dict[str, dict[str, list[str]]] = {}
+    for m in described["members"]:
+        name = who.get(m["process_id"], m["process_id"])
+        out[name] = {
+            kind: sorted(
+                f"{sub}_{p}" for sub, parts in m["assignment"][kind].items() for p in parts
+            )
+            for kind in ("active", "standby")
+        }
+    return out
+
+
 @dataclass
 class Live:
     """Input of new keys at a steady rate, and the arrival of their outputs (read_committed)."""
@@ -278,7 +327,7 @@ class Live:
 
 
 def run_one(
-    bs: str, keys: int, standbys: int, guarantee: str, rate: int, tmp: Path
+    bs: str, keys: int, standbys: int, guarantee: str, rate: int, tmp: Path, protocol: str
 ) -> dict[str, Any]:
     from kstream.kafka.admin import Admin
 
@@ -290,7 +339,7 @@ def run_one(
     produce_s = produce_keys(bs, src, keys)
     common = [
         "--bootstrap", bs, "--app-id", app_id, "--input", src, "--output", out,
-        "--standbys", str(standbys), "--guarantee", guarantee,
+        "--standbys", str(standbys), "--guarantee", guarantee, "--protocol", protocol,
     ]  # fmt: skip
     a = Instance("a", [*common, "--state-dir", str(tmp / "a")], tmp).start()
     instances = [a]
@@ -317,6 +366,8 @@ def run_one(
 
         catch_up_s = wait("the second instance (and its standby) to settle", settled, 1800, a, b)
         owner, survivor = (a, b) if a.status().get("assigned") else (b, a)
+        who = {str(i.status().get("process_id")): i.name for i in (a, b)}
+        before = placement(bs, app_id, who) if protocol == "streams" else None
         live = Live(bs, src, out, rate)
         live.start()
         wait("live outputs", lambda: len(live.arrivals) >= rate, 60, a, b)
@@ -335,6 +386,17 @@ def run_one(
         wait("the output to resume", resumed, 600, survivor)
         first = min(t for i, t in list(live.arrivals.items()) if i >= sent_at_kill)
         live.stop.set()
+        after = None
+        if protocol == "streams":
+            # the dead member is gone from the group once its session ran out: the survivor
+            # alone, holding the task its standby was
+            wait(
+                "the group to hold the survivor alone",
+                lambda: len(placement(bs, app_id, who)) == 1,
+                60,
+                survivor,
+            )
+            after = placement(bs, app_id, who)
         time.sleep(0.2)
         restored = survivor.status().get("restored", 0) - restored_before
         text = survivor.log.read_bytes()[log_at:].decode(errors="replace")
@@ -351,7 +413,20 @@ def run_one(
             "produce_s": round(produce_s, 1),
             "first_processing_s": round(process_s, 1),
             "settle_s": round(catch_up_s, 1),
+            "protocol": protocol,
             "session_timeout_ms": SESSION_MS,
+            "session_set_by": (
+                "broker group.streams.session.timeout.ms"
+                if protocol == "streams"
+                else "client session.timeout.ms"
+            ),
+            "group_before_kill": before,
+            "group_after_takeover": after,
+            "killed": owner.name,
+            "survivor": survivor.name,
+            "broker_standby_was_on_survivor": (
+                None if before is None else before[survivor.name]["standby"] == ["0_0"]
+            ),
         }
     finally:
         for i in instances:
@@ -365,7 +440,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--guarantee", default="exactly_once")
     ap.add_argument("--rate", type=int, default=500, help="live input records per second")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each standby setting")
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "failover.json"))
+    ap.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="streams",
+        help="rebalance_protocol: the Streams protocol (KIP-1071) or the classic one",
+    )
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="the JSON results (default: bench/results/failover-streams.json under the Streams "
+        "protocol, failover.json under the classic one); the table goes beside it (.txt)",
+    )
     # the worker process
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--status", help=argparse.SUPPRESS)
@@ -378,18 +464,29 @@ def main(argv: list[str] | None = None) -> int:
     from brokers import start_broker
 
     rows = []
-    with start_broker("kafka") as broker, tempfile.TemporaryDirectory() as tmp:
+    overrides = STREAMS_BROKER if args.protocol == "streams" else {}
+    with start_broker("kafka", **overrides) as broker, tempfile.TemporaryDirectory() as tmp:
         for run in range(args.repeat):
             for n in args.standbys:
                 run_dir = Path(tmp) / f"run-{run}-standbys-{n}"
                 run_dir.mkdir()
                 bs = broker.bootstrap_servers
-                row = run_one(bs, args.keys, n, args.guarantee, args.rate, run_dir)
+                row = run_one(bs, args.keys, n, args.guarantee, args.rate, run_dir, args.protocol)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
         version = broker.version
-    print(f"\nApache Kafka {version}; {args.keys:,} keys in one task; {args.guarantee}; SIGKILL")
-    print(f"{'standbys':>8} {'runs':>5} {'output resumed (each run)':>34} {'restored records':>17}")
+    session = (
+        f"broker group.streams.session.timeout.ms={SESSION_MS}"
+        if args.protocol == "streams"
+        else f"client session.timeout.ms={SESSION_MS}"
+    )
+    table = [
+        f"Apache Kafka {version}; rebalance_protocol={args.protocol} ({session}); "
+        f"{args.keys:,} keys in one task; {args.guarantee}; SIGKILL of the active instance; "
+        f"{args.rate} records/s flowing; output read by a plain read_committed consumer",
+        f"{'standbys':>8} {'runs':>5} {'median':>8} {'output resumed (each run)':>34} "
+        f"{'restored records':>17} {'from standby':>13}",
+    ]
     summary = []
     for n in args.standbys:
         mine = [r for r in rows if r["standbys"] == n]
@@ -402,26 +499,39 @@ def main(argv: list[str] | None = None) -> int:
                 "output_resumed_s": {"median": times[len(times) // 2], "max": times[-1]},
                 "restored_records": {"median": restored[len(restored) // 2], "max": restored[-1]},
                 "every_run_from_standby": all(r["from_standby"] for r in mine),
+                "broker_standby_on_survivor_every_run": (
+                    all(r["broker_standby_was_on_survivor"] for r in mine)
+                    if args.protocol == "streams" and n > 0
+                    else None
+                ),
             }
         )
-        print(
-            f"{n:>8} {len(mine):>5} {', '.join(f'{t:.2f}s' for t in times):>34} "
-            f"{restored[len(restored) // 2]:>17,}"
+        table.append(
+            f"{n:>8} {len(mine):>5} {times[len(times) // 2]:>7.2f}s "
+            f"{', '.join(f'{t:.2f}s' for t in times):>34} "
+            f"{restored[len(restored) // 2]:>17,} "
+            f"{sum(r['from_standby'] for r in mine):>7}/{len(mine)}"
         )
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
+    print("\n" + "\n".join(table))
+    out = args.out or os.path.join(HERE, "results", OUT_NAMES[args.protocol])
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
         json.dump(
             {
                 "broker": f"Apache Kafka {version}",
+                "protocol": args.protocol,
+                "session": session,
                 "keys": args.keys,
                 "guarantee": args.guarantee,
+                "rate": args.rate,
                 "summary": summary,
                 "results": rows,
             },
             f,
             indent=2,
         )
-    print(f"wrote {args.out}")
+    Path(out).with_suffix(".txt").write_text("\n".join(table) + "\n")
+    print(f"wrote {out} and its table {Path(out).with_suffix('.txt')}")
     return 0
 
 
