@@ -135,7 +135,7 @@ def read_output(
     whose outputs carry provenance ids): without repeated ids, as Tansu shows aborted records
     to read_committed readers. Otherwise as a read_committed reader gets them, a repeated id
     being an error (Apache Kafka never shows an aborted record to such a reader)."""
-    from kstream.runtime.reader import TopicReader
+    from kstream.broker_compat.reader import TopicReader
 
     with TopicReader(bootstrap_servers, topic, key_serde, value_serde) as r:
         records = r.read_to_end()

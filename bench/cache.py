@@ -39,10 +39,10 @@ sys.path.insert(0, HERE)
 from brokers import TOPIC_CONFIG, start_broker  # noqa: E402
 from pipeline import KEYS, PARTITIONS, produce_input  # noqa: E402
 
+from kstream.broker_compat.reader import TopicReader  # noqa: E402
 from kstream.dsl import StreamBuilder  # noqa: E402
 from kstream.kafka.admin import Admin  # noqa: E402
 from kstream.runtime import App, AppState  # noqa: E402
-from kstream.runtime.reader import TopicReader  # noqa: E402
 
 TEN_MB = 10 * 1024 * 1024
 

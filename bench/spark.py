@@ -67,11 +67,12 @@ sys.path.insert(0, ROOT)
 
 from confluent_kafka import TopicPartition  # noqa: E402
 
+from kstream.broker_compat.reader import caught_up  # noqa: E402
 from kstream.dsl import StreamBuilder  # noqa: E402
 from kstream.kafka.admin import Admin  # noqa: E402
 from kstream.kafka.consumer import Consumer, to_end_settings  # noqa: E402
 from kstream.kafka.producer import Producer  # noqa: E402
-from kstream.runtime import App, AppState, caught_up  # noqa: E402
+from kstream.runtime import App, AppState  # noqa: E402
 from kstream.spark.progress import batch_records  # noqa: E402
 from kstream.topology.topology import Topology  # noqa: E402
 

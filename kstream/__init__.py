@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     )
     from kstream.processes import App, run_processes
     from kstream.records import Record, TimestampType, Windowed
-    from kstream.runtime import AppState, TopicReader, read_unique
+    from kstream.runtime import AppState
     from kstream.topology import Processor, ProcessorContext, PunctuationType, Topology
 
 __all__ = [
@@ -59,14 +59,12 @@ __all__ = [
     "StreamBuilder",
     "TimeWindows",
     "TimestampType",
-    "TopicReader",
     "Topology",
     "TopologyError",
     "Windowed",
     "__version__",
     "duration",
     "errors",
-    "read_unique",
     "run_processes",
     "serde",
     "session_windowed_serde",
@@ -102,12 +100,10 @@ _EXPORTS = {
     "StreamBuilder": "kstream.dsl",
     "TimeWindows": "kstream.dsl.windows",
     "TimestampType": "kstream.records",
-    "TopicReader": "kstream.runtime",
     "Topology": "kstream.topology",
     "TopologyError": "kstream.errors",
     "Windowed": "kstream.records",
     "errors": "kstream.errors",
-    "read_unique": "kstream.runtime",
     "run_processes": "kstream.processes",
     "session_windowed_serde": "kstream.dsl.windowed",
     "stores": "kstream.stores",

@@ -13,17 +13,13 @@ if TYPE_CHECKING:
     from kstream.runtime.app import App
     from kstream.runtime.app_state import AppState
     from kstream.runtime.local_store import LocalStore
-    from kstream.runtime.reader import TopicReader, caught_up, read_unique
 
-__all__ = ["App", "AppState", "LocalStore", "TopicReader", "caught_up", "read_unique"]
+__all__ = ["App", "AppState", "LocalStore"]
 
 _EXPORTS = {
     "App": "kstream.runtime.app",
     "AppState": "kstream.runtime.app_state",
     "LocalStore": "kstream.runtime.local_store",
-    "TopicReader": "kstream.runtime.reader",
-    "caught_up": "kstream.runtime.reader",
-    "read_unique": "kstream.runtime.reader",
 }
 
 __getattr__ = lazy_exports(globals(), _EXPORTS)

@@ -7,8 +7,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from kstream.broker_compat.reader import TopicReader
 from kstream.records import Record
-from kstream.runtime import App, AppState, TopicReader
+from kstream.runtime import App, AppState
 
 
 @contextmanager

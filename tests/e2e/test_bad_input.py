@@ -10,12 +10,13 @@ from support.groups import fast_group
 
 from e2e.inprocess import read_until, running
 from e2e.support import create_topics
+from kstream.broker_compat.reader import TopicReader
 from kstream.dsl import StreamBuilder
 from kstream.errors import DeserializationError
 from kstream.kafka.broker import EmbeddedBroker
 from kstream.kafka.consumer import Consumer
 from kstream.kafka.producer import Producer
-from kstream.runtime import App, AppState, TopicReader
+from kstream.runtime import App, AppState
 
 T0 = 1_700_000_000_000
 

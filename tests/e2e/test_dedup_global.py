@@ -11,8 +11,9 @@ from support.groups import fast_group
 from e2e.inprocess import read_until, running
 from e2e.support import create_topics, produce
 from examples import orders_enriched, payments_dedup
+from kstream.broker_compat.reader import TopicReader
 from kstream.kafka.broker import EmbeddedBroker
-from kstream.runtime import App, TopicReader
+from kstream.runtime import App
 
 MINUTE = 60_000
 # an hour ago: the dedup store's changelog records carry the records' times, and the broker

@@ -11,8 +11,9 @@ from support.groups import fast_group
 from e2e.inprocess import per_key, read_until, running
 from e2e.support import create_topics, produce
 from examples import orders_enriched, payments_dedup, word_count
+from kstream.broker_compat.reader import TopicReader
 from kstream.kafka.broker import EmbeddedBroker
-from kstream.runtime import App, TopicReader
+from kstream.runtime import App
 from kstream.testing import TopologyTestDriver
 
 T0 = 1_700_000_000_000

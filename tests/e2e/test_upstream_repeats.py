@@ -19,10 +19,11 @@ from support.groups import fast_group
 
 from e2e.inprocess import read_until, running
 from e2e.support import create_topics
+from kstream.broker_compat.reader import TopicReader
 from kstream.dsl import StreamBuilder
 from kstream.kafka.broker import EmbeddedBroker
 from kstream.kafka.producer import Producer
-from kstream.runtime import App, TopicReader
+from kstream.runtime import App
 from kstream.serde import serde
 from kstream.state import provenance
 

@@ -11,11 +11,12 @@ from e2e.inprocess import read_until, running
 from e2e.support import create_topics
 from support.groups import fast_group
 
+from kstream.broker_compat.reader import TopicReader
 from kstream.dsl import StreamBuilder
 from kstream.kafka.broker import EmbeddedBroker
 from kstream.kafka.producer import Producer
 from kstream.records import Record
-from kstream.runtime import App, AppState, TopicReader
+from kstream.runtime import App, AppState
 from kstream.runtime.failures import StreamThreadExceptionResponse
 from kstream.runtime.policies import CONTINUE, ErrorContext, Response, dead_letter
 

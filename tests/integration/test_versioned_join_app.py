@@ -16,11 +16,12 @@ from typing import Any
 from support.groups import fast_group
 from support.waiting import wait_for_app
 
+from kstream.broker_compat.reader import TopicReader
 from kstream.dsl import StreamBuilder
 from kstream.dsl.joined import Joined
 from kstream.kafka.admin import Admin
 from kstream.kafka.producer import Producer
-from kstream.runtime import App, TopicReader
+from kstream.runtime import App
 from kstream.serde import serde
 
 STR = serde("str")

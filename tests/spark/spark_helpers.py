@@ -10,12 +10,13 @@ from typing import Any
 from confluent_kafka import TopicPartition
 from support.groups import fast_group
 
+from kstream.broker_compat.reader import caught_up
 from kstream.kafka.admin import Admin
 from kstream.kafka.consumer import Consumer
 from kstream.kafka.partitioner import default_partition
 from kstream.kafka.producer import Producer
 from kstream.records import Record
-from kstream.runtime import App, AppState, caught_up
+from kstream.runtime import App, AppState
 from kstream.serde import serde
 from kstream.state import provenance
 from kstream.testing import TopologyTestDriver

@@ -44,9 +44,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kstream import stores
+from kstream._lazy import lazy_exports
 from kstream.state.provenance import decode
 
 if TYPE_CHECKING:
+    from kstream.broker_compat.reader import TopicReader, caught_up, read_unique
     from kstream.config import Config
     from kstream.state.spec import StoreSpec
 
@@ -54,12 +56,22 @@ __all__ = [
     "BrokerCompat",
     "HighMarks",
     "Mark",
+    "TopicReader",
+    "caught_up",
     "compat_of",
     "load_marks",
     "marks_key",
     "marks_spec",
     "marks_value",
+    "read_unique",
 ]
+
+# reading what kstream wrote, each provenance id once (kstream.broker_compat.reader), imported
+# on first use: the runtime imports this package for its switches alone
+__getattr__ = lazy_exports(
+    globals(),
+    {name: "kstream.broker_compat.reader" for name in ("TopicReader", "caught_up", "read_unique")},
+)
 
 
 @dataclass(frozen=True)
