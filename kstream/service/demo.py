@@ -21,9 +21,9 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from kstream.kafka.admin import Admin
 from kstream.kafka.broker import EmbeddedBroker
@@ -32,6 +32,10 @@ from kstream.kafka.partitioner import default_partition
 from kstream.kafka.producer import Producer
 from kstream.metrics import Metrics
 from kstream.serde import serde
+
+if TYPE_CHECKING:
+    from kstream.runtime.app import App
+    from kstream.topology.topology import Topology
 
 __all__ = ["DemoSummary", "ShowcaseResult", "build_topology", "run_demo", "run_showcase"]
 
@@ -154,7 +158,6 @@ def run_showcase(
     seed: int | None = None,
     connect_timeout_s: float = 10.0,
 ) -> ShowcaseResult:
-    from kstream.runtime import App
     from kstream.service.http import HttpServer
     from kstream.service.probe import attach
     from kstream.service.query import AppService
@@ -171,26 +174,14 @@ def run_showcase(
         tempfile.TemporaryDirectory(prefix="kstream-demo-state-") as state_dir,
     ):
         timeout = int(connect_timeout_s * 1000)
-        admin = Admin(bootstrap, connect_timeout=timeout)
-        for t in (clicks, users, output):
-            admin.create_topic(t, partitions, {"retention.ms": "-1"})
-        producer = Producer(bootstrap, idempotent=True, connect_timeout=timeout)
-        keys, values = serde("string"), serde("json")
-        for i, user in enumerate(USERS):
-            profile = {"name": user, "region": REGIONS[i % len(REGIONS)]}
-            producer.produce(users, values.to_bytes(profile), keys.to_bytes(user))
-        producer.flush(30)
-        app = App(
+        producer = _topics_with_users(bootstrap, timeout, (clicks, users, output), partitions)
+        app = _demo_app(
             build_topology(clicks, users, output),
-            app_id=app_id,
-            bootstrap_servers=bootstrap,
-            config={
-                "state_dir": state_dir,
-                "commit_interval": 200,
-                "connect_timeout": timeout,
-                # the embedded broker is Tansu: its compensations on (kstream.broker_compat)
-                **({} if bootstrap_servers else {"broker_compat": "tansu"}),
-            },
+            app_id,
+            bootstrap,
+            state_dir,
+            timeout,
+            tansu=not bootstrap_servers,
         )
         probe = attach(app, instance_id="demo")
         host, _, port = http.rpartition(":")
@@ -214,29 +205,8 @@ def run_showcase(
         start = time.monotonic()
         load.start()
         m = probe.metrics
-        prev, last = 0, start
         try:
-            end = start + duration_s
-            while (now := time.monotonic()) < end and app.error is None:
-                time.sleep(min(2.0, max(0.0, end - now)))
-                probe.sample()
-                now = time.monotonic()
-                print(
-                    _line(m, clicks, prev, now - last, now - start, load.sent), file=out, flush=True
-                )
-                prev, last = sum(n for (t, _), n in m.consumed.items() if t == clicks), now
-            load.stop.set()
-            load.join(60)
-            result.produced = load.sent
-            drain_until = time.monotonic() + 60
-            while time.monotonic() < drain_until and app.error is None:
-                done = sum(n for (t, _), n in m.consumed.items() if t == clicks)
-                if done >= result.produced:
-                    break
-                time.sleep(0.2)
-            probe.sample()
-            now = time.monotonic()
-            print(_line(m, clicks, prev, now - last, now - start, load.sent), file=out, flush=True)
+            _report_while_loading(app, probe.sample, m, load, clicks, duration_s, result, out)
         finally:
             load.stop.set()
             app.close(30)
@@ -252,6 +222,77 @@ def run_showcase(
             result.app_error = f"load generator: {load.error}"
     _summary(result, clicks, m, out)
     return result
+
+
+def _topics_with_users(
+    bootstrap: str, timeout_ms: int, topics: tuple[str, str, str], partitions: int
+) -> Producer:
+    """Create the clicks, users and output topics and write the users' profiles; the
+    producer, which then writes the clicks."""
+    users = topics[1]
+    admin = Admin(bootstrap, connect_timeout=timeout_ms)
+    for t in topics:
+        admin.create_topic(t, partitions, {"retention.ms": "-1"})
+    producer = Producer(bootstrap, idempotent=True, connect_timeout=timeout_ms)
+    keys, values = serde("string"), serde("json")
+    for i, user in enumerate(USERS):
+        profile = {"name": user, "region": REGIONS[i % len(REGIONS)]}
+        producer.produce(users, values.to_bytes(profile), keys.to_bytes(user))
+    producer.flush(30)
+    return producer
+
+
+def _demo_app(
+    topology: Topology, app_id: str, bootstrap: str, state_dir: str, timeout_ms: int, tansu: bool
+) -> App:
+    from kstream.runtime import App
+
+    return App(
+        topology,
+        app_id=app_id,
+        bootstrap_servers=bootstrap,
+        config={
+            "state_dir": state_dir,
+            "commit_interval": 200,
+            "connect_timeout": timeout_ms,
+            # the embedded broker is Tansu: its compensations on (kstream.broker_compat)
+            **({"broker_compat": "tansu"} if tansu else {}),
+        },
+    )
+
+
+def _report_while_loading(
+    app: App,
+    sample: Callable[[], None],
+    m: Metrics,
+    load: _Load,
+    clicks: str,
+    duration_s: float,
+    result: ShowcaseResult,
+    out: TextIO,
+) -> None:
+    """A progress line every 2 s while the clicks are produced, then wait (up to 60 s) until
+    the app has consumed every click produced, and a last line."""
+    start = time.monotonic()
+    prev, last = 0, start
+    end = start + duration_s
+    while (now := time.monotonic()) < end and app.error is None:
+        time.sleep(min(2.0, max(0.0, end - now)))
+        sample()
+        now = time.monotonic()
+        print(_line(m, clicks, prev, now - last, now - start, load.sent), file=out, flush=True)
+        prev, last = sum(n for (t, _), n in m.consumed.items() if t == clicks), now
+    load.stop.set()
+    load.join(60)
+    result.produced = load.sent
+    drain_until = time.monotonic() + 60
+    while time.monotonic() < drain_until and app.error is None:
+        if sum(n for (t, _), n in m.consumed.items() if t == clicks) >= result.produced:
+            break
+        time.sleep(0.2)
+    sample()
+    now = time.monotonic()
+    print(_line(m, clicks, prev, now - last, now - start, load.sent), file=out, flush=True)
 
 
 def _summary(r: ShowcaseResult, topic: str, m: Metrics, out: TextIO) -> None:
