@@ -17,11 +17,12 @@ is unusable -> `release_producer` when the task closes.
 * `ExactlyOnceV2` (`exactly_once_v2`): the tasks of a stream thread share the thread's
   transactional producer and commit in one transaction, as in Kafka Streams.
 
-The stream thread keeps polling and the task manager the tasks; they ask the protocol for a
-task's producer, to `begin` a task's period, to `commit` the open tasks and to `rollback` a
-failed one (with the tasks that share its transaction). What the protocols need back from the
-thread (run a task step under the thread's failure handling, apply a commit, retry) is the
-small `CommitHost` interface, so the protocols can be driven without a stream thread.
+The task manager owns the tasks and asks the protocol for a task's producer, to `begin` a
+task's period, to `commit` the open tasks and to `rollback` a failed one (with the tasks that
+share its transaction). The calls run one way: a commit calls nothing back; it returns a
+`CommitOutcome` (the steps that failed, the tasks whose stores were lost after the commit, a
+retry from the committed offsets), which the task manager acts on (task_manager.py,
+`TaskManager.commit`).
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from confluent_kafka import TopicPartition
 
 from kstream.config import Config
-from kstream.errors import KafkaClientError, ProducerFencedError
+from kstream.errors import KafkaClientError, ProducerFencedError, StoreLostError
 from kstream.guarantee import AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_V2
 from kstream.kafka.errors import CommitOutcomeUnknownError, TransactionAbortableError
 from kstream.kafka.producer import Producer
@@ -47,7 +49,7 @@ log = logging.getLogger("kstream.runtime")
 __all__ = [
     "AtLeastOnce",
     "CommitConsumer",
-    "CommitHost",
+    "CommitOutcome",
     "CommitProtocol",
     "ExactlyOncePerTask",
     "ExactlyOnceV2",
@@ -79,24 +81,26 @@ def task_transactional_id(app_id: str, subtopology: int, partition: int) -> str:
     return f"{app_id}-{subtopology}_{partition}"
 
 
-class CommitHost(Protocol):
-    """What a commit protocol asks of the stream thread."""
+@dataclass
+class CommitOutcome:
+    """What a commit did, for the task manager to act on (the protocol calls nothing back)."""
 
-    def guard(self, rt: RuntimeTask, fn: Callable[..., Any], *args: Any) -> bool:
-        """Run `fn(*args)` for `rt`; on a failure the thread rolls back and returns False."""
-        ...
-
-    def apply(self, rt: RuntimeTask, delivered: dict[TP, int]) -> None:
-        """Apply `rt`'s write caches after its commit (`delivered`: changelog offsets)."""
-        ...
-
-    def retry_from_committed(self, tasks: Sequence[RuntimeTask], error: BaseException) -> None:
-        """Roll `tasks` back to their committed offsets after `error` and back off."""
-        ...
-
-    def progressed(self) -> None:
-        """A commit moved input offsets on: the thread's run of failures is over."""
-        ...
+    #: the Kafka transactions committed (0 under at_least_once); None: no commit happened
+    #: (nothing open, or it failed)
+    transactions: int | None = None
+    #: steps that raised, in order, each with its task: the task manager routes each
+    #: (failures.py) and recovers the task
+    failed: list[tuple[RuntimeTask, Exception]] = field(default_factory=list)
+    #: tasks committed whose store lost its data while the write caches were applied: their
+    #: changelogs hold the commit, so they are rebuilt from them (their `committed` moved on)
+    lost: list[RuntimeTask] = field(default_factory=list)
+    #: at_least_once: the commit failed with this client error; `retry` lists the tasks to
+    #: roll back to their committed offsets (empty: the outputs were applied, only the offset
+    #: commit failed, which the next commit retries)
+    error: KafkaClientError | None = None
+    retry: list[RuntimeTask] = field(default_factory=list)
+    #: input offsets moved on: the run of failures is over
+    progressed: bool = False
 
 
 class CommitConsumer(Protocol):
@@ -122,9 +126,8 @@ class CommitProtocol:
     #: task by task (`fence_previous_owners`)
     fences_per_task = False
 
-    def __init__(self, ctx: RuntimeContext, host: CommitHost, metrics: Metrics) -> None:
+    def __init__(self, ctx: RuntimeContext, metrics: Metrics) -> None:
         self.ctx = ctx
-        self.host = host
         self.metrics = metrics
         self._producer: Producer | None = None
         # Tasks are created side by side: the lock makes one shared producer (a second one
@@ -186,10 +189,32 @@ class CommitProtocol:
             rt.producer.begin()
         rt.start_period()
 
-    def commit(self, tasks: Sequence[RuntimeTask], consumer: CommitConsumer) -> int | None:
-        """Commit the open `tasks`; the Kafka transactions committed, or None if no commit
-        happened (nothing open, or it failed and the tasks were rolled back)."""
+    def commit(self, tasks: Sequence[RuntimeTask], consumer: CommitConsumer) -> CommitOutcome:
+        """Commit the open `tasks`; what happened (`CommitOutcome`). A step that fails is
+        reported, not recovered: the task manager rolls its task back."""
         raise NotImplementedError
+
+    @staticmethod
+    def _step(out: CommitOutcome, rt: RuntimeTask, fn: Callable[..., Any], *args: Any) -> bool:
+        """Run one step of `rt`'s commit; a failure goes into `out.failed` (False)."""
+        try:
+            fn(*args)
+            return True
+        except Exception as e:
+            out.failed.append((rt, e))
+            return False
+
+    @staticmethod
+    def _apply(out: CommitOutcome, rt: RuntimeTask, delivered: dict[TP, int]) -> None:
+        """Apply `rt`'s write caches after its commit (`delivered`: changelog offsets). A
+        store that lost its data meanwhile goes into `out.lost`: its changelog holds this
+        commit already, so the task manager rebuilds it from there."""
+        try:
+            rt.apply(delivered)
+        except StoreLostError as e:
+            log.warning("task %s: %s after its commit; rebuilding its stores", rt.id, e)
+            rt.committed.update(rt.next_offsets)
+            out.lost.append(rt)
 
     def scope(self, rt: RuntimeTask, tasks: Sequence[RuntimeTask]) -> list[RuntimeTask]:
         """The tasks a failure of `rt` rolls back: `rt` alone unless they share a transaction."""
@@ -254,8 +279,8 @@ class AtLeastOnce(CommitProtocol):
     thread still owns (a partition another member took over is its to commit).
     """
 
-    def __init__(self, ctx: RuntimeContext, host: CommitHost, metrics: Metrics) -> None:
-        super().__init__(ctx, host, metrics)
+    def __init__(self, ctx: RuntimeContext, metrics: Metrics) -> None:
+        super().__init__(ctx, metrics)
         # input offsets applied but not yet committed (their offset commit failed)
         self._unacked: dict[TP, int] = {}
 
@@ -263,13 +288,13 @@ class AtLeastOnce(CommitProtocol):
         """The shared producer was abandoned in a stuck flush (kstream.kafka.deadline)."""
         self.renew_shared_producer(tasks)
 
-    def commit(self, tasks: Sequence[RuntimeTask], consumer: CommitConsumer) -> int | None:
-        host = self.host
-        open_tasks = [rt for rt in tasks if rt.open and host.guard(rt, rt.verify_stores)]
+    def commit(self, tasks: Sequence[RuntimeTask], consumer: CommitConsumer) -> CommitOutcome:
+        out = CommitOutcome()
+        open_tasks = [rt for rt in tasks if rt.open and self._step(out, rt, rt.verify_stores)]
         owned = {tp for rt in tasks for tp in rt.tps}
         self._unacked = {tp: o for tp, o in self._unacked.items() if tp in owned}
         if not open_tasks and not self._unacked:
-            return None
+            return out
         applied = False
         try:
             for rt in open_tasks:
@@ -279,21 +304,22 @@ class AtLeastOnce(CommitProtocol):
             delivered = producer.take_offsets()
             for rt in open_tasks:
                 self._unacked.update(rt.next_offsets)
-                host.apply(rt, delivered)
+                self._apply(out, rt, delivered)
             applied = True
             if self._unacked:
                 consumer.commit([TopicPartition(t, p, o) for (t, p), o in self._unacked.items()])
                 self._unacked = {}
         except KafkaClientError as e:
+            out.error = e
             if applied:
+                # nothing to roll back: counted, backed off, committed with the next
                 log.warning("committing offsets failed: %s; committing them with the next", e)
-                host.retry_from_committed([], e)  # nothing to roll back: count and back off
             else:
                 log.warning("commit failed: %s; retrying from the committed offsets", e)
-                host.retry_from_committed(open_tasks, e)
-            return None
-        host.progressed()
-        return 0
+                out.retry = open_tasks
+            return out
+        out.transactions, out.progressed = 0, True
+        return out
 
 
 class ExactlyOncePerTask(CommitProtocol):
@@ -328,8 +354,9 @@ class ExactlyOncePerTask(CommitProtocol):
             if fut.exception() is not None:
                 log.warning("fencing a previous owner: %s", fut.exception())
 
-    def commit(self, tasks: Sequence[RuntimeTask], consumer: CommitConsumer) -> int | None:
-        host = self.host
+    def commit(self, tasks: Sequence[RuntimeTask], consumer: CommitConsumer) -> CommitOutcome:
+        out = CommitOutcome()
+        step = self._step
         meta = consumer.consumer_group_metadata()
 
         def end(rt: RuntimeTask) -> None:
@@ -341,16 +368,17 @@ class ExactlyOncePerTask(CommitProtocol):
 
         committed = 0
         for rt in list(tasks):
-            if not rt.open or not host.guard(rt, rt.verify_stores):
+            if not rt.open or not step(out, rt, rt.verify_stores):
                 continue
-            if not host.guard(rt, rt.produce_changelogs):
+            if not step(out, rt, rt.produce_changelogs):
                 continue
-            if host.guard(rt, end, rt):
-                host.apply(rt, rt.producer.take_offsets())
+            if step(out, rt, end, rt):
+                self._apply(out, rt, rt.producer.take_offsets())
                 committed += 1
                 if rt.next_offsets:
-                    host.progressed()
-        return committed or None
+                    out.progressed = True
+        out.transactions = committed or None
+        return out
 
     def recreate_producer(self, rt: RuntimeTask, tasks: Sequence[RuntimeTask]) -> None:
         try:
@@ -378,10 +406,8 @@ class ExactlyOnceV2(CommitProtocol):
     guarantee = EXACTLY_ONCE_V2
     transactional = True
 
-    def __init__(
-        self, ctx: RuntimeContext, host: CommitHost, metrics: Metrics, transactional_id: str
-    ) -> None:
-        super().__init__(ctx, host, metrics)
+    def __init__(self, ctx: RuntimeContext, metrics: Metrics, transactional_id: str) -> None:
+        super().__init__(ctx, metrics)
         self.transactional_id = transactional_id
 
     def _new_shared_producer(self) -> Producer:
@@ -420,15 +446,15 @@ class ExactlyOnceV2(CommitProtocol):
             )
             self.renew_shared_producer([])
 
-    def commit(self, tasks: Sequence[RuntimeTask], consumer: CommitConsumer) -> int | None:
-        host = self.host
+    def commit(self, tasks: Sequence[RuntimeTask], consumer: CommitConsumer) -> CommitOutcome:
+        out = CommitOutcome()
         meta = consumer.consumer_group_metadata()
         open_tasks = [rt for rt in tasks if rt.open]
         if not open_tasks:
-            return None
+            return out
         for rt in open_tasks:
-            if not host.guard(rt, rt.verify_stores):
-                return None  # every task of the shared transaction was rolled back
+            if not self._step(out, rt, rt.verify_stores):
+                return out  # its rollback rolls back every task of the shared transaction
 
         def end() -> None:
             offsets: list[TopicPartition] = []
@@ -440,14 +466,14 @@ class ExactlyOnceV2(CommitProtocol):
                 producer.send_offsets(offsets, meta)
             commit_transaction(producer)
 
-        if not host.guard(open_tasks[0], end):
-            return None
+        if not self._step(out, open_tasks[0], end):
+            return out
         delivered = open_tasks[0].producer.take_offsets()
         for rt in open_tasks:
-            host.apply(rt, delivered)
-        if any(rt.next_offsets for rt in open_tasks):
-            host.progressed()
-        return len(open_tasks)
+            self._apply(out, rt, delivered)
+        out.progressed = any(rt.next_offsets for rt in open_tasks)
+        out.transactions = len(open_tasks)
+        return out
 
 
 def shared_producer_settings(cfg: Config) -> dict[str, Any]:
@@ -468,14 +494,12 @@ def shared_producer_settings(cfg: Config) -> dict[str, Any]:
     return kafka
 
 
-def commit_protocol(
-    ctx: RuntimeContext, host: CommitHost, metrics: Metrics, transactional_id: str
-) -> CommitProtocol:
+def commit_protocol(ctx: RuntimeContext, metrics: Metrics, transactional_id: str) -> CommitProtocol:
     """The protocol of the app's processing guarantee (`ctx.guarantee`; `transactional_id`:
     v2's producer): the one place that turns the guarantee's name into behaviour."""
     guarantee = ctx.guarantee
     if guarantee == AT_LEAST_ONCE:
-        return AtLeastOnce(ctx, host, metrics)
+        return AtLeastOnce(ctx, metrics)
     if guarantee == EXACTLY_ONCE_V2:
-        return ExactlyOnceV2(ctx, host, metrics, transactional_id)
-    return ExactlyOncePerTask(ctx, host, metrics)
+        return ExactlyOnceV2(ctx, metrics, transactional_id)
+    return ExactlyOncePerTask(ctx, metrics)

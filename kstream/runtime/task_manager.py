@@ -1,11 +1,16 @@
 """The task manager: the stream thread's tasks, from the rebalance that assigns them to their
 close.
 
-As in Kafka Streams, the stream thread keeps the poll-process-commit loop and this object owns
-the tasks: the rebalance callbacks (assign, revoke, lost), reading the committed offsets of new
-tasks, restoring their stores and creating them, rebuilding a task whose stores were lost, and
-rolling tasks back to their committed offsets. What it needs back from the thread (its state,
-its commit, its retry budget, giving up) is the small `TaskHost` interface.
+As in Kafka Streams, the stream thread keeps the poll loop and this object owns the tasks: the
+rebalance callbacks (assign, revoke, lost), reading the committed offsets of new tasks,
+restoring their stores and creating them; routing each batch to its tasks and running their
+steps (`process`, `process_idle`, `punctuate`, through the `TaskExecutor`,
+task_executor.py); committing them (`commit`, through the guarantee's `CommitProtocol`,
+commit.py, which returns a `CommitOutcome`); and recovering a task whose step failed (`guard`:
+the table of failures.py, then rollback, rebuild, revive or rejoin). The calls run one way:
+thread -> task manager -> executor, protocol, tasks; nothing here calls the thread back. The
+thread reads what it must act on: `error` (a rebalance callback gave up) and `rejoin_pending`
+(a fenced producer).
 
 Under the cooperative protocol (kstream.runtime.rebalance) the callbacks get only the
 partitions that move: a revoke commits every open task and closes the moved ones, an assign
@@ -19,25 +24,31 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from kstream.errors import KafkaClientError, StoreError
 from kstream.kafka.consumer import Consumer
 from kstream.metrics import Metrics
-from kstream.runtime.commit import CommitProtocol
+from kstream.runtime.commit import CommitOutcome, CommitProtocol
+from kstream.runtime.failures import Recovery, route
+from kstream.runtime.future_timestamps import FutureTimestamps
+from kstream.runtime.purge import RepartitionPurge
 from kstream.runtime.rebalance import generation, split_tasks
+from kstream.runtime.retries import RetryBudget
 from kstream.runtime.standby import StandbyTasks, keepable
+from kstream.runtime.task_executor import TaskExecutor, fetched_lag
 from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask, restore_tasks
 from kstream.state import Store
 from kstream.state.restore import RestoreResult
 
 log = logging.getLogger("kstream.runtime")
 
-__all__ = ["TaskHost", "TaskManager"]
+__all__ = ["TaskManager"]
 
 TaskId = tuple[int, int]
 """(sub-topology, partition)"""
@@ -48,36 +59,15 @@ FIRST_READ_S = 0.5
 previous owners are fenced (`TaskManager._read_committed`)."""
 
 
-class TaskHost(Protocol):
-    """What the task manager asks of the stream thread."""
-
-    @property
-    def error(self) -> BaseException | None:
-        """The error the thread stopped on, if any (a revoke then commits nothing)."""
-        ...
-
-    def commit_all_or_rollback(self) -> list[RuntimeTask]:
-        """Commit the open tasks before some are revoked (roll them all back if that
-        fails); the tasks rolled back."""
-        ...
-
-    def failed_once(self, error: BaseException) -> None:
-        """Count a failed attempt and back off; raise `error` when retries are used up."""
-        ...
-
-    def fail(self, error: BaseException) -> None:
-        """Give up: record `error` as the thread's and ask the loop to stop."""
-        ...
-
-
 class TaskManager:
-    """Owns the stream thread's tasks: rebalances, creation, restore, rebuild and rollback."""
+    """Owns the stream thread's tasks: rebalances, creation, restore, processing, commit,
+    rollback and rebuild."""
 
     def __init__(
         self,
         ctx: RuntimeContext,
-        host: TaskHost,
         commits: CommitProtocol,
+        retries: RetryBudget,
         metrics: Metrics,
         stop: threading.Event,
         on_state: Callable[[str], None],
@@ -90,7 +80,8 @@ class TaskManager:
         standby replicas (kstream.runtime.standby), which hand their stores to a task
         assigned here and keep those of a task given up. `broker_assigned`: the broker assigns
         the partitions (the consumer protocol, KIP-848): no generation barrier to wait out,
-        and every assignment is checked for split tasks (`split_tasks`)."""
+        and every assignment is checked for split tasks (`split_tasks`). `retries`: the
+        thread's retry budget (retries.py), which failed steps and reads count against."""
         self.ctx = ctx
         self.standbys = standbys
         self.cooperative = cooperative
@@ -105,9 +96,21 @@ class TaskManager:
         self._generation: int | None = None
         # partition -> offset: seeks deferred while the group rebalances (seek_back)
         self._seeks: dict[TP, int] = {}
-        self.host = host
         self.commits = commits
+        self.retries = retries
         self.metrics = metrics
+        # runs each task's step (task_executor.py)
+        self.executor = TaskExecutor(
+            commits, FutureTimestamps(ctx.config.future_timestamp_warning, metrics)
+        )
+        # deletes consumed repartition records after commits, as Kafka Streams does
+        self.purge = RepartitionPurge(ctx)
+        # the error a rebalance callback gave up on (the thread raises it at its next turn)
+        self.error: BaseException | None = None
+        # a producer was fenced: the thread leaves the group and rejoins at its next turn
+        self.rejoin_pending = False
+        # when the last commit began (the thread commits again `commit_interval` after it)
+        self.last_commit = time.monotonic()
         self.stop = stop
         self.on_state = on_state
         self.tasks: dict[TaskId, RuntimeTask] = {}
@@ -130,6 +133,168 @@ class TaskManager:
             on_lost=self.on_lost,
         )
 
+    def fail(self, error: BaseException) -> None:
+        """Give up (from a rebalance callback, whose errors the consumer swallows): the
+        thread raises `error` at its next turn."""
+        self.error = error
+        self.stop.set()
+
+    def rejoin(self) -> None:
+        """After a fenced producer (`rejoin_pending`): roll every task back without aborting,
+        close them, let the protocol replace what the fence left unusable, leave the group and
+        join it again (the assignment creates the tasks from the committed state)."""
+        assert self.consumer is not None
+        self.rejoin_pending = False
+        for rt in self.tasks.values():
+            self.rollback(rt, fenced=True)
+        self.close_all()
+        self.commits.after_fenced()
+        log.info("leaving and rejoining the group")
+        self.consumer.unsubscribe()
+        self.subscribe(self.consumer)
+
+    # --- processing ------------------------------------------------------------------------
+
+    def process(self, msgs: list[Any]) -> tuple[dict[TP, list[Any]], int]:
+        """Route a consumed batch to its tasks and run each task's share (`TaskExecutor`),
+        under `guard`. Returns the batch by partition and the records processed."""
+        groups, per_task = self.executor.route(msgs, self.task_of, self._seeks)
+        processed = 0
+        for rt, parts in per_task.items():
+            if self.guard(rt, self.executor.process, rt, parts, self.fetched_lag):
+                processed += sum(len(v) for v in parts.values())
+        return groups, processed
+
+    def process_idle(self) -> None:
+        """Give the tasks that hold back buffered records (task idling) their turn even when
+        the batch brought them nothing."""
+        now_ms = 0
+        for rt in list(self.tasks.values()):
+            if rt.buffers is None or not rt.buffers.pending:
+                continue
+            now_ms = now_ms or int(time.time() * 1000)
+            if self.executor.ready_to_drain(rt, now_ms, self.fetched_lag):
+                self.guard(rt, self.executor.drain, rt, now_ms, self.fetched_lag)
+
+    def punctuate(self, now_ms: int) -> None:
+        """The tasks' wall-clock punctuations due at `now_ms`."""
+        for rt in list(self.tasks.values()):
+            if rt.punctuates_wall_clock:
+                self.guard(rt, self.executor.punctuate, rt, now_ms)
+
+    def fetched_lag(self, tp: TP, position: int | None) -> int | None:
+        """What the consumer's last fetch says lies past `position` in `tp` (task idling's
+        lag, `task_executor.fetched_lag`)."""
+        assert self.consumer is not None
+        return fetched_lag(self.consumer, tp, position)
+
+    # --- commit ----------------------------------------------------------------------------
+
+    def commit(self) -> int | None:
+        """Commit the open tasks now (the thread does every `commit_interval`, when a task
+        asks, and at the end; a revoke does first): the guarantee's protocol commits, then its
+        outcome is acted on here (`_settle`). The Kafka transactions committed, or None."""
+        assert self.consumer is not None
+        self.last_commit = time.monotonic()
+        t0 = time.perf_counter()
+        out = self.commits.commit(list(self.tasks.values()), self.consumer)
+        self._settle(out)
+        if out.transactions is not None:
+            self.metrics.commit(time.perf_counter() - t0, out.transactions)
+            self.purge.after_commit(self.tasks.values())
+        return out.transactions
+
+    def commit_all_or_rollback(self) -> list[RuntimeTask]:
+        """Commit the open tasks (at a revoke or the end); if that raises, roll every task
+        back. The tasks rolled back (their partitions must be sought back if they go on)."""
+        try:
+            self.commit()
+        except Exception as e:
+            log.warning("final commit failed: %s", e)
+            rolled: list[RuntimeTask] = []
+            for rt in self.tasks.values():
+                rolled += self.rollback(rt)
+            return rolled
+        return []
+
+    def _settle(self, out: CommitOutcome) -> None:
+        """Act on a commit's outcome: a commit that moved offsets on ends the run of
+        failures; each failed step's task is recovered (`_recover_from`); a store lost after
+        its commit is rebuilt from its changelog, which holds the commit; a failed
+        at_least_once commit retries from the committed offsets."""
+        if out.progressed:
+            self.retries.progressed()
+        for rt, error in out.failed:
+            self._recover_from(rt, error)
+        for rt in out.lost:
+            if self.tasks.get((rt.subtopology, rt.partition)) is rt:
+                self.rebuild(rt)
+        if out.error is not None:
+            self._retry_from_committed(out.retry, out.error)
+
+    # --- failures --------------------------------------------------------------------------
+
+    def guard(self, rt: RuntimeTask, fn: Callable[..., Any], *args: Any) -> bool:
+        """Run `fn(*args)`, a step of `rt`; on a failure recover `rt` (`_recover_from`) and
+        return False. An error the table of failures.py says stops the thread is raised."""
+        try:
+            fn(*args)
+            return True
+        except Exception as e:
+            self._recover_from(rt, e)
+            return False
+
+    def _recover_from(self, rt: RuntimeTask, error: Exception) -> None:
+        """The table of failures.py routes `error`, raised by a step of `rt`; raise it if the
+        table says stop, else carry out the recovery (the loop retries)."""
+        recovery = route(error, rt.producer if self.commits.transactional else None)
+        if recovery is Recovery.STOP:
+            raise error
+        log.warning("task %s: %s; %s", rt.id, error, recovery.value)
+        self._recover(rt, recovery, error)
+
+    def _recover(self, rt: RuntimeTask, recovery: Recovery, e: BaseException) -> None:
+        """Carry out `recovery` of `rt` after its step failed with `e`: with a broker that
+        answers (an outage is waited out first, and counts no retry), since a recovery may
+        need a new producer, which could not start without one."""
+        waited = recovery is not Recovery.REBUILD and self.retries.wait_out(e)
+        if recovery is Recovery.REJOIN:
+            self.rollback(rt, fenced=True)
+            self.rejoin_pending = True
+            return
+        if recovery is Recovery.REVIVE:
+            try:
+                self.revive(rt)
+            except KafkaClientError as revive_error:
+                # the group's assignment creates the tasks from the committed state too
+                log.warning("reviving the tasks: %s; rejoining the group", revive_error)
+                self.rejoin_pending = True
+                return
+        elif recovery is Recovery.REBUILD:
+            self.seek_back(self.rollback_quietly(rt))
+            self.rebuild(rt)
+        else:
+            failed = rt.producer
+            self.seek_back(self.rollback(rt))
+            # a stuck producer's abort failed at once and the rollback replaced it already
+            if recovery is Recovery.RECREATE_PRODUCER or (
+                recovery is Recovery.ABANDON_PRODUCER and rt.producer is failed
+            ):
+                self.commits.recreate_producer(rt, list(self.tasks.values()))
+        if not waited:
+            self.retries.failed_once(e)
+
+    def _retry_from_committed(self, tasks: Sequence[RuntimeTask], error: BaseException) -> None:
+        """After a failed commit: roll `tasks` back, seek to their committed offsets, back off
+        (an outage is waited out first, and counts no retry)."""
+        waited = self.retries.wait_out(error)
+        for rt in tasks:
+            self.seek_back(self.rollback(rt))
+        if tasks and route(error) is Recovery.ABANDON_PRODUCER:  # a flush stuck for good
+            self.commits.recreate_producer(tasks[0], list(self.tasks.values()))
+        if not waited:
+            self.retries.failed_once(error)
+
     # --- rebalancing -----------------------------------------------------------------------
 
     def on_revoke(self, parts: list[TopicPartition]) -> None:
@@ -144,8 +309,8 @@ class TaskManager:
         moving = self._tasks_of(parts)
         if moving:
             rolled: list[RuntimeTask] = []
-            if self.host.error is None:
-                rolled = self.host.commit_all_or_rollback()
+            if self.error is None:
+                rolled = self.commit_all_or_rollback()
                 # a failed commit may have replaced tasks (revived or rebuilt): the ones that
                 # run the partitions now are closed, not the replaced ones again
                 moving = self._tasks_of(parts)
@@ -195,7 +360,7 @@ class TaskManager:
                     self.ctx, keys, committed, handed, transactional=self.commits.transactional
                 )
             except BaseException as e:
-                self.host.fail(e)
+                self.fail(e)
                 raise
             self._create(keys, committed, restored)
             if self.commits.transactional:
@@ -348,7 +513,7 @@ class TaskManager:
                 rt = self.tasks.pop(key, None)
                 for tp in rt.tps if rt is not None else ():
                     self.task_of.pop(tp, None)
-            self.host.fail(e)
+            self.fail(e)
             raise
 
     def _new_task(
@@ -467,9 +632,9 @@ class TaskManager:
                 if per_task:
                     self.commits.fence_previous_owners(keys)
                 try:
-                    self.host.failed_once(e)
+                    self.retries.failed_once(e)
                 except BaseException:
-                    self.host.fail(e)
+                    self.fail(e)
                     raise
                 timeout = full
         committed: dict[TP, int] = {}

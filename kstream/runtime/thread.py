@@ -1,19 +1,17 @@
-"""The stream thread: one consumer and the poll-process-commit loop.
+"""The stream thread: one consumer and the poll loop.
 
-Loop: consume up to `batch_max_records` (waiting at most `batch_max_wait`) -> group by task ->
-one `process` per task -> wall-clock punctuation -> every `commit_interval`, commit. A task
-reading several partitions buffers its records and processes them when Kafka's task-idling
-rule lets it (`max_task_idle_ms`, idling.py), checked after each batch and each loop turn.
-A failure inside a task's batch rolls that task back to its committed offsets and retries; a
-record error under the "fail" policy, or anything that retrying cannot fix, stops the app: the
-state turns ERROR at that moment (health checks see it at once), then the thread rolls back
-and closes.
-A remote store that lost its data (`StoreLostError`) fails only its task: the task is rolled
-back, its stores are rebuilt from their changelogs and it carries on from its committed offsets.
-How the tasks commit and roll back is the processing guarantee's `CommitProtocol` (commit.py);
-which failure gets which recovery is the table of failures.py; the tasks themselves (rebalances,
-creation, restore, rebuild) are the `TaskManager`'s (task_manager.py), the metrics bookkeeping
-`ThreadMetrics`' (thread_metrics.py).
+Loop: consume up to `batch_max_records` (waiting at most `batch_max_wait`) -> the task manager
+routes the batch to its tasks and runs them (`TaskManager.process`; task idling's buffered
+records, `process_idle`) -> wall-clock punctuation (`TaskManager.punctuate`) -> every
+`commit_interval`, `TaskManager.commit`. The thread calls the task manager and never the other
+way: the tasks (rebalances, creation, restore, processing, commit, recovery) are the
+`TaskManager`'s (task_manager.py), how they commit the processing guarantee's
+`CommitProtocol`'s (commit.py), which failure gets which recovery the table of failures.py's;
+the thread reads what it must act on (`TaskManager.error`: a rebalance callback gave up;
+`rejoin_pending`: a producer was fenced). A record error under the "fail" policy, or anything
+retrying cannot fix, stops the app: the state turns ERROR at that moment (health checks see it
+at once), then the thread rolls back and closes. The metrics bookkeeping is `ThreadMetrics`'
+(thread_metrics.py).
 """
 
 from __future__ import annotations
@@ -22,21 +20,16 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from itertools import groupby
+from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import KafkaException
-
 from kstream.config import Config
-from kstream.errors import KafkaClientError, StoreLostError
+from kstream.errors import KafkaClientError
 from kstream.kafka.consumer import Consumer
 from kstream.kafka.producer import Producer
 from kstream.kafka.supplier import ClientConfig
 from kstream.metrics import Metrics
 from kstream.runtime.commit import CommitProtocol, commit_protocol
-from kstream.runtime.failures import MAX_RETRIES, Recovery, route
-from kstream.runtime.future_timestamps import FutureTimestamps
 from kstream.runtime.globals import GlobalStores
 from kstream.runtime.outage import BrokerOutage
 from kstream.runtime.purge import RepartitionPurge
@@ -48,6 +41,7 @@ from kstream.runtime.rebalance import (
     effective_protocol,
     group_settings,
 )
+from kstream.runtime.retries import RetryBudget
 from kstream.runtime.standby import Membership, StandbyTasks
 from kstream.runtime.task_manager import TaskManager
 from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask
@@ -96,9 +90,7 @@ class StreamThread:
         self.on_state = on_state
         self.consumer: Consumer | None = None
         self.globals: GlobalStores | None = None
-        self.commits: CommitProtocol = commit_protocol(
-            ctx, self, self.metrics, self.transactional_id
-        )
+        self.commits: CommitProtocol = commit_protocol(ctx, self.metrics, self.transactional_id)
         # "cooperative", "eager" or "consumer" (kstream.runtime.rebalance)
         self.rebalance_protocol = effective_protocol(ctx.compiled, ctx.config)
         # under the consumer protocol: fails the thread if the broker never lets it join
@@ -108,38 +100,31 @@ class StreamThread:
         # warm copies of other instances' tasks (num_standby_replicas), and the publishing of
         # this thread's tasks to the instance registry
         self.standbys = StandbyTasks(ctx, membership, self.metrics, ctx.config.batch_max_records)
-        # the tasks: rebalances, creation, restore, rebuild and rollback
+        cfg = ctx.config
+        self._wait_s = cfg.batch_max_wait / 1000
+        self._max = cfg.batch_max_records
+        self._interval_s = cfg.commit_interval / 1000
+        self._gc_pause = cfg.gc_pause
+        # the loop's heartbeat, which liveness reads (a restore is a long turn, not a stall)
+        self.watchdog = Watchdog(excused=lambda: ctx.restoring > 0)
+        # waits out a broker that does not answer instead of spending retries on it
+        # whether Kafka answers the thread's consumer, asked of the consumer itself (a test
+        # replaces it)
+        self.kafka_probe: Callable[[float], bool] = lambda t: kafka_answers(self.consumer, t)
+        self.outage = BrokerOutage(
+            ctx.bootstrap_servers, lambda t: self.kafka_probe(t), stop, self.watchdog.beat
+        )
+        # the tasks: rebalances, creation, restore, processing, commit, rollback and rebuild
         self.task_manager = TaskManager(
             ctx,
-            self,
             self.commits,
+            RetryBudget(self.outage),
             self.metrics,
             stop,
             on_state,
             cooperative=self.rebalance_protocol in INCREMENTAL,
             standbys=self.standbys,
             broker_assigned=self.rebalance_protocol in BROKER_ASSIGNED,
-        )
-        # deletes consumed repartition records after commits, as Kafka Streams does
-        self.purge = RepartitionPurge(ctx)
-        self._last_commit = time.monotonic()
-        self._failures = 0
-        self._resubscribe = False
-        self.error: BaseException | None = None
-        cfg = ctx.config
-        self._wait_s = cfg.batch_max_wait / 1000
-        self._max = cfg.batch_max_records
-        self._interval_s = cfg.commit_interval / 1000
-        self._gc_pause = cfg.gc_pause
-        # counts and reports records that move stream time far past the wall clock
-        self.future = FutureTimestamps(cfg.future_timestamp_warning, self.metrics)
-        # how the thread waits before retrying (broker-free tests retry without waiting)
-        self.backoff: Callable[[float], None] = time.sleep
-        # the loop's heartbeat, which liveness reads (a restore is a long turn, not a stall)
-        self.watchdog = Watchdog(excused=lambda: ctx.restoring > 0)
-        # waits out a broker that does not answer instead of spending retries on it
-        self.outage = BrokerOutage(
-            ctx.bootstrap_servers, lambda t: self._kafka_answers(t), stop, self.watchdog.beat
         )
         self.metrics.loop_stalled_seconds = self.watchdog.stalled_for
         self.metrics.kafka_unreachable_seconds = self.outage.away_for
@@ -160,7 +145,35 @@ class StreamThread:
     def rejoin_pending(self) -> bool:
         """The thread leaves the group and rejoins at its next turn (its producer was
         fenced: its tasks were rolled back and commit nothing until then)."""
-        return self._resubscribe
+        return self.task_manager.rejoin_pending
+
+    @property
+    def error(self) -> BaseException | None:
+        """The error the thread stopped on (or a rebalance callback gave up on), if any."""
+        return self.task_manager.error
+
+    @error.setter
+    def error(self, error: BaseException | None) -> None:
+        self.task_manager.error = error
+
+    @property
+    def backoff(self) -> Callable[[float], None]:
+        """How the thread waits before retrying (broker-free tests retry without waiting,
+        the simulator on its clock)."""
+        return self.task_manager.retries.backoff
+
+    @backoff.setter
+    def backoff(self, backoff: Callable[[float], None]) -> None:
+        self.task_manager.retries.backoff = backoff
+
+    @property
+    def purge(self) -> RepartitionPurge:
+        """Deletes consumed repartition records after commits (the task manager's)."""
+        return self.task_manager.purge
+
+    @purge.setter
+    def purge(self, purge: RepartitionPurge) -> None:
+        self.task_manager.purge = purge
 
     @property
     def processed(self) -> int:
@@ -244,17 +257,10 @@ class StreamThread:
         """One turn of the loop: poll a batch, process it, punctuate, commit when due."""
         assert self.consumer is not None
         self.watchdog.beat()
-        if self._resubscribe:
-            self._resubscribe = False
-            for rt in self.tasks.values():
-                self.task_manager.rollback(rt, fenced=True)
-            self.task_manager.close_all()
-            self.commits.after_fenced()
-            log.info("leaving and rejoining the group")
-            self.consumer.unsubscribe()
-            self.task_manager.subscribe(self.consumer)
-            self.join_watch.subscribed(time.monotonic())
         tm = self.task_manager
+        if tm.rejoin_pending:
+            tm.rejoin()
+            self.join_watch.subscribed(time.monotonic())
         if tm.awaiting_seek and not tm.rebalancing:
             tm.apply_seeks()
         try:
@@ -274,19 +280,16 @@ class StreamThread:
             self.globals.poll(0)
         if msgs:
             self._process(msgs)
-        self._process_idle()
+        tm.process_idle()
         # asked once a turn: each asks the client for its group metadata (a call that takes
         # librdkafka's group lock while holding the GIL)
-        rebalancing = self.task_manager.rebalancing
+        rebalancing = tm.rebalancing
         if not rebalancing:
             self._tick_standbys()
         self.stats.gauges(self.tasks.values(), self.task_of.keys(), self.consumer)
-        now_ms = int(time.time() * 1000)
-        for rt in list(self.tasks.values()):
-            if rt.punctuates_wall_clock:
-                self.guard(rt, self._punctuate, rt, now_ms)
+        tm.punctuate(int(time.time() * 1000))
         self.stats.progress(self.tasks.values())
-        due = time.monotonic() - self._last_commit >= self._interval_s or any(
+        due = time.monotonic() - tm.last_commit >= self._interval_s or any(
             rt.task.commit_requested for rt in self.tasks.values()
         )
         # no commit while the group moves to a new generation (TaskManager.rebalancing)
@@ -306,7 +309,8 @@ class StreamThread:
             self.standbys.close()
 
     def _process(self, msgs: list[Any]) -> None:
-        """Run a batch through its tasks with the cyclic garbage collector paused.
+        """Run a batch through its tasks (`TaskManager.process`) with the cyclic garbage
+        collector paused.
 
         A batch allocates a few objects per record (records, decoded values, keys) that
         reference counting frees; but every 700 allocations CPython's collector scans the young
@@ -326,204 +330,20 @@ class StreamThread:
 
     def _process_batch(self, msgs: list[Any]) -> None:
         t0 = time.perf_counter()
-        groups = by_partition(msgs)
-        per_task: dict[RuntimeTask, dict[TP, list[Any]]] = {}
-        task_of = self.task_of
-        # rolled back, their seek deferred: the records read meanwhile are read again later
-        skip = self.task_manager.awaiting_seek
-        for tp, lst in groups.items():
-            rt = task_of.get(tp)
-            if rt is None or tp in skip:
-                continue
-            per_task.setdefault(rt, {})[tp] = lst
-        processed = 0
-        future, limit = self.future, self.future.limit(int(time.time() * 1000))
-        for rt, parts in per_task.items():
-            task = rt.task
-            task.future_limit, task.on_future = limit, future
-            if self.guard(rt, self._process_task, rt, parts):
-                processed += sum(len(v) for v in parts.values())
+        groups, processed = self.task_manager.process(msgs)
         self.stats.batch(msgs, groups, processed, time.perf_counter() - t0)
-
-    def _process_task(self, rt: RuntimeTask, parts: dict[TP, list[Any]]) -> None:
-        """`rt`'s share of the batch, in the commit period its protocol opens. A task with
-        input buffers (task idling) buffers it and processes what it is ready to."""
-        self.commits.begin(rt)
-        if rt.buffers is None:
-            rt.process(parts)
-        else:
-            rt.buffer(parts)
-            rt.process_ready(int(time.time() * 1000), self.fetched_lag)
-
-    def _process_idle(self) -> None:
-        """Give the tasks that hold back buffered records (task idling) their turn even when
-        the batch brought them nothing: an idle deadline may have passed, or a lag become
-        known. One readiness check per such task and turn, O(its partitions)."""
-        now_ms = 0
-        for rt in list(self.tasks.values()):
-            buffers = rt.buffers
-            if buffers is None or not buffers.pending:
-                continue
-            now_ms = now_ms or int(time.time() * 1000)
-            if buffers.ready(now_ms, self.fetched_lag):
-                self.guard(rt, self._drain, rt, now_ms)
-
-    def _drain(self, rt: RuntimeTask, now_ms: int) -> None:
-        """`rt`'s buffered records it is ready for, in the commit period its protocol opens."""
-        self.commits.begin(rt)
-        rt.process_ready(now_ms, self.fetched_lag)
-
-    def fetched_lag(self, tp: TP, position: int | None) -> int | None:
-        """The records the broker holds for `tp` past `position` (the next offset its task
-        expects; None: not known there), from the last fetch response, as Kafka's consumer
-        reports it to Kafka Streams' task idling: None while no fetch response told it yet.
-
-        The end is librdkafka's cached high watermark (the last stable offset under
-        read_committed). Where the consumer stands is the furthest of `position`, the
-        consumer's own position and its last end-of-partition event (cleared by a seek): a
-        transaction's commit marker follows its last record but is never delivered, so only
-        the end-of-partition event shows that the consumer got past it.
-        """
-        consumer = self.consumer
-        assert consumer is not None
-        high = consumer.high_watermark(*tp)
-        if high is None:
-            return None
-        at = -1 if position is None else position
-        eof = consumer.eof_offset(*tp)
-        if eof is not None:
-            at = max(at, eof)
-        try:
-            own = consumer.position([tp])[0].offset
-        except KafkaException:
-            own = -1
-        if own is not None:
-            at = max(at, own)
-        if at < 0:
-            return 0 if high == 0 else None  # a partition that never had a record
-        return max(0, high - at)
-
-    def _punctuate(self, rt: RuntimeTask, now_ms: int) -> None:
-        """`rt`'s wall-clock punctuations, in the commit period its protocol opens."""
-        self.commits.begin(rt)
-        rt.punctuate(now_ms)
-
-    def guard(self, rt: RuntimeTask, fn: Callable[..., Any], *args: Any) -> bool:
-        """Run `fn`; on a failure the table of failures.py routes, recover (the loop retries)
-        and return False; an error the table says stops the thread is raised."""
-        try:
-            fn(*args)
-            return True
-        except Exception as e:
-            recovery = route(e, rt.producer if self.commits.transactional else None)
-            if recovery is Recovery.STOP:
-                raise
-            log.warning("task %s: %s; %s", rt.id, e, recovery.value)
-            self._recover(rt, recovery, e)
-            return False
-
-    def _recover(self, rt: RuntimeTask, recovery: Recovery, e: BaseException) -> None:
-        """Carry out `recovery` of `rt` after its step failed with `e`: with a broker that
-        answers (an outage is waited out first, and counts no retry), since a recovery may
-        need a new producer, which could not start without one."""
-        tm = self.task_manager
-        waited = recovery is not Recovery.REBUILD and self.outage.wait_out(e)
-        if recovery is Recovery.REJOIN:
-            tm.rollback(rt, fenced=True)
-            self._resubscribe = True
-            return
-        if recovery is Recovery.REVIVE:
-            try:
-                tm.revive(rt)
-            except KafkaClientError as revive_error:
-                # the group's assignment creates the tasks from the committed state too
-                log.warning("reviving the tasks: %s; rejoining the group", revive_error)
-                self._resubscribe = True
-                return
-        elif recovery is Recovery.REBUILD:
-            tm.seek_back(tm.rollback_quietly(rt))
-            tm.rebuild(rt)
-        else:
-            failed = rt.producer
-            tm.seek_back(tm.rollback(rt))
-            # a stuck producer's abort failed at once and the rollback replaced it already
-            if recovery is Recovery.RECREATE_PRODUCER or (
-                recovery is Recovery.ABANDON_PRODUCER and rt.producer is failed
-            ):
-                self.commits.recreate_producer(rt, list(self.tasks.values()))
-        if not waited:
-            self.failed_once(e)
-
-    def apply(self, rt: RuntimeTask, delivered: dict[TP, int]) -> None:
-        """Apply `rt`'s write caches after its commit. A store that lost its data meanwhile
-        is rebuilt from its changelog, which already holds this commit."""
-        try:
-            rt.apply(delivered)
-        except StoreLostError as e:
-            log.warning("task %s: %s after its commit; rebuilding its stores", rt.id, e)
-            rt.committed.update(rt.next_offsets)
-            self.task_manager.rebuild(rt)
-
-    def retry_from_committed(self, tasks: Sequence[RuntimeTask], error: BaseException) -> None:
-        """After a failed commit: roll `tasks` back, seek to their committed offsets, back off
-        (an outage is waited out first, and counts no retry)."""
-        waited = self.outage.wait_out(error)
-        for rt in tasks:
-            self.task_manager.seek_back(self.task_manager.rollback(rt))
-        if tasks and route(error) is Recovery.ABANDON_PRODUCER:  # a flush stuck for good
-            self.commits.recreate_producer(tasks[0], list(self.tasks.values()))
-        if not waited:
-            self.failed_once(error)
-
-    def progressed(self) -> None:
-        self._failures = 0
-
-    def fail(self, error: BaseException) -> None:
-        """Give up from a rebalance callback: the loop raises `error` at its next turn."""
-        self.error = error
-        self.stop.set()
-
-    def failed_once(self, e: BaseException) -> None:
-        """Count a failed attempt and back off; raise `e` when the retries are used up. A
-        failure while Kafka does not answer is no attempt: the outage is waited out."""
-        if self.outage.wait_out(e):
-            return
-        self._failures += 1
-        if self._failures > MAX_RETRIES:
-            raise e
-        self.backoff(min(0.1 * self._failures, 2.0))
 
     # --- commit ----------------------------------------------------------------------------
 
     def commit(self) -> None:
         """Commit the open tasks now (the loop does when `commit_interval` has passed or a
-        task asked for it)."""
-        assert self.consumer is not None
-        self._last_commit = time.monotonic()
-        t0 = time.perf_counter()
-        transactions = self.commits.commit(list(self.tasks.values()), self.consumer)
-        if transactions is not None:
-            self.metrics.commit(time.perf_counter() - t0, transactions)
-            self.purge.after_commit(self.tasks.values())
+        task asked for it; `TaskManager.commit`)."""
+        self.task_manager.commit()
 
     def commit_all_or_rollback(self) -> list[RuntimeTask]:
-        """Commit the open tasks (at a revoke or the end); if that raises, roll every task
-        back. The tasks rolled back (their partitions must be sought back if they go on)."""
-        try:
-            self.commit()
-        except Exception as e:
-            log.warning("final commit failed: %s", e)
-            rolled: list[RuntimeTask] = []
-            for rt in self.tasks.values():
-                rolled += self.task_manager.rollback(rt)
-            return rolled
-        return []
-
-    def _kafka_answers(self, timeout_s: float) -> bool:
-        """Whether Kafka answers the thread's consumer (kstream.runtime.outage's probe); a
-        consumer without the probe (a mock) counts as answered."""
-        answers = getattr(self.consumer, "answers", None)
-        return True if answers is None else bool(answers(timeout_s))
+        """Commit the open tasks (at the end); if that raises, roll every task back
+        (`TaskManager.commit_all_or_rollback`)."""
+        return self.task_manager.commit_all_or_rollback()
 
     def _shutdown(self) -> None:
         if self.error is not None:
@@ -553,43 +373,8 @@ class StreamThread:
                 log.warning("closing %s: %s", what, e)
 
 
-def by_partition(msgs: list[Any]) -> dict[TP, list[Any]]:
-    """`msgs` by (topic, partition), each partition's in the order consumed, the partitions in
-    the order they first appear.
-
-    A consumer returns a partition's messages in runs. With one topic in the batch (a task
-    reading one topic: every stateless and most stateful apps) the runs are cut by
-    `itertools.groupby` on the partition, read with the message class's own method from C
-    (not `operator.methodcaller`, which builds a bound method per call and cost twice the
-    loop); several topics, or a batch of mixed message classes, take a loop that looks each
-    run's list up once."""
-    groups: dict[TP, list[Any]] = {}
-    if msgs:
-        cls = type(msgs[0])
-        try:
-            topics = set(map(cls.topic, msgs))
-            if len(topics) == 1:
-                (topic,) = topics
-                for part, run in groupby(msgs, cls.partition):
-                    found = groups.get((topic, part))
-                    if found is None:
-                        groups[(topic, part)] = list(run)
-                    else:
-                        found.extend(run)
-                return groups
-        except (TypeError, AttributeError):  # a message of another class: the loop asks each
-            groups = {}
-    last_topic: str | None = None
-    last_part = -1
-    lst: list[Any] = []
-    for m in msgs:
-        part = m.partition()
-        topic = m.topic()
-        if part != last_part or topic != last_topic:
-            last_topic, last_part = topic, part
-            found = groups.get((topic, part))
-            if found is None:
-                groups[(topic, part)] = found = []
-            lst = found
-        lst.append(m)
-    return groups
+def kafka_answers(consumer: Consumer | None, timeout_s: float) -> bool:
+    """Whether Kafka answers `consumer` (kstream.runtime.outage's probe); a consumer without
+    the probe (a mock), or none yet, counts as answered."""
+    answers = getattr(consumer, "answers", None)
+    return True if answers is None else bool(answers(timeout_s))

@@ -1,11 +1,11 @@
-"""How the stream thread splits a consumed batch by partition (`thread.by_partition`)."""
+"""How the stream thread splits a consumed batch by partition (`task_executor.by_partition`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from kstream.runtime.thread import by_partition
+from kstream.runtime.task_executor import by_partition
 
 
 @dataclass

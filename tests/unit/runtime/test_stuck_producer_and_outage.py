@@ -152,7 +152,7 @@ def test_a_stuck_send_offsets_is_abandoned_for_a_new_producer_and_outputs_stay_e
         assert len(stuck) == 1 and stuck[0].stuck is not None
         # the stuck one is let go, and no task writes through it any more
         assert all(rt.producer is not stuck[0] for rt in r.thread.tasks.values())
-        assert r.thread._failures <= 1
+        assert r.thread.task_manager.retries.failures <= 1
         assert r.app.metrics.txn_aborted == 1
     assert sorted(counts(cluster)) == EXACT
     assert cluster.committed("app", SRC, 0) == 2
@@ -203,12 +203,12 @@ def test_failures_while_kafka_does_not_answer_spend_no_retries(
     with running(cluster, tmp_path, guarantee) as r:
         log: list[str] = []
         probe = Probe(0, log)
-        r.thread._kafka_answers = probe  # type: ignore[method-assign]
+        r.thread.kafka_probe = probe
         cluster.fail_next_commit(MAX_RETRIES + 10)
         for _ in range(MAX_RETRIES + 20):
             probe.away = 2  # away when the failure is seen, back two probes later
             r.turn()
-        assert r.thread._failures == 0
+        assert r.thread.task_manager.retries.failures == 0
         assert r.thread.outage.outages >= MAX_RETRIES + 10
     assert sorted(counts(cluster)) == EXACT
 
@@ -218,7 +218,7 @@ def test_failures_while_kafka_answers_still_end_the_thread(tmp_path: Path, quick
     (the same error every time) uses the retries up, as before."""
     cluster = cluster_with_input("a b", "b c")
     with running(cluster, tmp_path, "exactly_once_v2") as r:
-        r.thread._kafka_answers = Probe(0, [])  # type: ignore[method-assign]
+        r.thread.kafka_probe = Probe(0, [])
         cluster.fail_next_commit(MAX_RETRIES + 10)
         with pytest.raises(KafkaClientError):
             r.turn(MAX_RETRIES + 10)
@@ -243,11 +243,11 @@ def test_a_new_producer_is_built_only_once_kafka_answers_again(
     cluster = cluster_with_input("a b", "b c")
     with running(cluster, tmp_path, guarantee) as r:
         r.poll()  # the batch is processed: its transaction is open
-        r.thread._kafka_answers = Probe(3, log)  # type: ignore[method-assign]
+        r.thread.kafka_probe = Probe(3, log)
         log.clear()
         cluster.time_out_transactions()
         r.turn(4)
         first = log.index("new producer")
         assert log[:first] == ["away", "away", "away", "answers"]
-        assert r.thread._failures == 0
+        assert r.thread.task_manager.retries.failures == 0
     assert sorted(counts(cluster)) == EXACT
