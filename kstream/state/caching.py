@@ -43,7 +43,7 @@ writes: what the retry forwards is computed again.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kstream.records import Record
@@ -174,6 +174,58 @@ class CachingStore:
         if cache.size > cache.max_bytes:
             while cache.size > cache.max_bytes and entries:
                 self._evict()
+
+    def batch_room(self, pkeys: Iterable[bytes], value_len: int) -> bool:
+        """Whether writing each of `pkeys` (any number of times) with values of `value_len`
+        bytes keeps the thread's cache within its budget after every write, so that no write
+        evicts: then one update per key, handed over after the batch (`cache_updates`), leaves
+        the cache as an update per write would have. Every write of a key gives its entry the
+        same size, so the cache is never larger than when every key has grown once."""
+        entries = self._entries
+        grow = 0
+        for pkey in pkeys:
+            e = entries.get(pkey)
+            d = len(pkey) + value_len + ENTRY_OVERHEAD - (0 if e is None else e.size)
+            if d > 0:
+                grow += d
+        cache: RecordCache = self.cache
+        return cache.size + grow <= cache.max_bytes
+
+    def cache_updates(
+        self, updates: list[tuple[bytes, Record, Any]], recency: Iterable[bytes]
+    ) -> None:
+        """Hold back the latest update of each key a processor wrote in one batch, after all
+        its store writes: `updates` are `(physical key, its latest update record, the value
+        the key had before the batch)` in the order the keys were first written in the batch
+        (the order they become dirty, hence flush); `recency` the keys in the
+        order of their last write (the least-recently-written order evictions follow). The
+        caller checked `batch_room`: the same entries, sizes, dirty order and recency order as
+        `cache_update` after every write, without a call per write."""
+        typed = self._typed
+        typed.last_written = None
+        data = typed._cache.data
+        cache, entries, dirty = self.cache, self._entries, self._dirty
+        for pkey, record, before in updates:
+            value = data.get(pkey)
+            size = len(pkey) + (0 if value is None else len(value)) + ENTRY_OVERHEAD
+            e = entries.get(pkey)
+            if e is None:
+                entries[pkey] = _Entry(record, before, size)
+                dirty[pkey] = None
+                cache.size += size
+            else:
+                cache.size += size - e.size
+                e.size = size
+                if not e.dirty:
+                    e.dirty = True
+                    e.old = before
+                    dirty[pkey] = None
+                e.record = record
+        move = entries.move_to_end
+        for pkey in recency:
+            move(pkey)
+        while cache.size > cache.max_bytes and entries:  # not reached after `batch_room`
+            self._evict()
 
     # --- flushing -------------------------------------------------------------------------------
 
