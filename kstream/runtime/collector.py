@@ -11,18 +11,47 @@ for the stream thread's metrics.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from kstream.broker_compat import BrokerCompat
+from kstream.config import Config
 from kstream.errors import ProduceError
 from kstream.kafka.chosen_topic import partitions_from_metadata
-from kstream.kafka.producer import UNASSIGNED
+from kstream.kafka.producer import UNASSIGNED, Producer
 from kstream.records import Headers, Record, derive
 from kstream.state.provenance import HEADER, encoder
+from kstream.topology.task import Task
 
-if TYPE_CHECKING:
-    from kstream.runtime.tasks import RuntimeTask
+__all__ = ["CollectingTask", "Collector"]
 
-__all__ = ["Collector"]
+
+class CollectingContext(Protocol):
+    """What the collector reads of the app's shared context (`tasks.RuntimeContext`)."""
+
+    @property
+    def compat(self) -> BrokerCompat: ...
+
+    @property
+    def partition_counts(self) -> dict[str, int]: ...
+
+    @property
+    def config(self) -> Config: ...
+
+
+class CollectingTask(Protocol):
+    """What the collector needs of its task (`tasks.RuntimeTask`, which owns it): the producer
+    the task writes through now (the commit protocol may replace it), the topology's task
+    (the record being processed, where a failed send is reported) and the shared context. A
+    protocol, so that the collector does not import the module of the task that imports it."""
+
+    @property
+    def producer(self) -> Producer: ...
+
+    @property
+    def task(self) -> Task: ...
+
+    @property
+    def ctx(self) -> CollectingContext: ...
 
 
 class Collector:
@@ -38,7 +67,7 @@ class Collector:
 
     __slots__ = ("_client_produce", "_producer", "counters", "produced", "rt", "stamp")
 
-    def __init__(self, rt: RuntimeTask) -> None:
+    def __init__(self, rt: CollectingTask) -> None:
         self.rt = rt
         self.stamp = rt.ctx.compat.provenance
         # the task's producer and its client's produce (None: the producer has none, e.g. a

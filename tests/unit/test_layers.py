@@ -248,8 +248,6 @@ KNOWN_FILE_CIRCLES: dict[frozenset[str], str] = {
     "another and their files also hold the processors they add; placing the processors in "
     "dsl/processors/<family>.py, imported one way, is the open part of the runtime and DSL "
     "restructuring",
-    frozenset({"kstream.runtime.collector", "kstream.runtime.tasks"}): "a task owns its "
-    "collector and the collector reports sends to its task",
 }
 
 
