@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kstream.dsl.fk_wire import (
     DELETE_INSTRUCTIONS,
@@ -101,14 +101,6 @@ def _bytes(serde: Serde, value: Any, topic: str) -> bytes | None:
 class SubscriptionSendProcessor(BuiltinProcessor):
     """The left table's updates as subscriptions keyed by foreign key (Kafka's
     `SubscriptionSendProcessorSupplier`, whose instructions it sends: see the module)."""
-
-    # the Spark runner plans its stages as a chain of sub-topologies; a foreign-key join's
-    # response topic feeds back into the sub-topology its subscriptions come from
-    spark_refusal: ClassVar[str] = (
-        "foreign-key KTable joins are not supported on Spark (their subscriptions and responses "
-        "go back and forth between the two tables' sub-topologies, a loop Spark's stage plan "
-        "cannot run); run the app on the native engine"
-    )
 
     def __init__(
         self,

@@ -55,6 +55,12 @@ def sink_group(app_id: str) -> str:
     return f"{app_id}-spark-sink"
 
 
+def slot_transactional_id(app_id: str, slot: int) -> str:
+    """The transactional id of a query's write slot: every writer of the slot, in any process
+    and any run, uses it, so each fences the ones before it."""
+    return f"{app_id}-spark-sink-{slot}"
+
+
 def ensure_marker_topic(admin: Any, app_id: str, slots: int) -> int:
     """Create the marker topic with `slots` partitions unless it exists; its partition count."""
     topic = marker_topic(app_id)
@@ -192,7 +198,9 @@ class SlotWriter:
                     self.bootstrap_servers,
                     self.kafka,
                     transactional_id=(
-                        f"{self.app_id}-spark-sink-{self.slot}" if self.transactional else None
+                        slot_transactional_id(self.app_id, self.slot)
+                        if self.transactional
+                        else None
                     ),
                 )
             )

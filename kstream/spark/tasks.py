@@ -113,7 +113,9 @@ class TaskPlan:
     """The compiled topology and how its sub-topologies become queries.
 
     `order` lists sub-topology ids upstream first, `upstream` the sub-topologies each one reads
-    from (through repartition topics); `stateful` those that need Spark state
+    from (through repartition topics) outside the loop it is in, `loops` the sub-topologies that
+    feed one another (see `kstream.spark.runner.TaskQueries`); `stateful` those that need Spark
+    state
     (stores, global stores, a processor that is not a built-in stateless one, or several input
     topics, whose records a task merges by timestamp). `partitions`
     (every source, sink and internal topic's partition count) is filled in when the query
@@ -129,6 +131,9 @@ class TaskPlan:
     stateful: set[int]
     global_topics: list[str]
     upstream: dict[int, set[int]] = field(default_factory=dict)
+    # sub-topologies that feed one another through topics (a foreign-key join's two sides, a
+    # sub-topology reading what it writes), each loop's in id order
+    loops: list[list[int]] = field(default_factory=list)
     partitions: dict[str, int] = field(default_factory=dict)
     bootstrap_servers: str = ""
     kafka: dict[str, Any] = field(default_factory=dict)
@@ -188,28 +193,26 @@ def build_task_plan(topology: Topology, app_id: str) -> TaskPlan:
     for s in subs:
         for t in s.sink_topics:
             writers.setdefault(t, []).append(s.id)
-    upstream: dict[int, set[int]] = {s.id: set() for s in subs}
+    feeds: dict[int, set[int]] = {s.id: set() for s in subs}  # writer -> its readers
     for s in subs:
         for t in s.source_topics:
-            upstream[s.id].update(w for w in writers.get(t, ()) if w != s.id)
-        if set(s.source_topics) & set(s.sink_topics):
-            raise TopologyError(
-                f"sub-topology {s.id} reads a topic it writes "
-                f"({sorted(set(s.source_topics) & set(s.sink_topics))}): such a loop cannot "
-                "run on Spark"
-            )
+            for w in writers.get(t, ()):
+                feeds[w].add(s.id)
+    components = _components(sorted(feeds), feeds)
+    comp_of = {sid: i for i, comp in enumerate(components) for sid in comp}
+    # what feeds each sub-topology from outside the loop it is in (itself, when in none)
+    upstream: dict[int, set[int]] = {
+        sid: {w for w in feeds if sid in feeds[w] and comp_of[w] != comp_of[sid]} for sid in feeds
+    }
+    loops = [comp for comp in components if len(comp) > 1 or comp[0] in feeds[comp[0]]]
+    # upstream first, in waves (each wave: every component whose upstream is done, by id)
     order: list[int] = []
-    done: set[int] = set()
-    while len(order) < len(subs):
-        ready = [s.id for s in subs if s.id not in done and upstream[s.id] <= done]
-        if not ready:
-            left = sorted(set(upstream) - done)
-            raise TopologyError(
-                f"sub-topologies {left} feed each other through topics in a loop: such a "
-                "topology cannot run on Spark"
-            )
-        order.extend(ready)
-        done.update(ready)
+    left = sorted(components)
+    while left:
+        done = set(order)
+        wave = [c for c in left if all(u in done for sid in c for u in upstream[sid])]
+        order.extend(sid for c in wave for sid in c)
+        left = [c for c in left if c not in wave]
     stateful: set[int] = set()
     internal = set(compiled.repartition_topics)
     for s in subs:
@@ -239,6 +242,7 @@ def build_task_plan(topology: Topology, app_id: str) -> TaskPlan:
         stateful,
         sorted(compiled.global_topics),
         upstream,
+        loops=loops,
     )
     try:
         loads(plan.blob())
@@ -248,6 +252,50 @@ def build_task_plan(topology: Topology, app_id: str) -> TaskPlan:
             "(functions and serdes in it must pickle)"
         ) from e
     return plan
+
+
+def _components(nodes: list[int], feeds: Mapping[int, set[int]]) -> list[list[int]]:
+    """The strongly connected components of the graph `feeds` (node -> the nodes it feeds),
+    upstream first, each's nodes sorted (Tarjan's algorithm, iterative)."""
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    on_stack: set[int] = set()
+    stack: list[int] = []
+    out: list[list[int]] = []
+    for root in nodes:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(feeds[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(feeds[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    comp.append(member)
+                    if member == node:
+                        break
+                out.append(sorted(comp))
+    out.reverse()  # Tarjan finds a component after every one it feeds
+    return out
 
 
 def _processor_class(node: ProcessorDef) -> type | None:
@@ -349,9 +397,18 @@ class _Collector:
             offset, rank = last[0], last[1] + 1
         self.high[(src_topic, src_part)] = (offset, rank)
         if partition is None:
+            placed = destination(topic, key, None, self.partitions)
+            n = self.partitions.get(topic)
+            if placed < 0 and key is None and n:
+                # no key (a left foreign-key join's row without a foreign key, a stream's
+                # keyless record): Kafka's producer picks any partition, so the task picks its
+                # own (modulo the count). Left to the producer, the row could land in a
+                # partition another write slot writes in the same batch, in another
+                # transaction: the ids in that partition would no longer grow in write order
+                # and a reader (`HighMarks`) would drop the later ones as repeats.
+                placed = self.fallback[1] % n
             # a topic counted nowhere (a missing sink topic) is left to the producer's
             # partitioner, as on the native runtime
-            placed = destination(topic, key, None, self.partitions)
             partition = placed if placed >= 0 else None
         c = self.cols
         c["topic"].append(topic)

@@ -453,6 +453,28 @@ def test_a_tasks_provenance_ids_grow_in_the_order_it_writes() -> None:
     assert all(marks.admit("rep", provenance.encode(*i), 0, None) for i in ids)
 
 
+def test_a_row_without_a_key_goes_to_the_tasks_own_partition() -> None:
+    """A keyless row (a left foreign-key join's subscription for a row without a foreign key)
+    is placed by the task: left to the producer it could land in a partition another write
+    slot writes in the same batch, and the ids in that partition would not grow in write
+    order (a reader drops the later ones as repeats). Keyed rows go by their key."""
+    from kstream.spark.sink import destination
+    from kstream.spark.tasks import _Collector
+
+    for task in range(5):
+        c = _Collector({"subs": 2, "out": 3}, partition=task)
+        c._row(("in", task, 1), "subs", None, b"v", 1, (), None)
+        c._row(("in", task, 2), "out", None, b"v", 1, (), None)
+        c._row(("in", task, 3), "out", b"k", b"v", 1, (), None)
+        c._row(("in", task, 4), "missing", None, b"v", 1, (), None)
+        assert c.take()["part"] == [
+            task % 2,
+            task % 3,
+            destination("out", b"k", None, {"out": 3}),
+            None,
+        ]
+
+
 def test_a_versioned_tables_batches_read_what_they_touch() -> None:
     """A task opens its stores every batch; a versioned store purging afresh at each opening
     would scan every key's latest version per batch. With the purge mark in the task's

@@ -247,12 +247,17 @@ def test_a_foreign_value_of_no_bytes_joins_as_no_value(left_join: bool) -> None:
 # --- Spark, docstrings ------------------------------------------------------------------------
 
 
-def test_spark_refuses_a_foreign_key_join_when_the_plan_is_built() -> None:
+def test_spark_plans_a_foreign_key_joins_two_sides_as_a_loop() -> None:
+    """The subscriptions go from the left table's sub-topology to the right table's and the
+    responses come back: Spark runs the two as a loop (kstream.spark.runner.TaskQueries)."""
     pytest.importorskip("pyspark")
     from kstream.spark.tasks import build_task_plan
 
-    with pytest.raises(TopologyError, match="foreign-key KTable joins are not supported on Spark"):
-        build_task_plan(fk_app().build(), "app")
+    plan = build_task_plan(fk_app().build(), "app")
+    assert len(plan.loops) == 1 and len(plan.loops[0]) == 2
+    left, right = plan.loops[0]
+    assert any(t in plan.sources[right] for t in plan.sinks[left])  # subscriptions
+    assert any(t in plan.sources[left] for t in plan.sinks[right])  # responses
 
 
 @pytest.mark.parametrize("qualname", ["KTable.join", "KTable.left_join"])

@@ -54,4 +54,5 @@ def test_ranks_and_partitions_are_the_sinks_own() -> None:
         if topic == "many":
             assert part == default_partition(k, 3)
         else:
-            assert (k, part) == (None, None)  # no key: the producer picks
+            # no key: the task's own partition (one write slot per partition and batch)
+            assert (k, part) == (None, 1)
