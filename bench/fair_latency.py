@@ -14,16 +14,24 @@ in interleaved pairs (floor then kstream, or kstream then floor, the order shuff
 run's seed), each pair on the same broker within seconds of each other; each pair gives one
 ratio of p99s (and of p50s), and the result is the median ratio over the pairs with a 95%
 bootstrap confidence interval (resampling the pairs), beside each side's medians and spread.
+
+`make bench` runs it after its throughput runs; alone, on a broker of its own warmed by one
+discarded pair:
+
+    python bench/fair_latency.py [--pairs 5] [--seed 1] [--out FILE] [--other-floor PIPE]
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import random
 import statistics
 import tempfile
 from typing import Any
 
-from brokers import BenchBroker
+from brokers import BenchBroker, start_broker
 from run_all import LATENCY_KNOBS, latency_run
 
 # the pipelines run as kstream's latency settings do: 20 ms commits, 5 ms fetch waits
@@ -45,18 +53,31 @@ def bootstrap_ci(values: list[float], rng: random.Random) -> tuple[float, float]
 
 
 def latency_pairs(
-    broker: BenchBroker, pairs: int, seed: int, rate: int = RATE, seconds: float = SECONDS
+    broker: BenchBroker,
+    pairs: int,
+    seed: int,
+    rate: int = RATE,
+    seconds: float = SECONDS,
+    other_floor: str | None = None,
 ) -> dict[str, Any]:
-    """`pairs` interleaved floor/kstream runs on `broker`; the ratios with their interval."""
+    """`pairs` interleaved floor/kstream runs on `broker`; the ratios with their interval.
+    `other_floor`: a `kstream_pipe.py` whose raw loop runs as a third side of every pair
+    ("other floor": another tree's loop, to compare two floors in one sitting)."""
     rng = random.Random(seed)
     runs: list[dict[str, Any]] = []
+    sides = list(SIDES)
+    if other_floor:
+        sides.append(("other floor", "raw", "exactly_once"))
     for k in range(1, pairs + 1):
-        order = list(SIDES)
+        order = list(sides)
         rng.shuffle(order)
         pair = {}
         for side, engine, guarantee in order:
+            pipe = other_floor if side == "other floor" else None
             with tempfile.TemporaryDirectory() as tmp:
-                r = latency_run(broker, rate, seconds, tmp, guarantee, KNOBS, engine=engine)
+                r = latency_run(
+                    broker, rate, seconds, tmp, guarantee, KNOBS, engine=engine, pipe=pipe
+                )
             pair[side] = r
             print(
                 f"latency pair {k}/{pairs} {side}: p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms "
@@ -72,7 +93,9 @@ def latency_pairs(
         "target_p99_over_floor": TARGET,
         "runs": runs,
     }
-    for side, _, _ in SIDES:
+    if other_floor:
+        out["other_floor"] = other_floor
+    for side, _, _ in sides:
         for q in ("p50_ms", "p99_ms"):
             values = [r[side][q] for r in runs]
             out[f"{side}_{q}"] = {
@@ -105,7 +128,7 @@ def latency_table(lat: dict[str, Any]) -> str:
         "| path | p50 | p99 |",
         "|---|---|---|",
     ]
-    for side, _, _ in SIDES:
+    for side in [s for s, _, _ in SIDES] + (["other floor"] if "other floor_p50_ms" in lat else []):
         lines.append(f"| {side} | {cell(lat[f'{side}_p50_ms'])} | {cell(lat[f'{side}_p99_ms'])} |")
     lines.append("")
     for q in ("p50", "p99"):
@@ -115,3 +138,29 @@ def latency_table(lat: dict[str, Any]) -> str:
             f"(95% CI {r['ci95'][0]:.2f}-{r['ci95'][1]:.2f})"
         )
     return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="floor/kstream latency pairs on a broker of their own")
+    ap.add_argument("--pairs", type=int, default=PAIRS)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", default="", help="write the result (JSON) here")
+    ap.add_argument(
+        "--other-floor", default="", help="another kstream_pipe.py: its raw loop as a third side"
+    )
+    args = ap.parse_args(argv)
+    other = os.path.abspath(args.other_floor) if args.other_floor else None
+    with start_broker("kafka") as broker:
+        # a fresh broker's first seconds are compiling (run_all.latency_runs): one pair, unused
+        latency_pairs(broker, 1, args.seed + 1)
+        lat = latency_pairs(broker, args.pairs, args.seed, other_floor=other)
+    lat["seed"] = args.seed
+    print(latency_table(lat))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(lat, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

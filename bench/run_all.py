@@ -451,9 +451,11 @@ def latency_run(
     kafka: dict[str, Any] = LATENCY_KAFKA,
     engine: str = "kstream",
     input_linger_ms: int | None = None,
+    pipe: str | None = None,
 ) -> dict[str, Any]:
     """kstream P1 fed at `rate` records/s; end-to-end latency percentiles. `input_linger_ms`:
-    the upstream producer's linger.ms (None: librdkafka's default, 5 ms)."""
+    the upstream producer's linger.ms (None: librdkafka's default, 5 ms). `pipe`: another
+    `kstream_pipe.py` to run (another tree's, to compare loops side by side)."""
     bs = broker.bootstrap_servers
     compat = broker.compat if engine == "kstream" else NO_COMPAT
     src, out = f"lat-in-{uuid.uuid4().hex[:6]}", f"lat-out-{uuid.uuid4().hex[:6]}"
@@ -471,7 +473,7 @@ def latency_run(
     warm_expected = outputs(0, warm)
     cmd = [
         sys.executable,
-        os.path.join(HERE, "kstream_pipe.py"),
+        pipe or os.path.join(HERE, "kstream_pipe.py"),
         f"--engine={engine}",
         "--pipeline=P1" if engine == "kstream" else "--pipeline=raw",
         f"--guarantee={guarantee}",
