@@ -32,8 +32,8 @@ from e2e.supervised import APP_MODULE
 from e2e.support import Results, check_exact, create_topics, produce, require_kafka
 from e2e.test_consumer_protocol_standby import group_type
 from e2e.test_incremental_rebalance import _group_session
+from kstream import App, AppState
 from kstream.kafka.broker import free_port
-from kstream.runtime import App, AppState
 
 # Apache Kafka 4.0+ (support.kafka_features): skipped on an older broker
 pytestmark = pytest.mark.kafka_feature("consumer_group_protocol")
