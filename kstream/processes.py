@@ -124,20 +124,6 @@ class App(RuntimeApp):
             )
         return super().__new__(cls)
 
-    def __init__(
-        self,
-        topology: Any,
-        app_id: str,
-        bootstrap_servers: str,
-        processing_guarantee: str = DEFAULT_GUARANTEE,
-        config: Mapping[str, Any] | Config | None = None,
-        client_supplier: ClientSupplier | None = None,
-    ) -> None:
-        rest, _ = split_processes(config)  # "processes": 1 runs here
-        super().__init__(
-            topology, app_id, bootstrap_servers, processing_guarantee, rest, client_supplier
-        )
-
 
 class AppProcesses:
     """An app run as N worker processes under one supervisor: `kstream.App(config=

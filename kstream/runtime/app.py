@@ -24,7 +24,7 @@ from kstream.config import (
     validate_bootstrap_servers,
     validate_topic_names,
 )
-from kstream.errors import KStreamError, TopologyError
+from kstream.errors import ConfigError, KStreamError, TopologyError
 from kstream.guarantee import DEFAULT_GUARANTEE, parse_guarantee
 from kstream.kafka.admin import TopicSpec
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
@@ -45,6 +45,7 @@ from kstream.runtime.state_lock import StateDirLock
 from kstream.runtime.store_health import unanswered_store
 from kstream.runtime.tasks import RuntimeContext
 from kstream.runtime.thread import StreamThread
+from kstream.runtime.workers import split_processes
 from kstream.topology.topology import Topology
 
 log = logging.getLogger("kstream.runtime")
@@ -70,6 +71,12 @@ class App:
         config: Mapping[str, Any] | Config | None = None,
         client_supplier: ClientSupplier | None = None,
     ) -> None:
+        config, processes = split_processes(config)
+        if processes > 1:
+            raise ConfigError(
+                f"config['processes']: {processes} worker processes run through kstream.App "
+                "(kstream.processes.AppProcesses); kstream.runtime.App runs in this process"
+            )
         if isinstance(topology, str):
             from kstream.runtime.target import load_target
 
