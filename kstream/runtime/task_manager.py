@@ -25,11 +25,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
 
 from kstream.errors import KafkaClientError, StoreError
 from kstream.kafka.consumer import Consumer
@@ -39,6 +39,7 @@ from kstream.runtime.failures import Recovery, route
 from kstream.runtime.future_timestamps import FutureTimestamps
 from kstream.runtime.purge import RepartitionPurge
 from kstream.runtime.rebalance import generation, split_tasks
+from kstream.runtime.restorer import Restored, Restorer
 from kstream.runtime.retries import RetryBudget
 from kstream.runtime.standby import StandbyTasks, keepable
 from kstream.runtime.task_executor import TaskExecutor, fetched_lag
@@ -53,6 +54,13 @@ __all__ = ["TaskManager"]
 TaskId = tuple[int, int]
 """(sub-topology, partition)"""
 
+
+RESTORE_SLICE = 1
+"""Changelog batches (`restorer.RESTORE_BATCH` records each) restored per loop turn while tasks
+run (`TaskManager.restore`): the running tasks' turns go on between the batches."""
+RESTORE_SLICE_IDLE = 25
+"""Changelog batches restored per loop turn when no task runs yet: restoration has the thread
+to itself, and the loop still turns between slices (heartbeats, revokes, standbys)."""
 
 FIRST_READ_S = 0.5
 """exactly_once: how long the first read of a new task's committed offsets may wait before its
@@ -116,6 +124,8 @@ class TaskManager:
         self.tasks: dict[TaskId, RuntimeTask] = {}
         self.task_of: dict[TP, RuntimeTask] = {}
         self.consumer: Consumer | None = None
+        # new tasks whose stores are being restored beside the running ones (restorer.py)
+        self.restorer = Restorer(ctx, commits.transactional)
         # the stores of tasks given up in the rebalance under way, kept until its assignment
         # (`_suspend`), when standby replicas do not keep them
         self._suspended: dict[TaskId, dict[str, Store]] = {}
@@ -306,6 +316,7 @@ class TaskManager:
         and under exactly_once_v2 they share one transaction with the tasks that stay.
         """
         self.on_state("REBALANCING")
+        self._stop_restoring(parts)
         moving = self._tasks_of(parts)
         if moving:
             rolled: list[RuntimeTask] = []
@@ -326,6 +337,7 @@ class TaskManager:
         are discarded without a commit. Rolling one back rolls back the transaction it
         shares, so the tasks that stay are sought back to their committed offsets."""
         self.on_state("REBALANCING")
+        self._stop_restoring(parts)
         lost = self._tasks_of(parts)
         rolled: list[RuntimeTask] = []
         for rt in lost:
@@ -336,8 +348,10 @@ class TaskManager:
         self._after_change("lost", lost)
 
     def on_assign(self, parts: list[TopicPartition]) -> None:
-        """Take `parts` (under the cooperative protocol only the partitions added): restore
-        and create their tasks; the tasks already running are left as they are."""
+        """Take `parts` (under the cooperative protocol only the partitions added): their new
+        tasks go to the restorer, their partitions are assigned at the committed offsets and
+        paused until the tasks are restored (`restore`); tasks with no changelog to read are
+        created at once. The tasks already running are left as they are."""
         self.on_state("REBALANCING")
         assert self.consumer is not None
         compiled = self.ctx.compiled
@@ -345,8 +359,9 @@ class TaskManager:
         for p in parts:
             sub = compiled.subtopology_for_topic(p.topic)
             key = (sub.id, p.partition)
-            if key not in self.tasks:
+            if key not in self.tasks and key not in self.restorer:
                 wanted[key] = None
+        ready: list[Restored] = []
         if wanted:
             tps = [(t, n) for sid, n in wanted for t in compiled.subtopologies[sid].source_topics]
             keys = list(wanted)
@@ -356,23 +371,118 @@ class TaskManager:
             handed = {k: self._handed(k) for k in keys}
             try:
                 # every store of every new task, restored by one consumer
-                restored = restore_tasks(
-                    self.ctx, keys, committed, handed, transactional=self.commits.transactional
-                )
+                ready = self.restorer.add(keys, committed, handed)
+                if not self.tasks:
+                    # no task runs that restoring beside could keep going: restored here, as
+                    # the tasks of a start or of an eager rebalance are
+                    ready += self.restorer.finish()
             except BaseException as e:
                 self.fail(e)
                 raise
-            self._create(keys, committed, restored)
-            if self.commits.transactional:
-                self._restore_again_if_committed_moved(keys, tps)
+            for done in ready:
+                # the tasks of earlier assignments had their partitions assigned and paused
+                self._activate(done, resume=not set(done.keys) <= set(wanted))
         self._take(parts)
+        self._pause_restoring(parts)
         if self.broker_assigned:
             self._check_split()
         self._generation = generation(self.consumer)
         self._close_suspended()
         self.metrics.rebalance()
-        self._after_change("assigned", [self.tasks[k] for k in wanted])
-        self.on_state("RUNNING")
+        self._after_change("assigned", [self.tasks[k] for k in wanted if k in self.tasks])
+        if not self.restorer.active:
+            self.on_state("RUNNING")
+
+    # --- restoration beside processing -------------------------------------------------------
+
+    @property
+    def restoring(self) -> bool:
+        """Some new task is being restored (its partitions paused)."""
+        return self.restorer.active
+
+    def restore(self) -> None:
+        """One slice of restoration (the thread asks every turn): a few changelog batches
+        (`RESTORE_SLICE`, more while no task runs), then each task restored is created and its
+        partitions resumed; the app turns RUNNING when none is left restoring."""
+        if not self.restorer.active:
+            return
+        try:
+            done = self.restorer.step(RESTORE_SLICE if self.tasks else RESTORE_SLICE_IDLE)
+            for group in done:
+                self._activate(group, resume=True)
+        except BaseException as e:
+            self.fail(e)
+            raise
+        if done and not self.restorer.active and not self.rebalancing:
+            self.on_state("RUNNING")
+
+    def _activate(self, done: Restored, resume: bool) -> None:
+        """Create the tasks `done` restored; `resume`: their partitions were assigned and
+        paused meanwhile, and are resumed now, each sought to where its task starts.
+
+        The seek is not optional: librdkafka drops what it had fetched of a partition when it
+        is paused, and unless a record of it was consumed since the assignment (none was) it
+        goes on fetching after what it dropped. So each partition is sought to its task's
+        committed offset (a new one if it moved while the tasks were created,
+        `_restore_again_if_committed_moved`), or, with none committed, to where the offset
+        reset would have put it had it been assigned now."""
+        compiled = self.ctx.compiled
+        keys = done.keys
+        tps = [(t, n) for sid, n in keys for t in compiled.subtopologies[sid].source_topics]
+        self._create(keys, done.committed, done.results)
+        if self.commits.transactional:
+            self._restore_again_if_committed_moved(keys, tps)
+        if resume:
+            created = [self.tasks[k] for k in keys if k in self.tasks]
+            self._set_paused(tps, paused=False)
+            reset = _reset_offset(self.ctx.config.kafka)
+            for rt in created:
+                for tp in rt.tps:
+                    self._seeks[tp] = rt.committed.get(tp, reset)
+            if not self.rebalancing:
+                self.apply_seeks()
+            self._after_change("restored", created)
+
+    def _pause_restoring(self, parts: list[TopicPartition]) -> None:
+        """Pause the partitions of `parts` whose tasks are being restored."""
+        waiting = set(self.restorer.task_ids())
+        compiled = self.ctx.compiled
+        self._set_paused(
+            [
+                (p.topic, p.partition)
+                for p in parts
+                if (compiled.subtopology_for_topic(p.topic).id, p.partition) in waiting
+            ],
+            paused=True,
+        )
+
+    def _stop_restoring(self, parts: list[TopicPartition]) -> None:
+        """Drop the tasks of `parts` that are being restored (revoked or lost meanwhile),
+        resuming their partitions before they are released (librdkafka keeps a partition's
+        pause across assignments)."""
+        compiled = self.ctx.compiled
+        keys = {(compiled.subtopology_for_topic(p.topic).id, p.partition) for p in parts}
+        dropped = [key for key in self.restorer.task_ids() if key in keys]
+        if not dropped:
+            return
+        self.restorer.remove(dropped)
+        self._set_paused(
+            [(p.topic, p.partition) for p in parts if (p.topic, p.partition) not in self.task_of],
+            paused=False,
+        )
+        log.info("dropped tasks %s while restoring", sorted(f"{s}_{n}" for s, n in dropped))
+
+    def _set_paused(self, tps: list[TP], paused: bool) -> None:
+        if not tps:
+            return
+        assert self.consumer is not None
+        try:
+            if paused:
+                self.consumer.pause(tps)
+            else:
+                self.consumer.resume(tps)
+        except Exception as e:  # the consumer is closing, or the partition left meanwhile
+            log.debug("%s %s: %s", "pausing" if paused else "resuming", tps, e)
 
     @property
     def rebalancing(self) -> bool:
@@ -461,8 +571,9 @@ class TaskManager:
     def _at_restored_offset(self, part: TopicPartition) -> TopicPartition:
         """`part` to start at its task's committed offset (as the callback gave it when
         nothing was committed: the consumer's offset reset applies)."""
-        rt = self.task_of.get((part.topic, part.partition))
-        offset = None if rt is None else rt.committed.get((part.topic, part.partition))
+        tp = (part.topic, part.partition)
+        rt = self.task_of.get(tp)
+        offset = self.restorer.committed(tp) if rt is None else rt.committed.get(tp)
         if offset is None:
             return part
         return TopicPartition(part.topic, part.partition, offset)
@@ -643,7 +754,9 @@ class TaskManager:
                 committed[(c.topic, c.partition)] = c.offset
         return committed
 
-    def _restore_again_if_committed_moved(self, keys: list[TaskId], tps: list[TP]) -> None:
+    def _restore_again_if_committed_moved(
+        self, keys: list[TaskId], tps: list[TP]
+    ) -> list[RuntimeTask]:
         """Restore again the tasks whose committed offsets moved while they were created.
 
         The offsets were read before the tasks' producers fenced the previous owner, which may
@@ -652,20 +765,34 @@ class TaskManager:
         until it is fenced. A task restored with the older offsets would then skip that
         owner's last committed changelog records while the consumer resumes after them,
         losing their updates. Now that every task's producer is initialised the offsets are
-        final, so a task whose offsets moved is rebuilt from them.
+        final, so a task whose offsets moved is rebuilt from them. Returns the rebuilt tasks
+        (their partitions must start at the new offsets).
         """
         assert self.consumer is not None
         # read as before, but with the tasks' own producers up: fencing now would fence them
         final = self._read_committed(keys, tps, fence=False)
+        rebuilt: list[RuntimeTask] = []
         for rt in [self.tasks[k] for k in keys if k in self.tasks]:
             now = {tp: final[tp] for tp in rt.tps if tp in final}
             if now != rt.committed:
                 log.info("task %s: offsets committed meanwhile %s; restoring again", rt.id, now)
                 rt.committed = now
                 self.rebuild(rt)
+                rebuilt.append(self.tasks[(rt.subtopology, rt.partition)])
+        return rebuilt
 
     def close_all(self) -> None:
-        """Close every task (a rejoin, the thread's end), and the stores kept suspended."""
+        """Close every task (a rejoin, the thread's end), the ones being restored, and the
+        stores kept suspended."""
+        restoring = self.restorer.task_ids()
+        self.restorer.close()
+        if restoring and self.consumer is not None:
+            # their partitions are released next: resumed first, as `_stop_restoring` does
+            compiled = self.ctx.compiled
+            self._set_paused(
+                [(t, n) for sid, n in restoring for t in compiled.subtopologies[sid].source_topics],
+                paused=False,
+            )
         self._close_tasks(list(self.tasks.values()))
         self.tasks.clear()
         self.task_of.clear()
@@ -807,6 +934,13 @@ def _checked(found: list[TopicPartition]) -> list[TopicPartition]:
                 f"reading the committed offset of topic={c.topic!r} partition={c.partition}: {err}"
             )
     return found
+
+
+def _reset_offset(kafka: Mapping[str, Any]) -> int:
+    """Where a partition with no committed offset starts: the consumer's `auto.offset.reset`
+    (kstream's default: earliest) as a logical offset to seek to."""
+    policy = str(kafka.get("auto.offset.reset", "earliest")).lower()
+    return OFFSET_END if policy in ("latest", "largest", "end") else OFFSET_BEGINNING
 
 
 def _unique(tasks: list[RuntimeTask]) -> list[RuntimeTask]:

@@ -156,6 +156,77 @@ def task_store_parts(
     return [(spec, partition) for spec in specs]
 
 
+@dataclass
+class RestorePlan:
+    """What restoring tasks' stores takes, worked out once for the blocking restore
+    (`restore_tasks`) and the restore beside processing (kstream.runtime.restorer): every
+    store partition of the tasks in order (`parts`, with `per_task` counts), the open store
+    each may start from (`given`), the input partitions its records must name (`sources`),
+    and the committed offsets the restore filters by (`committed`, or None)."""
+
+    tasks: list[tuple[int, int]]
+    per_task: list[int]
+    parts: list[tuple[StoreSpec, int]]
+    given: list[Store | None]
+    sources: list[frozenset[TP] | None]
+    committed: Mapping[TP, int] | None
+
+    def split(self, flat: Sequence[RestoreResult]) -> list[list[RestoreResult]]:
+        """`flat` (one result per part) as each task's results."""
+        out: list[list[RestoreResult]] = []
+        at = 0
+        for n in self.per_task:
+            out.append(list(flat[at : at + n]))
+            at += n
+        return out
+
+
+def restore_plan(
+    ctx: RuntimeContext,
+    tasks: Sequence[tuple[int, int]],
+    committed: Mapping[TP, int],
+    handed: Mapping[tuple[int, int], Mapping[str, Store]] | None,
+    *,
+    transactional: bool,
+) -> RestorePlan:
+    """The `RestorePlan` of `tasks` (`restore_tasks` says what the arguments mean). Under a
+    transactional guarantee it first waits until the changelogs are stable
+    (`await_stable_changelogs`), unless the broker-compatibility component filters them."""
+    per = [task_store_parts(ctx, sub, part) for sub, part in tasks]
+    given: list[Store | None] = [
+        (handed or {}).get(key, {}).get(spec.name)
+        for key, task_parts in zip(tasks, per, strict=True)
+        for spec, _ in task_parts
+    ]
+    # with provenance stamped on every changelog record, each must name an input partition of
+    # its task (kstream.state.restore_check)
+    sources: list[frozenset[TP] | None] = [
+        frozenset((t, part) for t in ctx.compiled.subtopologies[sub].source_topics)
+        if ctx.compat.provenance
+        else None
+        for (sub, part), task_parts in zip(tasks, per, strict=True)
+        for _ in task_parts
+    ]
+    if transactional and not ctx.compat.restore_filter:
+        await_stable_changelogs(
+            ctx,
+            [
+                (spec.changelog_topic(ctx.app_id), part)
+                for task_parts in per
+                for spec, part in task_parts
+                if spec.changelog
+            ],
+        )
+    return RestorePlan(
+        tasks=list(tasks),
+        per_task=[len(p) for p in per],
+        parts=[p for task_parts in per for p in task_parts],
+        given=given,
+        sources=sources,
+        committed=committed if transactional and ctx.compat.restore_filter else None,
+    )
+
+
 def restore_tasks(
     ctx: RuntimeContext,
     tasks: Sequence[tuple[int, int]],
@@ -166,64 +237,36 @@ def restore_tasks(
 ) -> list[list[RestoreResult]]:
     """Open and restore the stores of `tasks` (`(subtopology, partition)`) with one consumer,
     as Kafka Streams' restore consumer does for a thread's tasks: one client and one wait for
-    the end per rebalance, not per store. `committed`: the tasks' committed input offsets
-    (with the broker-compatibility component on, under exactly-once a changelog record counts
-    only if its input offset was committed). `handed`: stores already open per task and store
-    name (a standby's, kstream.runtime.standby), restored from their checkpoints on.
-    `transactional`: the tasks write in transactions (the commit protocol's answer): the
-    changelogs are read to their stable ends, filtered by `committed` where the
-    broker-compatibility component asks for it.
+    the end per rebalance, not per store; the call returns when they are restored (a task's
+    rebuild and revival; new tasks restore beside processing, kstream.runtime.restorer).
+    `committed`: the tasks' committed input offsets (with the broker-compatibility component
+    on, under exactly-once a changelog record counts only if its input offset was committed).
+    `handed`: stores already open per task and store name (a standby's,
+    kstream.runtime.standby), restored from their checkpoints on. `transactional`: the tasks
+    write in transactions (the commit protocol's answer): the changelogs are read to their
+    stable ends, filtered by `committed` where the broker-compatibility component asks for it.
     Returns each task's `RestoreResult`s, in `task_store_parts` order."""
     cfg = ctx.config
-    parts = [task_store_parts(ctx, sub, part) for sub, part in tasks]
-    given: list[Store | None] = [
-        (handed or {}).get(key, {}).get(spec.name)
-        for key, task_parts in zip(tasks, parts, strict=True)
-        for spec, _ in task_parts
-    ]
-    # with provenance stamped on every changelog record, each must name an input partition of
-    # its task (kstream.state.restore_check)
-    sources: list[frozenset[TP] | None] = [
-        frozenset((t, part) for t in ctx.compiled.subtopologies[sub].source_topics)
-        if ctx.compat.provenance
-        else None
-        for (sub, part), task_parts in zip(tasks, parts, strict=True)
-        for _ in task_parts
-    ]
-    if transactional and not ctx.compat.restore_filter:
-        await_stable_changelogs(
-            ctx,
-            [
-                (spec.changelog_topic(ctx.app_id), part)
-                for task_parts in parts
-                for spec, part in task_parts
-                if spec.changelog
-            ],
-        )
+    plan = restore_plan(ctx, tasks, committed, handed, transactional=transactional)
     ctx.restoring_changed(+len(tasks))
     try:
         results = open_and_restore_all(
-            [p for task_parts in parts for p in task_parts],
+            plan.parts,
             app_id=ctx.app_id,
             state_dir=cfg.state_dir,
             bootstrap_servers=ctx.bootstrap_servers,
-            committed=committed if transactional and ctx.compat.restore_filter else None,
+            committed=plan.committed,
             default_backend=cfg.default_backend,
             kafka=cfg.kafka,
             progress=ctx.store_metrics.record_restore if ctx.store_metrics is not None else None,
             client_supplier=ctx.client_supplier,
             on_error=cfg.on_restore_error,
-            sources=sources,
-            given=given,
+            sources=plan.sources,
+            given=plan.given,
         )
     finally:
         ctx.restoring_changed(-len(tasks))
-    out: list[list[RestoreResult]] = []
-    at = 0
-    for task_parts in parts:
-        out.append(results[at : at + len(task_parts)])
-        at += len(task_parts)
-    return out
+    return plan.split(results)
 
 
 STABLE_WAIT_S = 3.0

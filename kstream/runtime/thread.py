@@ -2,7 +2,8 @@
 
 Loop: consume up to `batch_max_records` (waiting at most `batch_max_wait`) -> the task manager
 routes the batch to its tasks and runs them (`TaskManager.process`; task idling's buffered
-records, `process_idle`) -> wall-clock punctuation (`TaskManager.punctuate`) -> every
+records, `process_idle`) -> a slice of the new tasks' restoration (`TaskManager.restore`,
+restorer.py) -> wall-clock punctuation (`TaskManager.punctuate`) -> every
 `commit_interval`, `TaskManager.commit`. The thread calls the task manager and never the other
 way: the tasks (rebalances, creation, restore, processing, commit, recovery) are the
 `TaskManager`'s (task_manager.py), how they commit the processing guarantee's
@@ -264,7 +265,8 @@ class StreamThread:
         if tm.awaiting_seek and not tm.rebalancing:
             tm.apply_seeks()
         try:
-            msgs = self.consumer.consume_batch(self._max, self._wait_s)
+            # while tasks restore, the poll does not wait: the turn's restore slice is the work
+            msgs = self.consumer.consume_batch(self._max, 0 if tm.restoring else self._wait_s)
         except KafkaClientError as e:
             if self.error is not None:  # a rebalance callback gave up (_on_assign)
                 raise self.error from None
@@ -284,7 +286,12 @@ class StreamThread:
         # asked once a turn: each asks the client for its group metadata (a call that takes
         # librdkafka's group lock while holding the GIL)
         rebalancing = tm.rebalancing
-        if not rebalancing:
+        # a slice of the new tasks' restoration, beside the running ones (restorer.py)
+        if tm.restoring:
+            self._gc_paused(tm.restore)
+        # standbys are placed again once no task restores: the placement must not give this
+        # instance a standby of a task it is restoring
+        if not rebalancing and not tm.restoring:
             self._tick_standbys()
         self.stats.gauges(self.tasks.values(), self.task_of.keys(), self.consumer)
         tm.punctuate(int(time.time() * 1000))
@@ -310,23 +317,29 @@ class StreamThread:
 
     def _process(self, msgs: list[Any]) -> None:
         """Run a batch through its tasks (`TaskManager.process`) with the cyclic garbage
-        collector paused.
+        collector paused (`_gc_paused`)."""
+        self._gc_paused(self._process_batch, msgs)
+
+    def _gc_paused(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run `fn(*args)` (a batch, a restore slice) with the cyclic garbage collector paused.
 
         A batch allocates a few objects per record (records, decoded values, keys) that
         reference counting frees; but every 700 allocations CPython's collector scans the young
         objects, and every few scans the older ones. With GC paused for the batch (bounded by
         `batch_max_records`) and collections resuming after it, the stateful benchmark
-        pipelines spend 20-50% less CPU (bench/engine_cpu.py). A collector the user turned off
-        stays off; `gc_pause=False` opts out.
+        pipelines spend 20-50% less CPU (bench/engine_cpu.py). A restore slice fills a store
+        with objects that live on: paused, it also runs far fewer of the full collections,
+        which grow with the store and stop every thread while they run. A collector the user
+        turned off stays off; `gc_pause=False` opts out.
         """
         if self._gc_pause and gc.isenabled():
             gc.disable()
             try:
-                self._process_batch(msgs)
+                fn(*args)
             finally:
                 gc.enable()
         else:
-            self._process_batch(msgs)
+            fn(*args)
 
     def _process_batch(self, msgs: list[Any]) -> None:
         t0 = time.perf_counter()

@@ -165,6 +165,97 @@ class StoreLostWhileRestoring(StoreLostError):
         self.store = store
 
 
+class ChangelogRestore:
+    """`restore_all` one consumer batch at a time (`step`), so a caller can restore beside
+    other work: the stream thread restores new tasks in bounded slices between its batches
+    (kstream.runtime.restorer), as Kafka Streams' state updater restores beside processing.
+    The keywords are `restore_all`'s. Until `done`, `close` leaves every store where its last
+    batch put it (records and checkpoint are applied together), to go on from there later."""
+
+    def __init__(
+        self,
+        stores: Sequence[Store],
+        *,
+        bootstrap_servers: str,
+        app_id: str,
+        committed: Committed | None,
+        kafka: Mapping[str, Any] | None = None,
+        batch: int = 5000,
+        idle_timeout: float = 60.0,
+        progress: Progress | None = None,
+        wiped: Sequence[bool] | None = None,
+        client_supplier: ClientSupplier | None = None,
+        on_error: str = "fail",
+        sources: Sequence[Collection[tuple[str, int]] | None] | None = None,
+    ) -> None:
+        from kstream.kafka.consumer import to_end_settings
+        from kstream.kafka.read_to_end import read_to_end
+        from kstream.kafka.supplier import ClientConfig, KafkaClientSupplier
+
+        supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
+        flags = list(wiped) if wiped is not None else [False] * len(stores)
+        reads = list(sources) if sources is not None else [None] * len(stores)
+        self._every = [
+            Restoring(store, w, r) for store, w, r in zip(stores, flags, reads, strict=True)
+        ]
+        self._committed = committed
+        self._on_error = on_error
+        self._progress = progress
+        self._idle_timeout = idle_timeout
+        # a store without a changelog (`changelog=False`, Kafka's logging disabled) has
+        # nothing to read: it keeps what its backend holds
+        self._states = {
+            (st.store.spec.changelog_topic(app_id), st.store.partition): st
+            for st in self._every
+            if st.store.spec.changelog
+        }
+        self._consumer: Any = None
+        self._reads: Any = None
+        self.done = not self._states
+        if not self.done:
+            self._consumer = supplier.restore_consumer(
+                ClientConfig(bootstrap_servers, to_end_settings(kafka))
+            )
+            starts = {tp: st.start for tp, st in self._states.items()}
+            self._reads = read_to_end(
+                self._consumer, starts, max_records=batch, idle_timeout=idle_timeout
+            )
+
+    def step(self) -> int:
+        """Read and apply one batch (waiting for it as `read_to_end` does); the records
+        applied. Sets `done` once every store reached the end of its changelog partition."""
+        from kstream.kafka.read_to_end import ReadToEndTimeout
+
+        if self.done:
+            return 0
+        try:
+            got = next(self._reads, None)
+        except ReadToEndTimeout as e:
+            t, p = min(e.positions)
+            st = self._states[(t, p)]
+            raise StoreError(
+                f"restore of store {st.store.name!r} from {t}[{p}] made no progress for "
+                f"{self._idle_timeout:g}s at offset {st.next}"
+            ) from None
+        if got is None:
+            self.done = True
+            self.close()
+            return 0
+        return apply_batch(
+            self._states, got.messages, got.ended, self._committed, self._on_error, self._progress
+        )
+
+    def results(self) -> list[RestoreResult]:
+        """Each store's result, in the order given."""
+        return [st.result() for st in self._every]
+
+    def close(self) -> None:
+        """Close the restore consumer (the stores stay open: they are the caller's)."""
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            consumer.close()
+
+
 def restore_all(
     stores: Sequence[Store],
     *,
@@ -190,38 +281,26 @@ def restore_all(
     (kstream.state.restore_check); `on_error` is the policy for one that fails ("fail" or
     "skip"), `sources[i]` the input partitions of store i's task when provenance is checked.
     """
-    from kstream.kafka.consumer import to_end_settings
-    from kstream.kafka.read_to_end import ReadToEndTimeout, read_to_end
-    from kstream.kafka.supplier import ClientConfig, KafkaClientSupplier
-
-    supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
-    flags = list(wiped) if wiped is not None else [False] * len(stores)
-    reads = list(sources) if sources is not None else [None] * len(stores)
-    every = [Restoring(store, w, r) for store, w, r in zip(stores, flags, reads, strict=True)]
-    # a store without a changelog (`changelog=False`, Kafka's logging disabled) has nothing to
-    # read: it keeps what its backend holds
-    states = {
-        (st.store.spec.changelog_topic(app_id), st.store.partition): st
-        for st in every
-        if st.store.spec.changelog
-    }
-    if not states:
-        return [st.result() for st in every]
-    consumer = supplier.restore_consumer(ClientConfig(bootstrap_servers, to_end_settings(kafka)))
-    starts = {tp: st.start for tp, st in states.items()}
+    restoring = ChangelogRestore(
+        stores,
+        bootstrap_servers=bootstrap_servers,
+        app_id=app_id,
+        committed=committed,
+        kafka=kafka,
+        batch=batch,
+        idle_timeout=idle_timeout,
+        progress=progress,
+        wiped=wiped,
+        client_supplier=client_supplier,
+        on_error=on_error,
+        sources=sources,
+    )
     try:
-        for got in read_to_end(consumer, starts, max_records=batch, idle_timeout=idle_timeout):
-            apply_batch(states, got.messages, got.ended, committed, on_error, progress)
-    except ReadToEndTimeout as e:
-        t, p = min(e.positions)
-        st = states[(t, p)]
-        raise StoreError(
-            f"restore of store {st.store.name!r} from {t}[{p}] made no progress for "
-            f"{idle_timeout:g}s at offset {st.next}"
-        ) from None
+        while not restoring.done:
+            restoring.step()
     finally:
-        consumer.close()
-    return [st.result() for st in every]
+        restoring.close()
+    return restoring.results()
 
 
 def apply_batch(

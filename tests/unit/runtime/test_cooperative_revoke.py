@@ -225,6 +225,9 @@ def test_an_assigned_partition_starts_where_its_task_was_restored_for(
             tm.on_assign([TopicPartition(SRC, 0)])
         finally:
             del consumer.raw  # type: ignore[union-attr]
+        # the task of partition 1 runs on: the new one is restored beside it, then created
+        while tm.restoring:
+            tm.restore()
         assert tm.tasks[(0, 0)].committed == {(SRC, 0): restored_for}
         assert [(p.topic, p.partition, p.offset) for p in client.assigned] == [
             (SRC, 0, restored_for)
