@@ -26,6 +26,7 @@ from lane import (
     compare,
     create_and_fill,
     eventually_comparable,
+    has_loop,
     kstreams_own,
     native_answer,
     order_defined,
@@ -102,6 +103,15 @@ def test_generated_specs_on_spark_give_kafka_streams_answers(
         spark_s += time.monotonic() - t0
         for s in batch:
             compare(s)
+            timing = s.error is None and s.expected_failure is None and not s.final_only
+            if s.differences and timing and has_loop(s.case):
+                # a foreign-key join's intermediate results depend on when its answers come
+                # back (lane.py): its final contents, where they are defined
+                if eventually_comparable(s.case):
+                    s.final_only = True
+                    compare(s)
+                else:
+                    s.skip = "a foreign-key join's intermediate results (timing of its answers)"
             s.kstreams_own = bool(s.differences) and kstreams_own(s)
         print(f"batch {k}: {len(batch)} specs in {time.monotonic() - t0:.1f} s", flush=True)
     text = report(specs, time.monotonic() - started, spark_s, len(batches))
