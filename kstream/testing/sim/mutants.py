@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kstream.runtime import standby
-from kstream.runtime.commit import ExactlyOnceV2
+from kstream.runtime.commit import CommitOutcome, ExactlyOnceV2
 from kstream.runtime.task_manager import TaskManager
 from kstream.runtime.tasks import RuntimeTask
 from kstream.testing.sim.simulation import Options, simulate
@@ -108,7 +108,7 @@ def _standby_past_checkpoint(original: Any) -> Any:
 
 
 def _offsets_outside_transaction(original: Any) -> Any:
-    def commit(self: ExactlyOnceV2, tasks: Any, consumer: Any) -> int | None:
+    def commit(self: ExactlyOnceV2, tasks: Any, consumer: Any) -> CommitOutcome:
         # the input offsets committed by the consumer before the transaction's commit
         offsets = [tp for rt in tasks if rt.open for tp in rt.offsets()]
         if offsets:
