@@ -51,9 +51,10 @@ from kstream.runtime.collector import Collector
 from kstream.runtime.idling import IDLING_DISABLED, LagOf, PartitionBuffers
 from kstream.runtime.policies import ErrorCounts, make_handler
 from kstream.state import Store
-from kstream.state.caching import RecordCache, cached
+from kstream.state.build import StoreLayers, build_store
+from kstream.state.caching import RecordCache
 from kstream.state.changelog import CHANGELOG_OFFSET, changelog_records
-from kstream.state.metrics import StoreMetrics, instrument
+from kstream.state.metrics import StoreMetrics
 from kstream.state.provenance import header_value
 from kstream.state.restore import RestoreResult, open_and_restore_all
 from kstream.state.spec import StoreSpec
@@ -97,6 +98,18 @@ class RuntimeContext:
     def __post_init__(self) -> None:
         self.compat = compat_of(self.config)
         self.record_cache = RecordCache(self.config.cache_max_bytes)
+
+    @property
+    def store_layers(self) -> StoreLayers:
+        """The outer layers of every task store (kstream.state.build): the record cache's, and
+        the metering one at the debug recording level only, as in Kafka Streams (a wrapper per
+        call cost P3 5-8% of its CPU), timing one call in `STORE_TIMING_SAMPLE_EVERY`."""
+        timed = self.config.metrics_recording_level != "info"
+        return StoreLayers(
+            record_cache=self.record_cache,
+            metrics=self.store_metrics if timed else None,
+            sample_every=STORE_TIMING_SAMPLE_EVERY,
+        )
 
     @property
     def guarantee(self) -> str:
@@ -438,10 +451,9 @@ class RuntimeTask:
             raise
 
     def _restored(self, res: RestoreResult) -> Any:
-        """A store of this task fresh from its restore: logged, and timed when asked to be."""
-        ctx, cfg, name = self.ctx, self.ctx.config, res.store.name
-        # the record cache's layer (when on), under the metering one as in Kafka's chain
-        store = cached(res.store, ctx.record_cache)
+        """A store of this task fresh from its restore: logged, and inside the outer layers the
+        config asks for (`RuntimeContext.store_layers`, kstream.state.build)."""
+        name = res.store.name
         log.info(
             "task %s: restored store %r: %d record(s) applied, %d skipped, %d refused, "
             "offsets %d..%d",
@@ -453,17 +465,15 @@ class RuntimeTask:
             res.start_offset,
             res.end_offset,
         )
-        if (
-            ctx.store_metrics is not None
-            and cfg.metrics_recording_level != "info"
-            and not name.startswith("kstream-")
-        ):
-            # Store operations are counted and timed at the debug recording level only, as in
-            # Kafka Streams: a wrapper per call cost P3 5-8% of its CPU. Before the processors'
-            # init: aggregations take the store's fused accessors there, and those must already
-            # be the timed ones. The metering layer is a new object around the store.
-            return instrument(store, ctx.store_metrics, sample_every=STORE_TIMING_SAMPLE_EVERY)
-        return store
+        # Before the processors' init: aggregations take the store's fused accessors there,
+        # and those must already be the timed ones. The layers are new objects around the
+        # restored store, which `restored_stores` keeps for a standby.
+        return build_store(
+            res.store.spec,
+            partition=res.store.partition,
+            inner=res.store,
+            layers=self.ctx.store_layers,
+        )
 
     def __repr__(self) -> str:
         return f"RuntimeTask({self.id})"

@@ -9,7 +9,9 @@ nothing else, is in `kstream.stores` (the factories, which check their arguments
 and re-exported by `kstream.stores`).
 
 Here a spec becomes a live store for one task partition, over a backend:
-`open_store(spec, app_id=..., partition=..., state_dir=...)` opens it.
+`open_store(spec, app_id=..., partition=..., state_dir=...)` opens its inner chain (layers 3 to
+5 below). Every engine assembles a store through `kstream.state.build.build_store`, which adds
+the outer layers (1 and 2) its `StoreLayers` ask for.
 
 A store is a chain of layers, outermost first, as Kafka Streams' `MeteredKeyValueStore(
 CachingKeyValueStore(ChangeLoggingKeyValueBytesStore(RocksDBStore)))`:

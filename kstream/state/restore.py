@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Required, TypedDict, Unpack
 
 from kstream.errors import StoreCorruptedError, StoreError, StoreLostError
-from kstream.state import Store, open_backend, open_store
+from kstream.state import Store, open_backend
+from kstream.state.build import build_store
 from kstream.state.changelog import CHANGELOG_OFFSET
 from kstream.state.restore_check import is_committed, refusal, refuse
 from kstream.state.spec import StoreSpec
@@ -72,13 +73,15 @@ def open_for_restore(
     """Open the store, wiping local state that cannot be trusted. Returns (store, wiped)."""
 
     def fresh() -> Store:
-        return open_store(
+        # the inner chain alone: restore writes around the outer layers (kstream.state.build)
+        inner: Store = build_store(
             spec,
             app_id=app_id,
             partition=partition,
             state_dir=state_dir,
             default_backend=default_backend,
         )
+        return inner
 
     store: Store | None = None
     try:

@@ -19,6 +19,8 @@ from kstream.duration import DurationLike, duration
 from kstream.errors import TopologyError
 from kstream.records import Headers, Record
 from kstream.serde import Serde, SerdeLike, deserialize_records, serde, serialize_records
+from kstream.state.build import build_store
+from kstream.state.spec import StoreSpec
 from kstream.topology.compiled import CompiledTopology
 from kstream.topology.task import ErrorHandler, Task, fail_on_error
 from kstream.topology.topology import Topology
@@ -73,6 +75,19 @@ class TopologyTestDriver:
         collector = _Collector(self)
         self.tasks: list[Task] = []
         self.global_task: Task | None = None
+        state_dir_, app = self.state_dir, self.compiled.app_id
+
+        def open_task_store(spec: StoreSpec, partition: int) -> Any:
+            # the runtime's assembly without its outer layers: the driver flushes after every
+            # record, so there is no record cache, and it keeps no metrics
+            return build_store(
+                spec,
+                partition=partition,
+                app_id=app,
+                state_dir=state_dir_,
+                default_backend=default_backend,
+            )
+
         try:
             glob: dict[str, Any] = {}
             if self.compiled.global_stores:
@@ -81,8 +96,7 @@ class TopologyTestDriver:
                     None,
                     0,
                     collector=collector,
-                    state_dir=self.state_dir,
-                    default_backend=default_backend,
+                    open_store=open_task_store,
                     error_handler=error_handler,
                     wall_clock_ms=self.wall_clock,
                 )
@@ -94,8 +108,7 @@ class TopologyTestDriver:
                         sub.id,
                         0,
                         collector=collector,
-                        state_dir=self.state_dir,
-                        default_backend=default_backend,
+                        open_store=open_task_store,
                         error_handler=error_handler,
                         global_stores=glob,
                         wall_clock_ms=self.wall_clock,
