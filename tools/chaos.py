@@ -166,7 +166,9 @@ def run_once(test: str, n: int, sitting: Path) -> Run:
     if outcome in ("passed", "skipped"):
         shutil.rmtree(where)
         return Run(test, n, outcome, seconds)
-    return Run(test, n, outcome, seconds, str(where.relative_to(ROOT)))
+    # CHAOS_DIR may lie outside the checkout: its runs are then named by their full path
+    kept = where.relative_to(ROOT) if where.is_relative_to(ROOT) else where
+    return Run(test, n, outcome, seconds, str(kept))
 
 
 def outcome_of(junit: Path, returncode: int) -> str:
