@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kstream.records import Record
-from kstream.state.base import ReadOnlyView, StateStore
+from kstream.state.layer import StoreLayer, typed_store
 
 ENTRY_OVERHEAD = 64
 """Bytes an entry counts beyond its key and value: Kafka's `LRUCacheEntry` and `NamedCache`
@@ -94,27 +94,20 @@ class _Entry:
         self.dirty = True
 
 
-def typed_store(store: Any) -> StateStore:
-    """The typed store at the bottom of a chain of layers."""
-    while not isinstance(store, StateStore):
-        store = store.inner
-    return store
-
-
-class CachingStore:
+class CachingStore(StoreLayer):
     """The record-cache layer around one store partition (Kafka's `Caching*Store`).
 
-    Every attribute but its own is the inner store's; the inner store's public methods are
-    bound onto the layer, so an operation through it costs no forwarding step (as in the
-    change-logging layer). Attributes set on it (the task's `context`) are set on the inner
-    store.
+    Every attribute but its own is the inner store's, reached as every layer reaches it
+    (kstream.state.layer: the inner store's public methods bound onto the layer, so an
+    operation through it costs no forwarding step; attributes set on it, the task's `context`,
+    set on the inner store).
     """
 
     inner: Any
 
     def __init__(self, inner: Any, cache: RecordCache) -> None:
+        super().__init__(inner)
         own = object.__setattr__
-        own(self, "inner", inner)
         own(self, "cache", cache)
         own(self, "_entries", OrderedDict())
         own(self, "_dirty", {})
@@ -122,17 +115,7 @@ class CachingStore:
         # the typed store notes the key of its latest write (`last_written`), which the
         # update that follows it is cached under
         own(self, "_typed", typed_store(inner))
-        for name in _operations(inner):
-            own(self, name, getattr(inner, name))
         own(self, "cache_update", self._updater())
-
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(self.inner, attr)
-
-    def __setattr__(self, attr: str, value: Any) -> None:
-        setattr(self.inner, attr, value)
-        if attr in self.__dict__:  # an operation bound onto the layer: bind the new one
-            object.__setattr__(self, attr, getattr(self.inner, attr))
 
     # --- the processor's side -------------------------------------------------------------------
 
@@ -307,9 +290,6 @@ class CachingStore:
         self._drop_entries()
         self.inner.destroy()
 
-    def read_only(self) -> ReadOnlyView:
-        return ReadOnlyView(self)
-
     def __repr__(self) -> str:
         return f"Caching({self.inner!r})"
 
@@ -323,20 +303,3 @@ def cached(store: Any, cache: RecordCache | None) -> Any:
     if spec.kind not in CACHED_KINDS or not getattr(spec, "caching", True):
         return store
     return CachingStore(store, cache)
-
-
-_OWN = frozenset(n for n in vars(CachingStore) if not n.startswith("_")) | {"cache_update"}
-
-
-def _operations(inner: Any) -> list[str]:
-    """The public operations of `inner` (a typed store or a layer) the layer binds onto
-    itself: the typed store's public methods, but those the layer defines."""
-    typed = typed_store(inner)
-    return [
-        name
-        for name in dir(type(typed))
-        if not name.startswith("_")
-        and name not in _OWN
-        and callable(attr := getattr(type(typed), name, None))
-        and not isinstance(attr, type)
-    ]

@@ -30,7 +30,8 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from kstream.state.base import ReadOnlyView, Source, StateStore
+from kstream.state.base import Source, StateStore
+from kstream.state.layer import StoreLayer
 from kstream.state.provenance import HEADER, NO_SOURCE, encode
 
 #: The checkpoint key holding the next changelog offset to read on restore.
@@ -58,33 +59,17 @@ class ChangelogRecord(NamedTuple):
     producer replaces with its wall clock."""
 
 
-class ChangeLoggingStore:
+class ChangeLoggingStore(StoreLayer):
     """The change-logging layer around one typed store.
 
     Its own methods are the changelog's (`pending`, `changelog_records`, `flush` returning what
-    it logged); every other attribute is the typed store's. The store's public methods are
-    bound onto the layer when it is built, so a `put` or `get` through it is the typed store's
-    own call with no forwarding step; data attributes (`observed`, `value_serde`) are read
-    through `__getattr__`, and attributes set on the layer (the task's `context`) are set on
-    the typed store, whose writes read them (an operation set on the layer replaces the bound
-    one too, so a call through the layer reaches the replacement).
+    it logged); every other attribute is the typed store's, reached as every layer reaches it
+    (kstream.state.layer: the store's public methods bound onto the layer, so a `put` or `get`
+    through it is the typed store's own call; attributes set on the layer, the task's
+    `context`, set on the typed store, whose writes read them).
     """
 
     inner: StateStore
-
-    def __init__(self, inner: StateStore) -> None:
-        own = object.__setattr__
-        own(self, "inner", inner)
-        for name in _operations(type(inner)):
-            own(self, name, getattr(inner, name))
-
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(self.inner, attr)
-
-    def __setattr__(self, attr: str, value: Any) -> None:
-        setattr(self.inner, attr, value)
-        if attr in self.__dict__:  # an operation bound onto the layer: bind the new one
-            object.__setattr__(self, attr, getattr(self.inner, attr))
 
     def pending(self) -> list[ChangelogEntry]:
         """The changelog entries of the pending writes, without applying them: one per key, in
@@ -139,9 +124,6 @@ class ChangeLoggingStore:
         self.inner.flush(checkpoint)
         return entries
 
-    def read_only(self) -> ReadOnlyView:
-        return ReadOnlyView(self)
-
     def __repr__(self) -> str:
         return f"ChangeLogging({self.inner!r})"
 
@@ -157,22 +139,3 @@ def changelog_records(
     change-logging layer (`changelog=False`)."""
     records: Callable[..., list[ChangelogRecord]] | None = getattr(store, "changelog_records", None)
     return [] if records is None else records(app_id, entries, provenance=provenance)
-
-
-_OPERATIONS: dict[type, tuple[str, ...]] = {}
-
-
-def _operations(cls: type) -> tuple[str, ...]:
-    """The public methods of a typed store class that the layer does not define itself."""
-    found = _OPERATIONS.get(cls)
-    if found is None:
-        own = vars(ChangeLoggingStore)
-        found = _OPERATIONS[cls] = tuple(
-            name
-            for name in dir(cls)
-            if not name.startswith("_")
-            and name not in own
-            and callable(attr := getattr(cls, name, None))
-            and not isinstance(attr, type)
-        )
-    return found
