@@ -411,7 +411,6 @@ def join_on_foreign_key(
 ) -> KTable:
     """Add a foreign-key join of `left` with `other` (the nodes, topics and stores of Kafka's
     `KTableImpl.doJoinOnForeignKey`, named in its order); returns the result table."""
-    from kstream import stores
     from kstream.dsl.table import KTable
 
     what = "KTable.left_join" if left_join else "KTable.join"
@@ -419,105 +418,156 @@ def join_on_foreign_key(
         raise TopologyError(
             f"{what}: a foreign-key join needs a KTable, got {type(other).__name__}"
         )
-    b = left._builder
-    if other._builder is not b:
+    if other._builder is not left._builder:
         raise TopologyError(f"{what}: both tables must come from the same StreamBuilder")
     if not callable(extractor):
         raise TopologyError(f"{what}: foreign_key_extractor must be callable, got {extractor!r}")
     if not callable(joiner):
         raise TopologyError(f"{what}: joiner must be a function (v, fv) -> value, got {joiner!r}")
+    fk = _FkJoin(left, other, name, left_join)
+    # the four parts in Kafka's order, which is the order their nodes are numbered in
+    receive = fk.subscriptions(extractor, with_key)
+    answerers = fk.foreign_side(receive)
+    resolver = fk.responses(answerers, joiner)
+    return fk.result(resolver, materialized)
 
-    def named(suffix: str, op: str) -> str:
+
+class _FkJoin:
+    """What the parts of one foreign-key join share: the builder, the two tables, the serdes
+    and the topics and stores one part names and a later one uses."""
+
+    def __init__(self, left: KTable, other: KTable, name: str | None, left_join: bool) -> None:
+        self.left, self.other, self.left_join = left, other, left_join
+        self.b = left._builder
+        self.topo = self.b.topology
+        self._name = name
+        self.pk_serde, self.fk_serde = left._key_serde or AUTO, other._key_serde or AUTO
+        self.value_serde = left._value_serde or AUTO
+        self.foreign_value_serde = other._value_serde or AUTO
+        self.sub_serde = subscription_serde(self.pk_serde)
+        self.sub_topic = ""
+        self.store = ""
+
+    def named(self, suffix: str, op: str) -> str:
         # Kafka's `NamedInternal.suffixWithOrElseGet`: the given name + suffix, an index taken
-        return b.name(op, None if name is None else f"{name}{suffix}", "KTABLE")
+        return self.b.name(op, None if self._name is None else f"{self._name}{suffix}", "KTABLE")
 
-    pk_serde, fk_serde = left._key_serde or AUTO, other._key_serde or AUTO
-    value_serde, foreign_value_serde = left._value_serde or AUTO, other._value_serde or AUTO
-    sub_serde = subscription_serde(pk_serde)
-    topo = b.topology
+    def subscriptions(self, extractor: Callable[..., Any], with_key: bool) -> str:
+        """The left table's subscriptions, sent through their topic to the foreign key's
+        partition and kept there in the subscription store; the receiving node."""
+        from kstream import stores
 
-    registration = "FK-JOIN-SUBSCRIPTION-REGISTRATION"
-    sub_topic = named("-subscription-registration", registration) + "-topic"
-    topo.add_repartition_topic(sub_topic)
-    send = named("-subscription-registration-processor", registration)
-    b.processor(
-        send,
-        processor_factory(
+        b, topo, named = self.b, self.topo, self.named
+        registration = "FK-JOIN-SUBSCRIPTION-REGISTRATION"
+        self.sub_topic = named("-subscription-registration", registration) + "-topic"
+        topo.add_repartition_topic(self.sub_topic)
+        send = named("-subscription-registration-processor", registration)
+        factory = processor_factory(
             SubscriptionSendProcessor,
             extractor,
             with_key,
-            fk_serde,
-            value_serde,
-            left_join,
-            sub_topic,
-        ),
-        left._node,
-    )
-    sub_sink = named("-subscription-registration-sink", "SINK")
-    topo.add_sink(sub_sink, sub_topic, send, fk_serde, sub_serde)
-    sub_source = named("-subscription-registration-source", "SOURCE")
-    topo.add_source(sub_source, sub_topic, fk_serde, sub_serde)
+            self.fk_serde,
+            self.value_serde,
+            self.left_join,
+            self.sub_topic,
+        )
+        b.processor(send, factory, self.left._node)
+        sub_sink = named("-subscription-registration-sink", "SINK")
+        topo.add_sink(sub_sink, self.sub_topic, send, self.fk_serde, self.sub_serde)
+        sub_source = named("-subscription-registration-source", "SOURCE")
+        topo.add_source(sub_source, self.sub_topic, self.fk_serde, self.sub_serde)
+        self.store = named("-subscription-store", "FK-JOIN-SUBSCRIPTION-STATE-STORE")
+        receive = named("-subscription-receive", "FK-JOIN-SUBSCRIPTION-PROCESSOR")
+        factory = processor_factory(
+            SubscriptionReceiveProcessor, self.store, self.fk_serde, self.pk_serde, self.sub_topic
+        )
+        b.processor(receive, factory, sub_source)
+        spec = stores.key_value(self.store, key_serde="bytes", value_serde=self.sub_serde)
+        b.add_store(spec, [receive])
+        return receive
 
-    store = named("-subscription-store", "FK-JOIN-SUBSCRIPTION-STATE-STORE")
-    processor = "FK-JOIN-SUBSCRIPTION-PROCESSOR"
-    receive = named("-subscription-receive", processor)
-    factory = processor_factory(SubscriptionReceiveProcessor, store, fk_serde, pk_serde, sub_topic)
-    b.processor(receive, factory, sub_source)
-    b.add_store(stores.key_value(store, key_serde="bytes", value_serde=sub_serde), [receive])
+    def foreign_side(self, receive: str) -> list[str]:
+        """A subscription joined with the foreign row it names, and a foreign row's change
+        joined with every subscription to it; the two answering nodes."""
+        from kstream import stores
 
-    join_foreign = named("-subscription-join-foreign", processor)
-    foreign_join = named("-foreign-join-subscription", processor)
-    stamps = f"{foreign_join}-timestamps-store"
-    factory = processor_factory(SubscriptionJoinProcessor, other._getter, stamps)
-    b.processor(join_foreign, factory, receive)
-    for s in other._getter.stores:
-        b.connect(join_foreign, s)
-    factory = processor_factory(
-        ForeignTableJoinProcessor, store, stamps, fk_serde, pk_serde, sub_topic
-    )
-    b.processor(foreign_join, factory, other._node)
-    b.connect(foreign_join, store)
-    # Kafka reads the foreign row's timestamp from its table's timestamped store
-    stamps_spec = stores.key_value(stamps, key_serde=fk_serde, value_serde="long")
-    b.add_store(stamps_spec, [foreign_join, join_foreign], described=False)
+        b, named, processor = self.b, self.named, "FK-JOIN-SUBSCRIPTION-PROCESSOR"
+        join_foreign = named("-subscription-join-foreign", processor)
+        foreign_join = named("-foreign-join-subscription", processor)
+        stamps = f"{foreign_join}-timestamps-store"
+        b.processor(
+            join_foreign,
+            processor_factory(SubscriptionJoinProcessor, self.other._getter, stamps),
+            receive,
+        )
+        for s in self.other._getter.stores:
+            b.connect(join_foreign, s)
+        factory = processor_factory(
+            ForeignTableJoinProcessor,
+            self.store,
+            stamps,
+            self.fk_serde,
+            self.pk_serde,
+            self.sub_topic,
+        )
+        b.processor(foreign_join, factory, self.other._node)
+        b.connect(foreign_join, self.store)
+        # Kafka reads the foreign row's timestamp from its table's timestamped store
+        stamps_spec = stores.key_value(stamps, key_serde=self.fk_serde, value_serde="long")
+        b.add_store(stamps_spec, [foreign_join, join_foreign], described=False)
+        return [join_foreign, foreign_join]
 
-    response_topic = named("-subscription-response", "FK-JOIN-SUBSCRIPTION-RESPONSE") + "-topic"
-    topo.add_repartition_topic(response_topic)
-    resp_serde = response_serde(foreign_value_serde)
-    response_sink = named("-subscription-response-sink", "SINK")
-    # an answer goes back to the partition its subscription came from
-    topo.add_sink(
-        response_sink,
-        response_topic,
-        [join_foreign, foreign_join],
-        pk_serde,
-        resp_serde,
-        _to_subscriber,
-    )
-    response_source = named("-subscription-response-source", "SOURCE")
-    topo.add_source(response_source, response_topic, pk_serde, resp_serde)
-    resolver = named(
-        "-subscription-response-resolver", "FK-JOIN-SUBSCRIPTION-RESPONSE-RESOLVER-PROCESSOR"
-    )
-    factory = processor_factory(
-        ResponseResolverProcessor, left._getter, value_serde, joiner, left_join, sub_topic
-    )
-    b.processor(resolver, factory, response_source)
-    for s in left._getter.stores:
-        b.connect(resolver, s)
+    def responses(self, answerers: list[str], joiner: Callable[[Any, Any], Any]) -> str:
+        """The answers, sent back through their topic to the subscriber's partition and
+        resolved there against the left row as it is now; the resolving node."""
+        b, topo, named = self.b, self.topo, self.named
+        response_topic = named("-subscription-response", "FK-JOIN-SUBSCRIPTION-RESPONSE") + "-topic"
+        topo.add_repartition_topic(response_topic)
+        resp_serde = response_serde(self.foreign_value_serde)
+        response_sink = named("-subscription-response-sink", "SINK")
+        # an answer goes back to the partition its subscription came from
+        topo.add_sink(
+            response_sink, response_topic, answerers, self.pk_serde, resp_serde, _to_subscriber
+        )
+        response_source = named("-subscription-response-source", "SOURCE")
+        topo.add_source(response_source, response_topic, self.pk_serde, resp_serde)
+        resolver = named(
+            "-subscription-response-resolver", "FK-JOIN-SUBSCRIPTION-RESPONSE-RESOLVER-PROCESSOR"
+        )
+        factory = processor_factory(
+            ResponseResolverProcessor,
+            self.left._getter,
+            self.value_serde,
+            joiner,
+            self.left_join,
+            self.sub_topic,
+        )
+        b.processor(resolver, factory, response_source)
+        for s in self.left._getter.stores:
+            b.connect(resolver, s)
+        return resolver
 
-    result = named("-result", "FK-JOIN-OUTPUT")
-    spec = table_store(b, materialized, "FK-JOIN-OUTPUT", left._key_serde, None)
-    on_demand = None if materialized is not None else MaterializedOnDemand(result, spec.name, topo)
-    factory = processor_factory(FkJoinResultProcessor, spec.name, on_demand)
-    b.processor(result, factory, resolver)
-    b.add_store(spec, [result], described=materialized is not None)
-    vs = value_serde_of(spec, None)
-    given = materialized is not None
-    table = KTable(b, result, left._key_serde, vs, ValueGetter(spec.name), given, on_demand)
-    if on_demand is not None:
-        b.on_demand(on_demand)
-    return table
+    def result(self, resolver: str, materialized: StoreLike) -> KTable:
+        """The result table: materialized as asked, or on demand for a later join."""
+        from kstream.dsl.table import KTable
+
+        b, topo = self.b, self.topo
+        result = self.named("-result", "FK-JOIN-OUTPUT")
+        spec = table_store(b, materialized, "FK-JOIN-OUTPUT", self.left._key_serde, None)
+        on_demand = (
+            None if materialized is not None else MaterializedOnDemand(result, spec.name, topo)
+        )
+        factory = processor_factory(FkJoinResultProcessor, spec.name, on_demand)
+        b.processor(result, factory, resolver)
+        b.add_store(spec, [result], described=materialized is not None)
+        vs = value_serde_of(spec, None)
+        given = materialized is not None
+        table = KTable(
+            b, result, self.left._key_serde, vs, ValueGetter(spec.name), given, on_demand
+        )
+        if on_demand is not None:
+            b.on_demand(on_demand)
+        return table
 
 
 def _to_subscriber(_key: Any, response: Response, _partitions: int) -> int:
