@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from kstream.config import Config, validate_app_id
 from kstream.duration import duration
 from kstream.errors import ConfigError, TopologyError
+from kstream.guarantee import AT_LEAST_ONCE, DEFAULT_GUARANTEE, EXACTLY_ONCE, parse_guarantee
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.runtime.policies import ensure_dlq_topic
 from kstream.spark.checkpoint import clear_unfinished_start
@@ -324,7 +325,7 @@ def start(
     config: Mapping[str, Any] | Config | None = None,
     *,
     max_records_per_batch: int | None = DEFAULT_MAX_RECORDS_PER_BATCH,
-    guarantee: str = "exactly_once",
+    guarantee: str = DEFAULT_GUARANTEE,
     client_supplier: ClientSupplier | None = None,
 ) -> TaskQueries:
     """Start the queries, one per sub-topology, and return them (see `run`)."""
@@ -357,7 +358,7 @@ def run(
     config: Mapping[str, Any] | Config | None = None,
     *,
     max_records_per_batch: int | None = DEFAULT_MAX_RECORDS_PER_BATCH,
-    guarantee: str = "exactly_once",
+    guarantee: str = DEFAULT_GUARANTEE,
     client_supplier: ClientSupplier | None = None,
 ) -> None:
     """Run `topology` on Spark until done (`availableNow`) or stopped (SIGTERM/SIGINT).
@@ -368,7 +369,8 @@ def run(
     for the default checkpoint directory `<state_dir>/<app_id>/spark-checkpoint`; on a cluster
     give `checkpoint_dir` on storage every node shares, e.g. `hdfs://` or `s3a://`).
     `max_records_per_batch` caps a micro-batch (None: everything available, one batch);
-    `guarantee` is `exactly_once` (transactional writes, replays skipped) or `at_least_once`.
+    `guarantee` is `exactly_once_v2` (the default) or `exactly_once` (transactional writes,
+    replays skipped), or `at_least_once`.
     `client_supplier`: where every Kafka client of the run comes from, on the driver and the
     executors (None: Kafka's; it must pickle, see `kstream.spark.clients`).
     """
@@ -435,14 +437,11 @@ def _first_line(e: BaseException) -> str:
 
 
 def sink_guarantee(guarantee: str) -> str:
-    """The sink's mode for a kstream processing guarantee (`exactly_once_v2` is exactly once)."""
-    if guarantee in ("exactly_once", "exactly_once_v2"):
-        return "exactly_once"
-    if guarantee == "at_least_once":
-        return guarantee
-    raise ConfigError(
-        f"guarantee: expected exactly_once, exactly_once_v2 or at_least_once, got {guarantee!r}"
-    )
+    """The sink's mode for a kstream processing guarantee: `exactly_once` and
+    `exactly_once_v2` (the default, as for the native engine) are its transactional writes,
+    one transactional producer per write slot; `at_least_once` its plain ones."""
+    name = parse_guarantee(guarantee, "guarantee")
+    return AT_LEAST_ONCE if name == AT_LEAST_ONCE else EXACTLY_ONCE
 
 
 def _start_tasks(
@@ -457,20 +456,55 @@ def _start_tasks(
     client_supplier: ClientSupplier | None = None,
 ) -> TaskQueries:
     """Create the internal topics; start one query per sub-topology (`kstream.spark.tasks`)."""
-    from pyspark.sql import functions as F
+    supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
+    slots, widest_input = _prepare_topics(plan, bootstrap_servers, cfg, supplier)
+    plan.bootstrap_servers = bootstrap_servers
+    plan.kafka = dict(cfg.kafka)
+    plan.client_supplier = client_supplier
+    plan.policies = policy_config(cfg)
+    plan.cache_max_bytes = cfg.cache_max_bytes
+    if spark is None:
+        from kstream.spark.session import spark_session
 
-    from kstream.internal_topics import repartition_config
-    from kstream.spark import packing, source, tasks
-    from kstream.spark.labels import spread_labels
-    from kstream.spark.sink import (
-        TransactionalSink,
-        ensure_marker_topic,
-        slot_of,
-        slot_transactional_id,
+        spark = spark_session()
+        spark.conf.set("spark.sql.shuffle.partitions", str(widest_input))
+    else:
+        from kstream.spark.session import register
+
+        register(spark)
+    if checkpoint_dir is None:
+        checkpoint_dir = os.path.join(cfg.state_dir, plan.app_id, "spark-checkpoint")
+    queries = _SubTopologyQueries(
+        plan,
+        plan.blob(),
+        slots,
+        spark,
+        trig,
+        checkpoint_dir,
+        cfg,
+        max_records_per_batch,
+        guarantee,
+        client_supplier,
+    )
+    return TaskQueries(
+        plan,
+        {sid: queries.starter(sid) for sid in plan.order},
+        sequential="availableNow" in trig,
+        settled=lambda topics, stopped: settle(
+            plan, topics, lambda pending: _fence(plan, slots, pending, cfg, supplier), stopped
+        ),
     )
 
-    app_id = plan.app_id
-    supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
+
+def _prepare_topics(
+    plan: TaskPlan, bootstrap_servers: str, cfg: Config, supplier: ClientSupplier
+) -> tuple[dict[int, int], int]:
+    """Check the source topics, create the repartition topics and each query's marker topic,
+    and record every topic's partition count in `plan`; each sub-topology's write slots, and
+    the partitions of the widest topic the tasks read."""
+    from kstream.internal_topics import repartition_config
+    from kstream.spark.sink import ensure_marker_topic
+
     admin = supplier.admin(ClientConfig(bootstrap_servers, cfg.kafka))
     try:
         counts = admin.partition_counts(plan.external_topics)
@@ -485,114 +519,137 @@ def _start_tasks(
         # as many write slots as the widest topic the query may write to
         widest = max(plan.partitions.values(), default=1)
         slots = {
-            sid: ensure_marker_topic(admin, _query_app(app_id, sid), widest) for sid in plan.order
+            sid: ensure_marker_topic(admin, _query_app(plan.app_id, sid), widest)
+            for sid in plan.order
         }
+        return slots, max(resolved.values(), default=1)
     finally:
         admin.close()
-    plan.bootstrap_servers = bootstrap_servers
-    plan.kafka = dict(cfg.kafka)
-    plan.client_supplier = client_supplier
-    plan.policies = policy_config(cfg)
-    plan.cache_max_bytes = cfg.cache_max_bytes
-    blob = plan.blob()
-    if spark is None:
-        from kstream.spark.session import spark_session
 
-        spark = spark_session()
-        spark.conf.set("spark.sql.shuffle.partitions", str(max(resolved.values(), default=1)))
-    else:
-        from kstream.spark.session import register
 
-        register(spark)
-    if checkpoint_dir is None:
-        checkpoint_dir = os.path.join(cfg.state_dir, app_id, "spark-checkpoint")
-    from kstream.spark.task_processor import TaskProcessor
+class _SubTopologyQueries:
+    """Starts the streaming query of one sub-topology: its source, the task processor of a
+    stateful one, and the transactional sink that writes its slots."""
 
-    def starter(sid: int) -> Callable[[], tuple[Any, Any]]:
-        def start_one() -> tuple[Any, Any]:
-            raw = (
-                spark.readStream.format(source.NAME)
-                .options(
-                    **source.options(
-                        bootstrap_servers,
-                        plan.sources[sid],
-                        kafka=cfg.kafka,
-                        max_records_per_batch=max_records_per_batch,
-                        client_supplier=client_supplier,
-                        transform=(packing.pack_input, packing.INPUT_SCHEMA)
-                        if sid in plan.stateful
-                        else (
-                            tasks.stateless_function(blob, sid, slots[sid]),
-                            packing.OUTPUT_SCHEMA,
-                        ),
-                    )
-                )
-                .load()
-            )
-            if sid in plan.stateful:
-                # one group per task; labels that Spark spreads evenly over its partitions
-                labels = spread_labels(
-                    max(plan.partitions[t] for t in plan.sources[sid]), TASK_LABEL_MODULUS
-                )
-                task = F.element_at(F.array(*[F.lit(x) for x in labels]), F.col("partition") + 1)
-                out = (
-                    raw.withColumn("task", task)
-                    .groupBy("task")
-                    .transformWithStateInPandas(
-                        TaskProcessor(blob, sid, labels, slots[sid]),
-                        packing.OUTPUT_SCHEMA,
-                        "append",
-                        "none",
-                    )
-                )
-            else:
-                out = raw
-            query_app = _query_app(app_id, sid)
-            sink = TransactionalSink(
-                query_app,
-                bootstrap_servers,
-                cfg.kafka,
-                slots=slots[sid],
-                partitions=plan.partitions,
-                guarantee=guarantee,
-                client_supplier=client_supplier,
-            )
-            location = os.path.join(checkpoint_dir, f"subtopology-{sid}")
-            clear_unfinished_start(spark, location)
-            query = (
-                out.writeStream.queryName(query_app.replace("-", "_").replace(".", "_"))
-                .option("checkpointLocation", location)
-                .outputMode("append")
-                .foreachBatch(sink)
-                .trigger(**trig)
-                .start()
-            )
-            return query, sink
+    def __init__(
+        self,
+        plan: TaskPlan,
+        blob: Any,
+        slots: dict[int, int],
+        spark: Any,
+        trig: dict[str, Any],
+        checkpoint_dir: str,
+        cfg: Config,
+        max_records_per_batch: int | None,
+        guarantee: str,
+        client_supplier: ClientSupplier | None,
+    ) -> None:
+        self.plan, self.blob, self.slots, self.spark, self.trig = plan, blob, slots, spark, trig
+        self.checkpoint_dir, self.cfg = checkpoint_dir, cfg
+        self.max_records_per_batch = max_records_per_batch
+        self.guarantee, self.client_supplier = guarantee, client_supplier
 
-        return start_one
+    def starter(self, sid: int) -> Callable[[], tuple[Any, Any]]:
+        return lambda: self.start(sid)
 
-    def fence(pending: list[tuple[str, int]]) -> None:
-        """Fence the write slots of every query that writes the `pending` partitions."""
-        ids = sorted(
-            {
-                slot_transactional_id(_query_app(app_id, sid), slot_of(t, p, slots[sid]))
-                for t, p in pending
-                for sid in plan.order
-                if t in plan.sinks.get(sid, ())
-            }
+    def start(self, sid: int) -> tuple[Any, Any]:
+        """Start sub-topology `sid`'s query; the query and its sink."""
+        from kstream.spark.sink import TransactionalSink
+
+        plan, cfg = self.plan, self.cfg
+        out = self._tasks(sid, self._source(sid)) if sid in plan.stateful else self._source(sid)
+        query_app = _query_app(plan.app_id, sid)
+        sink = TransactionalSink(
+            query_app,
+            plan.bootstrap_servers,
+            cfg.kafka,
+            slots=self.slots[sid],
+            partitions=plan.partitions,
+            guarantee=self.guarantee,
+            client_supplier=self.client_supplier,
         )
-        for tid in ids:
-            # a transactional producer's start (init_transactions) aborts the id's open one
-            supplier.producer(
-                ClientConfig(bootstrap_servers, cfg.kafka, transactional_id=tid)
-            ).close()
+        location = os.path.join(self.checkpoint_dir, f"subtopology-{sid}")
+        clear_unfinished_start(self.spark, location)
+        query = (
+            out.writeStream.queryName(query_app.replace("-", "_").replace(".", "_"))
+            .option("checkpointLocation", location)
+            .outputMode("append")
+            .foreachBatch(sink)
+            .trigger(**self.trig)
+            .start()
+        )
+        return query, sink
 
-    return TaskQueries(
-        plan,
-        {sid: starter(sid) for sid in plan.order},
-        sequential="availableNow" in trig,
-        settled=lambda topics, stopped: settle(plan, topics, fence, stopped),
+    def _source(self, sid: int) -> Any:
+        """The sub-topology's input: packed records for a stateful one's tasks, or a stateless
+        one's outputs, computed inside the source."""
+        from kstream.spark import packing, source, tasks
+
+        plan = self.plan
+        transform = (
+            (packing.pack_input, packing.INPUT_SCHEMA)
+            if sid in plan.stateful
+            else (tasks.stateless_function(self.blob, sid, self.slots[sid]), packing.OUTPUT_SCHEMA)
+        )
+        options = source.options(
+            plan.bootstrap_servers,
+            plan.sources[sid],
+            kafka=self.cfg.kafka,
+            max_records_per_batch=self.max_records_per_batch,
+            client_supplier=self.client_supplier,
+            transform=transform,
+        )
+        return self.spark.readStream.format(source.NAME).options(**options).load()
+
+    def _tasks(self, sid: int, raw: Any) -> Any:
+        """A stateful sub-topology's tasks over `raw`: one group per task, labelled so that
+        Spark spreads them evenly over its partitions, each run by a TaskProcessor."""
+        from pyspark.sql import functions as F
+
+        from kstream.spark import packing
+        from kstream.spark.labels import spread_labels
+        from kstream.spark.task_processor import TaskProcessor
+
+        plan = self.plan
+        labels = spread_labels(
+            max(plan.partitions[t] for t in plan.sources[sid]), TASK_LABEL_MODULUS
+        )
+        task = F.element_at(F.array(*[F.lit(x) for x in labels]), F.col("partition") + 1)
+        return (
+            raw.withColumn("task", task)
+            .groupBy("task")
+            .transformWithStateInPandas(
+                TaskProcessor(self.blob, sid, labels, self.slots[sid]),
+                packing.OUTPUT_SCHEMA,
+                "append",
+                "none",
+            )
+        )
+
+
+def _fence(
+    plan: TaskPlan,
+    slots: dict[int, int],
+    pending: list[tuple[str, int]],
+    cfg: Config,
+    supplier: ClientSupplier,
+) -> None:
+    """Fence the write slots of every query that writes the `pending` partitions."""
+    from kstream.spark.sink import slot_of, slot_transactional_id
+
+    ids = sorted(
+        {
+            slot_transactional_id(_query_app(plan.app_id, sid), slot_of(t, p, slots[sid]))
+            for t, p in pending
+            for sid in plan.order
+            if t in plan.sinks.get(sid, ())
+        }
     )
+    for tid in ids:
+        # a transactional producer's start (init_transactions) aborts the id's open one
+        supplier.producer(
+            ClientConfig(plan.bootstrap_servers, cfg.kafka, transactional_id=tid)
+        ).close()
 
 
 def _query_app(app_id: str, sub: int) -> str:
