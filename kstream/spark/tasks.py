@@ -76,7 +76,7 @@ from kstream.spark.wire import (
     input_records,
     loads,
 )
-from kstream.state.caching import RecordCache, cached
+from kstream.state.caching import RecordCache
 from kstream.state.provenance import HEADER, header_value
 from kstream.topology.compiled import CompiledTopology, compile_topology
 from kstream.topology.processor import PunctuationType
@@ -463,13 +463,13 @@ def _look_up_topic(plan: TaskPlan, topic: str) -> int:
 
 
 def _memory_store(spec: Any, partition: int, data: Mapping[bytes, bytes] | None) -> Any:
-    from kstream.state import open_store
+    from kstream.state.build import build_store
     from store_backends.memory import MemoryBackend
 
     backend = MemoryBackend(spec.name, partition)
     if data:
         backend.write_batch(dict(data), [], None)
-    return open_store(spec, app_id="", partition=partition, state_dir="", backend=backend)
+    return build_store(spec, partition=partition, backend=backend)
 
 
 def _contents(store: Any) -> dict[bytes, bytes]:
@@ -551,7 +551,7 @@ class TaskRun:
         saved: Mapping[str, Any],
         backend: Callable[[Any], Any] | None = None,
     ) -> None:
-        from kstream.state import open_store
+        from kstream.state.build import StoreLayers, build_store
         from kstream.topology.task import Task
 
         self.plan = plan
@@ -589,17 +589,17 @@ class TaskRun:
         purged = dict(saved.get("purged", {}))
         self.segmented: dict[str, Any] = {}
 
+        layers = StoreLayers(record_cache=self.cache)
+
         def open_task_store(spec: Any, part: int) -> Any:
             if backend is None:
                 return _memory_store(spec, part, None)
-            store: Any = open_store(
-                spec, app_id="", partition=part, state_dir="", backend=backend(spec)
-            )
+            store: Any = build_store(spec, partition=part, backend=backend(spec), layers=layers)
             if hasattr(store, "_purged_below"):
                 self.segmented[spec.name] = store
                 if spec.name in purged:
                     store._purged_below = store._purge_next = purged[spec.name]
-            return cached(store, self.cache)
+            return store
 
         self.policy = RecordPolicy(plan.policies, self.collector.dead_letter)
         self.task = Task(
