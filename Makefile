@@ -116,10 +116,11 @@ test-spark-cluster: warm $(KAFKA_STAMP)
 # the oracle on Spark (issue 46): the oracle's generated specs through the Spark engine on
 # local[2] from the broker's topics, compared with Kafka Streams' answers
 # (tests/spark_oracle/lane.py); a lane of its own, as it takes minutes. CI runs it after
-# test-spark-cluster; KSTREAM_SPARK_ORACLE_CASES (400) and _BATCH (20) size it
+# test-spark-cluster; KSTREAM_SPARK_ORACLE_CASES (400) and _BATCH (20) size it; -rP prints
+# its report (compared, equal, counted apart and why, by operator family, and the time)
 .PHONY: test-spark-oracle
 test-spark-oracle: warm $(KAFKA_STAMP) $(ORACLE_STAMP)
-	$(RUN_PY) -m pytest -q tests/spark_oracle $(PYTEST_ARGS)
+	$(RUN_PY) -m pytest -q -rP tests/spark_oracle $(PYTEST_ARGS)
 
 # one process compiles what every test process imports (tests/support/warm_bytecode.py), so a
 # fresh clone's workers do not all compile the same modules at once; beside lint under `make test`
