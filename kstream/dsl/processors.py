@@ -99,6 +99,10 @@ class BuiltinProcessor(Processor):
 
     task: Any
     forwards: ClassVar[str | None] = None
+    #: True only for a built-in operator that keeps nothing between records (no store, no
+    #: state of its own), so an engine may run it in any batch anywhere: the Spark engine runs
+    #: a sub-topology of only such processors without Spark state
+    stateless: ClassVar[bool] = False
 
     def init(self, ctx: ProcessorContext) -> None:
         self.ctx = ctx
@@ -109,6 +113,7 @@ class BuiltinProcessor(Processor):
 
 
 class FilterProcessor(BuiltinProcessor):
+    stateless = True
     forwards = "given"
 
     def __init__(self, predicate: Callable[[Any, Any], Any], negate: bool = False) -> None:
@@ -138,6 +143,7 @@ class FilterProcessor(BuiltinProcessor):
 
 
 class MapProcessor(BuiltinProcessor):
+    stateless = True
     forwards = "new"
 
     def __init__(self, fn: Callable[[Any, Any], tuple[Any, Any]]) -> None:
@@ -168,6 +174,7 @@ class MapProcessor(BuiltinProcessor):
 
 
 class MapValuesProcessor(BuiltinProcessor):
+    stateless = True
     forwards = "new"
 
     def __init__(self, fn: Callable[..., Any], with_key: bool = False) -> None:
@@ -210,6 +217,7 @@ class MapValuesProcessor(BuiltinProcessor):
 
 
 class SelectKeyProcessor(BuiltinProcessor):
+    stateless = True
     forwards = "new"
 
     def __init__(self, fn: Callable[[Any, Any], Any]) -> None:
@@ -229,6 +237,7 @@ class SelectKeyProcessor(BuiltinProcessor):
 
 
 class FlatMapProcessor(BuiltinProcessor):
+    stateless = True
     forwards = "new"
 
     def __init__(self, fn: Callable[[Any, Any], Any]) -> None:
@@ -248,6 +257,7 @@ class FlatMapProcessor(BuiltinProcessor):
 
 
 class FlatMapValuesProcessor(BuiltinProcessor):
+    stateless = True
     forwards = "new"
 
     def __init__(self, fn: Callable[..., Any], with_key: bool = False) -> None:
@@ -271,6 +281,7 @@ class FlatMapValuesProcessor(BuiltinProcessor):
 class PeekProcessor(BuiltinProcessor):
     """`peek` (forwards) and `foreach` (terminal: no children, so nothing is forwarded)."""
 
+    stateless = True
     forwards = "given"
 
     def __init__(self, fn: Callable[[Any, Any], Any]) -> None:
@@ -291,6 +302,7 @@ class PeekProcessor(BuiltinProcessor):
 class PassThroughProcessor(BuiltinProcessor):
     """Merge points and branch children: forward what comes in."""
 
+    stateless = True
     forwards = "given"
 
     def process_batch(self, records: Sequence[Record]) -> None:
@@ -364,6 +376,8 @@ class FixedKeyProcessor(BuiltinProcessor):
 class BranchProcessor(BuiltinProcessor):
     """First matching predicate wins; records matching none go to `default` or are dropped."""
 
+    stateless = True
+
     def __init__(
         self,
         predicates: Sequence[Callable[[Any, Any], Any]],
@@ -410,6 +424,8 @@ class NullKeyPolicy:
 
 class DropNullKeysProcessor(BuiltinProcessor):
     """Before a repartition: a record without a key has no partition (Kafka drops it too)."""
+
+    stateless = True
 
     def __init__(self, policy: NullKeyPolicy | None = None) -> None:
         self.policy = policy
