@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import platform
@@ -792,7 +793,9 @@ def plan(args: argparse.Namespace, only: set[str], process_counts: list[int]) ->
     return configs
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, with the defaults that depend on `--full` filled in and checked:
+    `process_counts` (from `--processes`) and `only` (the engines to run) are added."""
     ap = argparse.ArgumentParser(description=__doc__)
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument(
@@ -844,8 +847,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", default=os.path.join(HERE, "results", "latest.json"))
     args = ap.parse_args(argv)
-    process_counts = [int(x) for x in args.processes.split(",") if x.strip()]
-    if not process_counts or min(process_counts) < 1:
+    args.process_counts = [int(x) for x in args.processes.split(",") if x.strip()]
+    if not args.process_counts or min(args.process_counts) < 1:
         ap.error("--processes: positive integers, e.g. 1,2")
     if args.repeats is None:
         args.repeats = 3 if args.full else 2
@@ -855,115 +858,147 @@ def main(argv: list[str] | None = None) -> int:
         args.kafka_streams_repeats = args.repeats if args.full else 1
     if args.latency_seconds is None:
         args.latency_seconds = 10.0 if args.full else 5.0
+    if args.kafka_streams_warmup is None:
+        args.kafka_streams_warmup = args.records // 2
+    if not 0 <= args.kafka_streams_warmup <= args.records:
+        ap.error(f"--kafka-streams-warmup: 0 to --records ({args.records})")
     everything = {"raw", "kstream", "quix", KAFKA_STREAMS, "latency"}
-    only = set(filter(None, args.only.split(","))) or everything
-    if only - everything:
-        ap.error(f"--only: unknown {sorted(only - everything)}; of {sorted(everything)}")
+    args.only = set(filter(None, args.only.split(","))) or everything
+    if args.only - everything:
+        ap.error(f"--only: unknown {sorted(args.only - everything)}; of {sorted(everything)}")
     if args.no_quix:
-        only.discard("quix")
-    quix_py = ""
+        args.only.discard("quix")
+    return args
+
+
+@dataclasses.dataclass
+class Peers:
+    """How the other engines run, once set up: Quix Streams' interpreter and Kafka Streams'
+    java command, or why either was left out (then it is dropped from `args.only`)."""
+
+    quix_python: str = ""
     quix_skipped: str | None = None
-    if "quix" in only:
-        try:
-            quix_py = ensure_quix_python(args.quix_python)
-        except (RuntimeError, OSError) as e:
-            quix_skipped = f"Quix Streams could not be set up: {e}"
-            print(quix_skipped, flush=True)
-            only.discard("quix")
-    java: list[str] = []
+    java: list[str] = dataclasses.field(default_factory=list)
     kafka_streams_skipped: str | None = None
-    if KAFKA_STREAMS in only:
+
+
+def set_up_peers(args: argparse.Namespace) -> Peers:
+    """Quix Streams' virtualenv and Kafka Streams' JVM command, for the engines asked for; an
+    engine that cannot be set up is skipped, saying why, and the rest still run."""
+    peers = Peers()
+    if "quix" in args.only:
         try:
-            java = kafka_streams_java(args.broker)
+            peers.quix_python = ensure_quix_python(args.quix_python)
+        except (RuntimeError, OSError) as e:
+            peers.quix_skipped = f"Quix Streams could not be set up: {e}"
+            print(peers.quix_skipped, flush=True)
+            args.only.discard("quix")
+    if KAFKA_STREAMS in args.only:
+        try:
+            peers.java = kafka_streams_java(args.broker)
         except RuntimeError as e:
-            kafka_streams_skipped = f"Kafka Streams skipped: {e}"
-            print(kafka_streams_skipped, flush=True)
-            only.discard(KAFKA_STREAMS)
+            peers.kafka_streams_skipped = f"Kafka Streams skipped: {e}"
+            print(peers.kafka_streams_skipped, flush=True)
+            args.only.discard(KAFKA_STREAMS)
+    return peers
+
+
+def run_command(
+    args: argparse.Namespace,
+    peers: Peers,
+    cfg: Cfg,
+    bs: str,
+    broker: BenchBroker,
+    io: tuple[str, str, str],
+) -> list[str]:
+    """The command line of one throughput run of `cfg`; `io` is (input topic, output topic,
+    state directory), the ready file inside the latter."""
+    engine, pipeline, guarantee, backend, _, compat = cfg
+    src, out, state = io
+    ready = os.path.join(state, "ready")
+    common = [f"--bootstrap={bs}", f"--topic={src}", f"--out={out}"]
+    common += [f"--guarantee={guarantee}", f"--broker={broker.kind}"]
+    if engine == KAFKA_STREAMS:
+        Admin(bs).create_topic(f"{out}-warmup", PARTITIONS, TOPIC_CONFIG)
+        cmd = [*peers.java, f"--pipeline={pipeline}", *common, f"--state-dir={state}"]
+        cmd += [f"--warmup-records={args.kafka_streams_warmup}"]
+        cmd += [f"--ready-file={ready}", f"--group=ks-{uuid.uuid4().hex[:8]}"]
+        cmd += [f"--commit-interval={KSTREAM_COMMIT_INTERVAL_MS}", "--cache-bytes=0"]
+    elif engine == "quix":
+        cmd = [peers.quix_python, os.path.join(HERE, "quix_pipe.py"), f"--pipeline={pipeline}"]
+        cmd += [*common, f"--state-dir={state}", f"--group=q-{uuid.uuid4().hex[:8]}"]
+    else:
+        cmd = [sys.executable, args.kstream_pipe]
+        cmd += [f"--engine={engine}", f"--pipeline={pipeline}"]
+        cmd += [*common, f"--backend={backend}", f"--state-dir={state}"]
+        cmd += [f"--ready-file={ready}"]
+        cmd += [f"--commit-interval={KSTREAM_COMMIT_INTERVAL_MS}"]
+        if compat != NO_COMPAT:
+            cmd += [f"--broker-compat={compat}"]
+    return cmd
+
+
+def throughput_runs(
+    args: argparse.Namespace,
+    peers: Peers,
+    configs: list[Cfg],
+    broker: BenchBroker,
+    tmp: str,
+    t_start: float,
+) -> dict[Cfg, list[dict[str, Any]]]:
+    """Produce the input, then run every configuration, repeat by repeat (a repeat runs each
+    configuration once, in `configs`' order): each run's figures, by configuration."""
     n = args.records
-    ks_warmup = n // 2 if args.kafka_streams_warmup is None else args.kafka_streams_warmup
-    if not 0 <= ks_warmup <= n:
-        ap.error(f"--kafka-streams-warmup: 0 to --records ({n})")
+    bs = broker.bootstrap_servers
+    print(f"{broker.name} at {bs} (pid {broker.pid})", flush=True)
+    src = f"bench-in-{uuid.uuid4().hex[:6]}"
+    Admin(bs).create_topic(src, PARTITIONS, INPUT_CONFIG)
+    kept = produce_input(bs, src, n)
+    print(
+        f"produced {n:,} records into {src} ({PARTITIONS} partitions); "
+        f"{'full' if args.full else 'quick'} run",
+        flush=True,
+    )
     repeats = {"quix": args.quix_repeats, KAFKA_STREAMS: args.kafka_streams_repeats}
-    t_start = time.monotonic()
-
-    configs = plan(args, only, process_counts)
     runs: dict[Cfg, list[dict[str, Any]]] = {c: [] for c in configs}
-
-    latency: dict[str, Any] = {}
-    with contextlib.ExitStack() as stack:
-        broker = stack.enter_context(start_broker(args.broker))
-        tmp = stack.enter_context(tempfile.TemporaryDirectory())
-        broker_name = broker.name
-        bs = broker.bootstrap_servers
-        print(f"{broker_name} at {bs} (pid {broker.pid})", flush=True)
-        src = f"bench-in-{uuid.uuid4().hex[:6]}"
-        Admin(bs).create_topic(src, PARTITIONS, INPUT_CONFIG)
-        kept = produce_input(bs, src, n)
-        print(
-            f"produced {n:,} records into {src} ({PARTITIONS} partitions); "
-            f"{'full' if args.full else 'quick'} run",
-            flush=True,
-        )
-        for rep in range(max(args.repeats, *repeats.values())):
-            for cfg in configs:
-                engine, pipeline, guarantee, backend, procs, compat = cfg
-                if rep >= repeats.get(engine, args.repeats):
-                    continue
-                out = f"out-{uuid.uuid4().hex[:8]}"
-                state = tempfile.mkdtemp(dir=tmp)
-                ready = os.path.join(state, "ready")
-                common = [f"--bootstrap={bs}", f"--topic={src}", f"--out={out}"]
-                common += [f"--guarantee={guarantee}", f"--broker={broker.kind}"]
-                if engine == KAFKA_STREAMS:
-                    Admin(bs).create_topic(f"{out}-warmup", PARTITIONS, TOPIC_CONFIG)
-                    cmd = [*java, f"--pipeline={pipeline}", *common, f"--state-dir={state}"]
-                    cmd += [f"--warmup-records={ks_warmup}"]
-                    cmd += [f"--ready-file={ready}", f"--group=ks-{uuid.uuid4().hex[:8]}"]
-                    cmd += [f"--commit-interval={KSTREAM_COMMIT_INTERVAL_MS}", "--cache-bytes=0"]
-                elif engine == "quix":
-                    cmd = [quix_py, os.path.join(HERE, "quix_pipe.py"), f"--pipeline={pipeline}"]
-                    cmd += [*common, f"--state-dir={state}", f"--group=q-{uuid.uuid4().hex[:8]}"]
-                else:
-                    cmd = [sys.executable, args.kstream_pipe]
-                    cmd += [f"--engine={engine}", f"--pipeline={pipeline}"]
-                    cmd += [*common, f"--backend={backend}", f"--state-dir={state}"]
-                    cmd += [f"--ready-file={ready}"]
-                    cmd += [f"--commit-interval={KSTREAM_COMMIT_INTERVAL_MS}"]
-                    if compat != NO_COMPAT:
-                        cmd += [f"--broker-compat={compat}"]
-                expected = kept if pipeline == "P1" else n
-                cmds = [cmd] if procs == 1 else worker_cmds(cmd, procs, state)
-                res = run_many(cmds, bs, out, expected, broker_pid=broker.pid)
-                res["records_per_s"] = n / res["seconds"]
-                res["cpu_us_per_record"] = res["cpu_s"] * 1e6 / n
-                if res.get("startup_cpu_s") is not None:
-                    res["steady_cpu_us_per_record"] = (
-                        (res["cpu_s"] - res["startup_cpu_s"]) * 1e6 / n
-                    )
-                runs[cfg].append(res)
-                shutil.rmtree(state, ignore_errors=True)
-                print(
-                    f"[{rep + 1}] {engine:<13} {pipeline:<4} {guarantee:<15} "
-                    f"{backend:<8} x{procs} compat={compat:<5} "
-                    f"{res['records_per_s']:>10,.0f} rec/s  "
-                    f"cpu {res['cpu_s']:.1f}s"
-                    f" = {res['cpu_us_per_record']:.1f} us/record"
-                    f" (broker {res.get('broker_cpu_s', 0):.1f}s)"
-                    + (
-                        f", {res['settled_records_per_s']:,.0f} rec/s once all were running"
-                        if "settled_records_per_s" in res
-                        else ""
-                    )
-                    + f"  ({time.monotonic() - t_start:.0f}s)",
-                    flush=True,
+    for rep in range(max(args.repeats, *repeats.values())):
+        for cfg in configs:
+            engine, pipeline, guarantee, backend, procs, compat = cfg
+            if rep >= repeats.get(engine, args.repeats):
+                continue
+            out = f"out-{uuid.uuid4().hex[:8]}"
+            state = tempfile.mkdtemp(dir=tmp)
+            cmd = run_command(args, peers, cfg, bs, broker, (src, out, state))
+            expected = kept if pipeline == "P1" else n
+            cmds = [cmd] if procs == 1 else worker_cmds(cmd, procs, state)
+            res = run_many(cmds, bs, out, expected, broker_pid=broker.pid)
+            res["records_per_s"] = n / res["seconds"]
+            res["cpu_us_per_record"] = res["cpu_s"] * 1e6 / n
+            if res.get("startup_cpu_s") is not None:
+                res["steady_cpu_us_per_record"] = (res["cpu_s"] - res["startup_cpu_s"]) * 1e6 / n
+            runs[cfg].append(res)
+            shutil.rmtree(state, ignore_errors=True)
+            print(
+                f"[{rep + 1}] {engine:<13} {pipeline:<4} {guarantee:<15} "
+                f"{backend:<8} x{procs} compat={compat:<5} "
+                f"{res['records_per_s']:>10,.0f} rec/s  "
+                f"cpu {res['cpu_s']:.1f}s"
+                f" = {res['cpu_us_per_record']:.1f} us/record"
+                f" (broker {res.get('broker_cpu_s', 0):.1f}s)"
+                + (
+                    f", {res['settled_records_per_s']:,.0f} rec/s once all were running"
+                    if "settled_records_per_s" in res
+                    else ""
                 )
-        if "latency" in only and broker.kind == "kafka":
-            latency = latency_runs(
-                broker.kind, args.latency_rate, args.latency_seconds, args.full, shared=broker
+                + f"  ({time.monotonic() - t_start:.0f}s)",
+                flush=True,
             )
-    if "latency" in only and args.broker == "tansu":
-        latency = latency_runs(args.broker, args.latency_rate, args.latency_seconds, args.full)
+    return runs
 
+
+def summary_rows(runs: dict[Cfg, list[dict[str, Any]]], broker_name: str) -> list[dict[str, Any]]:
+    """A row per configuration: the medians of its runs, and its records/s over the ceiling's
+    (the raw loop under the same guarantee) and over Quix Streams'."""
     rows: list[dict[str, Any]] = []
     for cfg, results in runs.items():
         engine, pipeline, guarantee, backend, procs, compat = cfg
@@ -1011,10 +1046,18 @@ def main(argv: list[str] | None = None) -> int:
         q = quix.get((r["pipeline"], base))
         r["vs_ceiling"] = round(r["records_per_s"] / c, 3) if c else None
         r["vs_quix"] = round(r["records_per_s"] / q, 2) if q and r["engine"] != "quix" else None
-    compat_cost = compat_pairs(rows)
-    ks_ratios = kafka_streams_ratios(rows)
-    floor = latency_floor(latency)
+    return rows
 
+
+def print_report(
+    broker_name: str,
+    rows: list[dict[str, Any]],
+    compat_cost: list[dict[str, Any]],
+    ks_ratios: dict[str, Any] | None,
+    latency: dict[str, Any],
+    floor: dict[str, Any] | None,
+) -> None:
+    """The table, then the broker_compat pairs, Kafka Streams' ratios and the latencies."""
     print()
     print(f"broker: {broker_name}")
     print(table(rows))
@@ -1043,22 +1086,41 @@ def main(argv: list[str] | None = None) -> int:
             + ", ".join(f"{k} {v:.2f}x" for k, v in floor["p99_over_floor"].items())
             + f" (target <= {floor['target']}x)"
         )
+
+
+def write_results(
+    args: argparse.Namespace,
+    peers: Peers,
+    broker_name: str,
+    runs: dict[Cfg, list[dict[str, Any]]],
+    latency: dict[str, Any],
+    t_start: float,
+) -> None:
+    """The rows and what is derived from them (the broker_compat pairs, Kafka Streams' ratios,
+    the latency floor): printed, then written to `args.out` with the run's settings."""
+    rows = summary_rows(runs, broker_name)
+    compat_cost = compat_pairs(rows)
+    ks_ratios = kafka_streams_ratios(rows)
+    floor = latency_floor(latency)
+    print_report(broker_name, rows, compat_cost, ks_ratios, latency, floor)
     total = time.monotonic() - t_start
     print(f"\ntotal wall time {total:.0f} s ({total / 60:.1f} min)")
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(
             {
-                "records": n,
+                "records": args.records,
                 "partitions": PARTITIONS,
                 "mode": "full" if args.full else "quick",
                 "broker": broker_name,
                 "repeats": args.repeats,
                 "quix_repeats": args.quix_repeats,
                 "kafka_streams_repeats": args.kafka_streams_repeats,
-                "kafka_streams_warmup_records": ks_warmup if KAFKA_STREAMS in only else None,
-                "quix_skipped": quix_skipped,
-                "kafka_streams_skipped": kafka_streams_skipped,
+                "kafka_streams_warmup_records": (
+                    args.kafka_streams_warmup if KAFKA_STREAMS in args.only else None
+                ),
+                "quix_skipped": peers.quix_skipped,
+                "kafka_streams_skipped": peers.kafka_streams_skipped,
                 "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
                 "total_seconds": round(total),
                 "rows": rows,
@@ -1072,6 +1134,29 @@ def main(argv: list[str] | None = None) -> int:
         )
         f.write("\n")
     print(f"wrote {os.path.relpath(args.out, ROOT)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The run the module's docstring describes: the set-up, the throughput runs, the latency
+    runs, then the table and the results file."""
+    args = parse_args(argv)
+    peers = set_up_peers(args)
+    t_start = time.monotonic()
+    configs = plan(args, args.only, args.process_counts)
+    latency: dict[str, Any] = {}
+    with contextlib.ExitStack() as stack:
+        broker = stack.enter_context(start_broker(args.broker))
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
+        broker_name = broker.name
+        runs = throughput_runs(args, peers, configs, broker, tmp, t_start)
+        if "latency" in args.only and broker.kind == "kafka":
+            latency = latency_runs(
+                broker.kind, args.latency_rate, args.latency_seconds, args.full, shared=broker
+            )
+    if "latency" in args.only and args.broker == "tansu":
+        latency = latency_runs(args.broker, args.latency_rate, args.latency_seconds, args.full)
+
+    write_results(args, peers, broker_name, runs, latency, t_start)
     return 0
 
 
