@@ -59,7 +59,8 @@ _EXAMPLE = re.compile(r"^\s*Examples?:", re.MULTILINE)
 
 
 def _modules() -> list[ModuleType]:
-    subs = pkgutil.iter_modules(kstream.dsl.__path__, "kstream.dsl.")
+    # walk_packages: the sub-packages' modules too (kstream.dsl.processors.<family>)
+    subs = pkgutil.walk_packages(kstream.dsl.__path__, "kstream.dsl.")
     return [kstream.dsl, *(importlib.import_module(m.name) for m in subs), kstream.stores]
 
 
