@@ -55,6 +55,7 @@ from kstream.dsl.processors import (
 )
 from kstream.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from kstream.records import Record, Windowed, derive
+from kstream.state.window_fold import WindowFold, fold_for
 from kstream.topology.processor import ProcessorContext
 
 # `new_windowed((key, start, end))` == `Windowed(key, start, end)`, cheaper (hot path)
@@ -231,6 +232,17 @@ class TimeWindowAggregateProcessor(_WindowedAggregate):
         self.step = step
         self.windows = windows
         self.tumbling = windows.advance_ms == windows.size_ms
+
+    def init(self, ctx: ProcessorContext) -> None:
+        super().init(ctx)
+        # behind the record cache, a batch is folded per (key, window) when it provably
+        # leaves what record by record leaves (kstream.state.window_fold)
+        self.fold: WindowFold | None = fold_for(self, new_change)
+
+    def process_batch(self, records: Sequence[Record]) -> None:
+        if self.fold is not None and self.fold(records):
+            return
+        super().process_batch(records)
 
     def apply(self, r: Record, close: int, emit: UpdateSink) -> None:
         store, step, size = self.store, self.step, self.windows.size_ms

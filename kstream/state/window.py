@@ -162,6 +162,31 @@ class WindowStore(SegmentedStore):
             return value, ts
         return self.value_serde.from_bytes(bytes(data[8:])), _TS.unpack_from(data)[0]
 
+    @property
+    def timestamped_width(self) -> int:
+        """Bytes of every stored (timestamp, value) when the aggregate's serde is fixed-width;
+        -1 when it is not (or the store is not timestamped)."""
+        return self._both_size
+
+    def encode_timestamped(self, value: Any, timestamp: int) -> bytes | None:
+        """The bytes `put_timestamped` stores for `value` and `timestamp` (None: a delete),
+        raising what it raises; for a fold that writes a window once after several steps
+        (kstream.state.window_fold) and must see each step's value as the store would."""
+        if value.__class__ in self._exact:
+            try:
+                return self._pack_both(timestamp, value)  # type: ignore[misc]
+            except (struct.error, OverflowError):
+                pass  # out of range: the serde below says so
+        data = self.value_serde.to_bytes(value)
+        return None if data is None else _TS.pack(timestamp) + data
+
+    def decode_timestamped(self, data: bytes) -> tuple[Any, int]:
+        """`(value, timestamp)` as `get_timestamped` returns stored `data`."""
+        if len(data) == self._both_size:
+            ts, value = self._unpack_both(data)  # type: ignore[misc]
+            return value, ts
+        return self.value_serde.from_bytes(bytes(data[8:])), _TS.unpack_from(data)[0]
+
     def get(self, key: Any, start: int) -> Any:
         """The value of `key`'s window starting at `start` (None if absent or expired).
 

@@ -1,0 +1,265 @@
+"""A time-windowed aggregation behind the record cache, folded per batch: one store read, write
+and cache update per (key, window) of a batch instead of one per record and window.
+
+Why: with the record cache on, what a batch of a tumbling or hopping windowed count, reduce or
+aggregate leaves behind is, for each (key, window) it wrote, its latest aggregate (with the
+largest timestamp and the provenance of its last record) and the value it had before the
+batch; the downstream operators see nothing until the cache flushes. So a batch can read each
+window once, run the aggregation's steps on the values in hand, and write each window once,
+and leave the same store contents, changelog records (in the same order: windows are written
+in the order of their first write) and cache state (entries, sizes, dirty order and recency
+order, through `CachingStore.cache_updates`) as the processor's per-record path
+(`TimeWindowAggregateProcessor.apply`).
+
+What is kept exactly:
+
+- **the steps, as user code sees them**: they are called in the batch's record order with the
+  same arguments as record by record, and the aggregate each gets is the previous result after
+  a round trip through the store's value serde (what the store's read would have returned), so
+  a step that keeps state, mutates its aggregate or returns a value its serde changes (an int
+  into a double) sees what it sees record by record;
+- **stream time, closing and drops**: every record moves the processor's observed stream time
+  and finds its windows closed or open exactly as record by record, in order; late records
+  and expired windows are reported in the same order and number, and stream time is saved
+  once after the batch, as record by record;
+- **errors**: a step or an encoding that raises is handed to `on_error` for its record at the
+  same point (the record's earlier windows written, its later ones and its drop reports not),
+  and if `on_error` raises, the windows aggregated so far are written before it propagates,
+  so the store and cache are what record by record would have left at that point.
+
+It applies only when nothing in the batch could have gone otherwise record by record, decided
+before any step runs (so giving up costs only the look): no null key or value (drops that
+Kafka makes before stream time moves), every key taken by the key serde's C encoder, no write
+the window store would drop for retention (the cache forwards such a write at once), room in
+the cache for every window of the batch at the value's fixed width (an eviction forwards
+mid-batch, where downstream code would run between two steps), and every read done without
+error. Only stores whose aggregate has a fixed-width serde (count's long, a double sum) fold:
+their cache entries have one size whatever the value, which the room check needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kstream.records import Record, Windowed, derive
+from kstream.state.layer import typed_store
+from kstream.state.window import WindowStore
+
+_FOUND, _VALUE, _TS, _NEW, _PREV, _LAST, _WRITTEN, _KEY, _START, _PKEY, _BEFORE = range(11)
+"""Slots of a window's state during a fold (a list, the cheapest mutable record here):
+whether the store holds the window, its value as the store would return it, the timestamp
+stored with it, the last step's result as returned, the value that step got, the record of
+the last write, the timestamp of that write, the key of the window's first record, its
+start, its store key, and its value before the batch."""
+
+_Step = tuple[Record, list[list[Any]], int, int]
+"""A record of the batch, the states of its open windows, how many of its windows were
+closed, and how many windows it falls in."""
+
+_new_windowed = Windowed._make
+
+
+class WindowFold:
+    """The per-batch path of one `TimeWindowAggregateProcessor` (see the module docstring).
+
+    Called with a batch, returns True when it processed it and False (having done nothing but
+    reads) when the batch needs the per-record path."""
+
+    def __init__(
+        self, proc: Any, store: Any, typed: WindowStore, new_change: Callable[[Any], Any]
+    ) -> None:
+        self.proc = proc
+        self.store = store
+        self.typed = typed
+        self.new_change = new_change
+        self.size: int = proc.windows.size_ms
+        self.tumbling: bool = proc.tumbling
+        self.window_starts: Callable[[int], list[int]] = proc.windows.window_starts
+        encode = store.key_serde.c_to_bytes
+        assert encode is not None
+        self.encode: Callable[[Any], bytes] = encode
+        self.width: int = typed.timestamped_width
+
+    def __call__(self, records: Sequence[Record]) -> bool:
+        steps = self._plan(records)
+        if steps is None:
+            return False
+        self._run(steps)
+        return True
+
+    # --- before any step: can the batch fold? ---------------------------------------------------
+
+    def _plan(self, records: Sequence[Record]) -> list[_Step] | None:
+        """Per record `(record, the states of its open windows, windows expired, windows)`,
+        each window's state holding its store key and its value before the batch; None when
+        the batch must go record by record (nothing done but reads)."""
+        proc, encode, size = self.proc, self.encode, self.size
+        grace, observed = proc.grace, proc.observed
+        tumbling, window_starts = self.tumbling, self.window_starts
+        states: dict[tuple[bytes, int], list[Any]] = {}
+        steps: list[_Step] = []
+        # the window store's own stream time (the largest start written) and retention: it
+        # drops a write past retention, and the cache forwards that write at once, mid-batch
+        typed_observed, retention = self.typed.observed, self.typed.retention
+        for r in records:
+            k = r.key
+            if k is None or r.value is None:
+                return None
+            try:
+                kb = encode(k)
+            except Exception:
+                return None
+            t = r.timestamp
+            if t > observed:
+                observed = t
+            close = observed - grace
+            if tumbling:
+                starts: Sequence[int] = (t - t % size,) if t >= 0 else ()
+            else:
+                starts = window_starts(t)
+            open_: list[list[Any]] = []
+            for start in starts:
+                if start + size <= close:
+                    continue
+                if start > typed_observed:
+                    typed_observed = start
+                elif start < typed_observed - retention:
+                    return None
+                st = states.get((kb, start))
+                if st is None:
+                    st = [False, None, 0, None, None, None, 0, k, start, b"", None]
+                    states[(kb, start)] = st
+                open_.append(st)
+            steps.append((r, open_, len(starts) - len(open_), len(starts)))
+        if states and not self._prepare(list(states.values())):
+            return None
+        return steps
+
+    def _prepare(self, states: list[list[Any]]) -> bool:
+        """Check that the batch's windows can be written once each as record by record would
+        write them (store keys, room in the cache), and read each; False when not. Writing
+        each window once, in the order of first writes, the store has seen no larger start at
+        a window's write than record by record at its first: no write is past retention."""
+        store = self.store
+        pkey, get = self.typed._pkey, store.get_timestamped
+        try:
+            for st in states:
+                st[_PKEY] = pkey(st[_KEY], st[_START])
+        except Exception:
+            return False
+        if not store.batch_room([st[_PKEY] for st in states], self.width):
+            return False
+        try:
+            for st in states:
+                found = get(st[_KEY], st[_START])
+                if found is not None:
+                    value, st[_TS] = found
+                    st[_FOUND], st[_VALUE], st[_BEFORE] = True, value, value
+        except Exception:
+            return False
+        return True
+
+    # --- the batch, folded ----------------------------------------------------------------------
+
+    def _run(self, steps: list[_Step]) -> None:
+        proc = self.proc
+        task, on_error, dropped, step = proc.task, proc.ctx.on_error, proc.dropped, proc.step
+        encode_value, decode_value = self.typed.encode_timestamped, self.typed.decode_timestamped
+        order: list[list[Any]] = []  # the states in the order of their writes
+        r: Record | None = None
+        done = 0
+        try:
+            for r, open_, expired, n in steps:
+                if task is not None:
+                    task.current = r
+                k, v, t = r.key, r.value, r.timestamp
+                failed = False
+                for st in open_:
+                    old = st[_VALUE]
+                    try:
+                        new = step(k, v, old)
+                        ts = t if not st[_FOUND] or st[_TS] < t else st[_TS]
+                        vb = encode_value(new, ts)
+                    except Exception as e:
+                        on_error(e, r)
+                        failed = True
+                        break
+                    if vb is None:  # the step returned what its serde writes as a delete
+                        st[_FOUND], st[_VALUE] = False, None
+                    else:
+                        st[_FOUND] = True
+                        st[_VALUE], st[_TS] = decode_value(vb)
+                    st[_NEW], st[_PREV], st[_LAST], st[_WRITTEN] = new, old, r, ts
+                    order.append(st)
+                if not failed:
+                    if expired:
+                        if expired == n:
+                            dropped("late_record", r)
+                        else:
+                            for _ in range(expired):
+                                dropped("expired_window", r)
+                    elif t < 0:
+                        dropped("late_record", r)
+                done += 1
+        finally:
+            # the records processed (all, or up to one whose on_error raised) move stream
+            # time and their windows are written, as record by record
+            self._advance_time([s[0] for s in steps[: done + (done < len(steps))]])
+            self._write(order)
+            if task is not None:
+                task.current = r
+        proc._save_time()  # its provenance: the batch's last record, as record by record
+        if task is not None:
+            task.current = None
+        proc.ctx.forward_batch([])
+
+    def _advance_time(self, records: list[Record]) -> None:
+        proc = self.proc
+        for r in records:
+            t = r.timestamp
+            if t > proc.record_time:
+                proc.record_time = t
+            if t > proc.observed:
+                proc.observed = t
+
+    def _write(self, order: list[list[Any]]) -> None:
+        """One store write per window written in the batch (`order`: the states in the order
+        of their writes), in the order of their first writes, each with its last record as
+        provenance; then one cache update each."""
+        if not order:
+            return
+        task, put, size = self.proc.task, self.store.put_timestamped, self.size
+        new_change = self.new_change
+        updates: list[tuple[bytes, Record, Any]] = []
+        for st in {id(st): st for st in order}.values():  # first-write order
+            r, ts, start = st[_LAST], st[_WRITTEN], st[_START]
+            if task is not None:
+                task.current = r
+            put(r.key, st[_NEW], ts, start)
+            w = _new_windowed((r.key, start, start + size))
+            u = derive(r, w, new_change((st[_NEW], st[_PREV])))
+            u.timestamp = ts
+            updates.append((st[_PKEY], u, st[_BEFORE]))
+        recency = [st[_PKEY] for st in {id(st): st for st in reversed(order)}.values()]
+        recency.reverse()  # last-write order
+        self.store.cache_updates(updates, recency)
+
+
+def fold_for(proc: Any, new_change: Callable[[Any], Any]) -> WindowFold | None:
+    """The per-batch path for a time-windowed aggregation `proc`, or None when it has none:
+    its updates are not held back by the record cache (cache off, emit="final", a store
+    without the caching layer), or its store is not a timestamped window store of a
+    fixed-width aggregate without duplicates, or its key serde has no C encoder.
+    `new_change((new, old))` builds the update's Change (the DSL's type)."""
+    if proc.emit_final or proc.sink is None:
+        return None
+    store = proc.store
+    if getattr(store, "cache_updates", None) is None:
+        return None
+    typed = typed_store(store)
+    if not isinstance(typed, WindowStore) or typed.timestamped_width < 0:
+        return None
+    if typed.spec.retain_duplicates or getattr(store.key_serde, "c_to_bytes", None) is None:
+        return None
+    return WindowFold(proc, store, typed, new_change)
