@@ -419,7 +419,7 @@ class ExactlyOnceV2(CommitProtocol):
         """The thread's transactional producer, started before joining, fences this
         instance's predecessor (same transactional id) and aborts its open transaction, whose
         pending offsets would hold up reading the committed ones
-        (`TaskManager._read_committed`)."""
+        (`TaskPartitions.read_committed`, partitions.py)."""
         self.shared_producer()
 
     def scope(self, rt: RuntimeTask, tasks: Sequence[RuntimeTask]) -> list[RuntimeTask]:

@@ -10,13 +10,14 @@ cannot fix it. The task manager owns the budget; the thread only reads `backoff`
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
 from kstream.runtime.failures import MAX_RETRIES
 from kstream.runtime.outage import BrokerOutage
 
-__all__ = ["RetryBudget"]
+__all__ = ["Halt", "RetryBudget"]
 
 
 class RetryBudget:
@@ -46,3 +47,21 @@ class RetryBudget:
     def progressed(self) -> None:
         """A commit moved input offsets on: the run of failures is over."""
         self.failures = 0
+
+
+class Halt:
+    """The stream thread's stop and the error it stops on, shared by the parts of the task
+    manager (task_manager.py and what it composes).
+
+    A part that gives up inside a rebalance callback (whose errors the consumer swallows)
+    records the error here and sets the stop; the thread raises the error at its next turn.
+    State only: no part calls another back through it."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+        self.error: BaseException | None = None
+
+    def fail(self, error: BaseException) -> None:
+        """Give up on `error`: the thread raises it at its next turn."""
+        self.error = error
+        self.stop.set()

@@ -18,7 +18,7 @@ from typing import Any
 
 from kstream.runtime import standby
 from kstream.runtime.commit import CommitOutcome, ExactlyOnceV2
-from kstream.runtime.task_manager import TaskManager
+from kstream.runtime.partitions import TaskPartitions
 from kstream.runtime.tasks import RuntimeTask
 from kstream.testing.sim.simulation import Options, simulate
 from kstream.topology.task import Task
@@ -69,7 +69,7 @@ def _keep_write_cache(original: Any) -> Any:
 
 
 def _no_seek_back(original: Any) -> Any:
-    def seek_back(self: TaskManager, tasks: list[RuntimeTask]) -> None:
+    def seek_back(self: TaskPartitions, tasks: list[RuntimeTask]) -> None:
         return None  # a rolled-back task goes on after the records it rolled back
 
     return seek_back
@@ -139,7 +139,7 @@ MUTANTS: dict[str, Mutant] = {
         Mutant(
             "no_seek_back",
             "a rolled-back task is not sought back to its committed offsets",
-            (TaskManager, "seek_back", _no_seek_back),
+            (TaskPartitions, "seek_back", _no_seek_back),
             ("count", "stream_table", "dedup"),
         ),
         Mutant(

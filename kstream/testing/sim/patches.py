@@ -68,10 +68,10 @@ class LmdbEnvironments:
 @contextmanager
 def patched_runtime(envs: LmdbEnvironments) -> Iterator[None]:
     """Apply the module docstring's patches until the block ends."""
-    import kstream.runtime.task_manager as task_manager
+    import kstream.runtime.active_tasks as active_tasks
     from store_backends import lmdb_backend
 
-    saved_pool = task_manager.ThreadPoolExecutor
+    saved_pool = active_tasks.ThreadPoolExecutor
     saved_init = lmdb_backend.LMDBBackend.__init__
 
     owner = threading.get_ident()
@@ -81,12 +81,12 @@ def patched_runtime(envs: LmdbEnvironments) -> Iterator[None]:
         if threading.get_ident() == owner:  # another thread's environments are not the run's
             envs.opened.append(self)
 
-    task_manager.ThreadPoolExecutor = InlineExecutor  # type: ignore[misc,assignment]
+    active_tasks.ThreadPoolExecutor = InlineExecutor  # type: ignore[misc,assignment]
     lmdb_backend.LMDBBackend.__init__ = init  # type: ignore[method-assign]
     try:
         yield
     finally:
-        task_manager.ThreadPoolExecutor = saved_pool  # type: ignore[misc]
+        active_tasks.ThreadPoolExecutor = saved_pool  # type: ignore[misc]
         lmdb_backend.LMDBBackend.__init__ = saved_init  # type: ignore[method-assign]
         for backend in envs.opened:
             if not backend._closed:

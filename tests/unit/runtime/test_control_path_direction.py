@@ -1,5 +1,6 @@
-"""The runtime's control path runs one way: stream thread -> task manager -> task executor and
-commit protocol, never back up (docs/architecture.md, "How a commit fails").
+"""The runtime's control path runs one way: stream thread -> task manager -> the parts it
+composes (new tasks -> recovery -> partitions -> active tasks) -> task executor and commit
+protocol, never back up (docs/architecture.md, "How a commit fails").
 
 Each test records, with a profile hook, every call between methods of these objects while a
 commit fails and the task is recovered, and checks that no callee sits above its caller. The
@@ -21,7 +22,11 @@ import pytest
 from support.mock_runtime import SRC, cluster_with_input, counts, running
 
 from kstream.errors import StoreLostError
+from kstream.runtime.active_tasks import ActiveTasks
 from kstream.runtime.commit import CommitProtocol
+from kstream.runtime.new_tasks import NewTasks
+from kstream.runtime.partitions import TaskPartitions
+from kstream.runtime.recovery import TaskRecovery
 from kstream.runtime.task_executor import TaskExecutor
 from kstream.runtime.task_manager import TaskManager
 from kstream.runtime.thread import StreamThread
@@ -32,8 +37,12 @@ EXACT = [("a", 1), ("b", 1), ("b", 2), ("c", 1)]
 FLOORS: list[tuple[type, int]] = [
     (StreamThread, 0),
     (TaskManager, 1),
-    (TaskExecutor, 2),
-    (CommitProtocol, 2),
+    (NewTasks, 2),
+    (TaskRecovery, 3),
+    (TaskPartitions, 4),
+    (ActiveTasks, 5),
+    (TaskExecutor, 6),
+    (CommitProtocol, 6),
 ]
 
 
@@ -92,7 +101,17 @@ def _upward(seen: list[tuple[str, str]], objects: dict[str, int]) -> list[tuple[
 
 def _floors_by_name(r: Any) -> dict[str, int]:
     thread = r.thread
-    objects = [thread, thread.task_manager, thread.task_manager.executor, thread.commits]
+    tm = thread.task_manager
+    objects = [
+        thread,
+        tm,
+        tm.new_tasks,
+        tm.recovery,
+        tm.partitions,
+        tm.active,
+        tm.executor,
+        thread.commits,
+    ]
     return {type(o).__name__: _floor(o) for o in objects}  # type: ignore[misc]
 
 
@@ -112,6 +131,11 @@ def test_a_failed_commit_is_recovered_by_calls_that_run_one_way(
         assert ("StreamThread.commit", "TaskManager.commit") in seen
         assert ("TaskManager.commit", f"{type(r.thread.commits).__name__}.commit") in seen
         assert any(callee.startswith("TaskManager._settle") for _, callee in seen)
+        # ... and the task was recovered from its committed offsets, one way
+        assert ("TaskManager._settle", "TaskRecovery.retry_from_committed") in seen or (
+            "TaskManager._settle",
+            "TaskRecovery.recover_from",
+        ) in seen
         assert _upward(seen, floors) == []
         r.turn(4)
     assert sorted(counts(cluster)) == EXACT
@@ -128,7 +152,9 @@ def test_a_commit_whose_answer_is_lost_revives_its_tasks_one_way(
         cluster.time_out_transactions()
         with calls_between_floors() as seen:
             r.commit()
-        assert ("TaskManager._recover", "TaskManager.revive") in seen
+        assert ("TaskRecovery._recover", "TaskRecovery.revive") in seen
+        assert ("TaskRecovery.revive", "TaskPartitions.read_committed") in seen
+        assert ("TaskRecovery.revive", "ActiveTasks.create") in seen
         assert _upward(seen, _floors_by_name(r)) == []
         r.turn(4)
     assert sorted(counts(cluster)) == EXACT
@@ -154,7 +180,7 @@ def test_a_store_lost_after_its_commit_is_rebuilt_by_the_task_manager(
         monkeypatch.setattr(type(before), "apply", lose_once)
         with calls_between_floors() as seen:
             r.commit()
-        assert ("TaskManager._settle", "TaskManager.rebuild") in seen
+        assert ("TaskManager._settle", "TaskRecovery.rebuild") in seen
         assert _upward(seen, _floors_by_name(r)) == []
         assert r.thread.tasks[(0, 0)] is not before
         r.turn(3)

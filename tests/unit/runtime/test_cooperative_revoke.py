@@ -12,7 +12,7 @@ from support.mock_runtime import DST, SRC, cluster_with_input, counts, running, 
 
 from kstream.dsl import StreamBuilder
 from kstream.errors import KafkaClientError
-from kstream.runtime import task_manager
+from kstream.runtime import partitions
 from kstream.testing import MockCluster
 
 WORDS = [f"w{i} x{i % 3}" for i in range(40)]
@@ -108,7 +108,7 @@ def test_a_commit_failing_in_a_cooperative_revoke_rolls_back_the_kept_task_too(
     updates dropped, its partition sought back to the committed offset once the rebalance
     ends (its records skipped until then), and it reprocesses them: each count once."""
     at = {"generation": 1}
-    monkeypatch.setattr(task_manager, "generation", lambda _consumer: at["generation"])
+    monkeypatch.setattr(partitions, "generation", lambda _consumer: at["generation"])
     cluster = cluster_with_input(*WORDS, partitions=2)
     with running(
         cluster,

@@ -124,12 +124,14 @@ def test_the_split_check_of_a_closing_consumer_does_not_raise_out_of_the_callbac
 
     from confluent_kafka import KafkaError, KafkaException
 
-    from kstream.runtime.task_manager import TaskManager
+    from kstream.runtime.partitions import TaskPartitions
 
     class Closing:
         def assignment(self) -> list[object]:
             raise KafkaException(KafkaError(KafkaError._DESTROY))
 
-    manager = SimpleNamespace(consumer=Closing(), ctx=None, split_assignments=0)
-    TaskManager._check_split(manager)  # type: ignore[arg-type]
-    assert manager.split_assignments == 0
+    partitions = SimpleNamespace(
+        consumer=Closing(), ctx=None, split_assignments=0, broker_assigned=True
+    )
+    TaskPartitions.check_split(partitions)  # type: ignore[arg-type]
+    assert partitions.split_assignments == 0
