@@ -11,7 +11,7 @@ from kstream.dsl.grouped import KGroupedStream
 from kstream.dsl.joined import Joined
 from kstream.dsl.processors import Change
 from kstream.dsl.stream import KStream
-from kstream.dsl.suppress import BufferConfig, Suppressed
+from kstream.dsl.suppressed import BufferConfig, Suppressed
 from kstream.dsl.table import GlobalKTable, KTable
 
 __all__ = [

@@ -6,8 +6,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kstream.dsl import table_processors as tp
 from kstream.dsl.graph import InternalBuilder, StoreLike, processor_factory
+from kstream.dsl.processors import table as tp
 from kstream.dsl.stream import KStream
 from kstream.dsl.table import GlobalKTable, KTable, source_table
 from kstream.dsl.timestamps import TimestampExtractor

@@ -54,13 +54,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from kstream.errors import TopologyError
 from kstream.serde import BUILTIN, Serde, serde
 from kstream.state.keyvalue import timestamped
-from kstream.topology.processor import Processor, ProcessorContext, ProcessorFactory
+from kstream.topology.processor import Processor, ProcessorFactory
 from kstream.topology.topology import Partitioner, Topology
 
 if TYPE_CHECKING:
@@ -216,7 +216,7 @@ class InternalBuilder:
     def _maybe_send_old_values(self, factory: Any, parents: str | Sequence[str]) -> None:
         """A consumer other than filter, map_values or to_stream needs old values from the
         table filters above it (Kafka's `enableSendingOldValues`, e.g. by groupBy or joins)."""
-        from kstream.dsl import table_processors as tp
+        from kstream.dsl.processors import table as tp
 
         cls = getattr(factory, "processor_class", factory)
         if cls in (tp.TableFilterProcessor, tp.TableMapValuesProcessor, tp.TableToStreamProcessor):
@@ -393,44 +393,6 @@ class InternalBuilder:
             todo.extend(getattr(d, "parents", ()))
             for topic in getattr(d, "topics", ()):
                 todo.extend(writers.get(topic, ()))
-
-
-class ValueGetter:
-    """Reads a table's current value for a key from inside another processor.
-
-    Every table chain starts at a materialized store; filters and map_values on top of it are
-    replayed on the stored value (`transforms`), so derived tables need no store of their own.
-    """
-
-    def __init__(self, store: str, transforms: tuple[Callable[[Any, Any], Any], ...] = ()) -> None:
-        self.store = store
-        self.transforms = transforms
-
-    @property
-    def stores(self) -> tuple[str, ...]:
-        """The stores a processor using this getter must be connected to."""
-        return (self.store,)
-
-    def then(self, fn: Callable[[Any, Any], Any]) -> ValueGetter:
-        """A getter applying `fn(key, value) -> value | None` after this one."""
-        return ValueGetter(self.store, (*self.transforms, fn))
-
-    def bind(self, ctx: ProcessorContext) -> Callable[[Any], Any]:
-        """`get(key) -> value | None` for use inside a processor initialised with `ctx`."""
-        get: Callable[[Any], Any] = ctx.get_store(self.store).get
-        fns = self.transforms
-        if not fns:
-            return get
-
-        def value(key: Any) -> Any:
-            v = get(key)
-            for fn in fns:
-                if v is None:
-                    return None
-                v = fn(key, v)
-            return v
-
-        return value
 
 
 def processor_factory(cls: type[Processor], *args: Any) -> ProcessorFactory:

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, overload
 
 from kstream.dsl import processors as p
-from kstream.dsl.graph import Handle, InternalBuilder, StoreLike, ValueGetter, processor_factory
+from kstream.dsl.graph import Handle, InternalBuilder, StoreLike, processor_factory
+from kstream.dsl.processors.getter import ValueGetter
 from kstream.dsl.windowed import SessionWindowedKStream, TimeWindowedKStream, windowed_by
 from kstream.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from kstream.serde import Serde, SerdeLike, serde

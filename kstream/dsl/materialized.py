@@ -5,7 +5,7 @@ Materialized, the result table keeps its current value per key in a store of its
 store is queryable by name (`KTable.store_name`), changelogged unless its spec says otherwise,
 and later joins read it instead of replaying the operator on the parent's store. Filter,
 map_values and transform_values write the store in their own processor
-(`kstream.dsl.table_processors`); a join's result is written by its merge node, wrapped here.
+(`kstream.dsl.processors.table`); a join's result is written by its merge node, wrapped here.
 All of them forward their updates through the record cache (`cache_max_bytes`) when it is on
 and the store's spec allows it, as Kafka's processors do over a caching store.
 """
@@ -13,14 +13,12 @@ and the store's spec allows it, as Kafka's processors do over a caching store.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from kstream.dsl.graph import AUTO, InternalBuilder, StoreLike, ValueGetter, processor_factory
-from kstream.dsl.processors import BuiltinProcessor, Change, cached_forwarding
-from kstream.records import Record
+from kstream.dsl.graph import AUTO, InternalBuilder, StoreLike, processor_factory
+from kstream.dsl.processors.getter import ValueGetter
+from kstream.dsl.processors.table import MaterializingProcessor
 from kstream.serde import Serde, serde
-from kstream.topology.processor import ProcessorContext, ProcessorFactory, as_processor
 from kstream.topology.topology import ProcessorDef
 
 if TYPE_CHECKING:
@@ -48,74 +46,6 @@ def value_serde_of(spec: StoreSpec, known: Serde | None) -> Serde | None:
     if vs is None or vs is AUTO:
         return known
     return serde(vs)
-
-
-class _StoringContext:
-    """The context the wrapped node sees: forwarding a `Change` first writes its new value."""
-
-    def __init__(self, ctx: ProcessorContext, owner: MaterializingProcessor) -> None:
-        self._ctx = ctx
-        self._owner = owner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._ctx, name)
-
-    def forward(self, record: Record, to: str | None = None) -> None:
-        self.forward_batch([record], to)
-
-    def forward_batch(self, records: list[Record], to: str | None = None) -> None:
-        out = self._owner.store_all(records)
-        if out:  # none when the record cache holds them back
-            self._ctx.forward_batch(out, to)
-
-
-class MaterializingProcessor(BuiltinProcessor):
-    """Runs a table node's processor and keeps the table it emits in `store` (Kafka's
-    `KTableKTableJoinMerger` with a queryable name): each `Change`'s new value is written
-    (None deletes) before the change is forwarded. With the record cache on, the changes go
-    to the cache instead, each with the value the store held before its write as old value
-    (the merger's `TimestampedTupleForwarder`: a flush forwards the store's values, not the
-    join's old ones); the merge sends old values, as it does uncached."""
-
-    def __init__(self, factory: ProcessorFactory, store: str, node: str) -> None:
-        self.inner = as_processor(factory(), node)
-        self.store_name = store
-
-    def init(self, ctx: ProcessorContext) -> None:
-        super().init(ctx)
-        self.store = ctx.get_store(self.store_name)
-        self.cached = cached_forwarding(self.store, ctx)
-        self.inner.init(_StoringContext(ctx, self))
-
-    def process_batch(self, records: Sequence[Record]) -> None:
-        self.inner.process_batch(list(records))
-
-    def store_all(self, records: list[Record]) -> list[Record]:
-        """Write `records`' new values; returns those to forward now (none when cached)."""
-        store, task, on_error, cached = self.store, self.task, self.ctx.on_error, self.cached
-        out = []
-        for r in records:
-            ch = r.value
-            new = ch.new if isinstance(ch, Change) else ch
-            if task is not None:
-                task.current = r
-            try:
-                stored = None if cached is None else store.get(r.key)
-                store.put(r.key, new)
-            except Exception as e:
-                on_error(e, r)
-                continue
-            finally:
-                if task is not None:
-                    task.current = None
-            if cached is None:
-                out.append(r)
-            else:
-                cached(r.with_value(Change(new, stored)))
-        return out
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def materialize_node(table: KTable, materialized: StoreLike, op: str) -> KTable:

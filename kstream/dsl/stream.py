@@ -9,8 +9,8 @@ from kstream.dsl import graph as _graph  # its processor_factory: a parameter sh
 from kstream.dsl import processors as p
 from kstream.dsl.dedup import deduplicate as _deduplicate
 from kstream.dsl.graph import InternalBuilder, StoreLike, processor_factory
+from kstream.dsl.processors.topic_chooser import TopicChooserSinkProcessor, TopicNameExtractor
 from kstream.dsl.stream_joins import StreamJoins
-from kstream.dsl.topic_chooser import TopicChooserSinkProcessor, TopicNameExtractor
 from kstream.duration import DurationLike
 from kstream.errors import TopologyError
 from kstream.serde import Serde, SerdeLike, serde

@@ -9,15 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, overload
 
-from kstream.dsl import table_processors as tp
-from kstream.dsl.graph import Handle, InternalBuilder, StoreLike, ValueGetter, processor_factory
+from kstream.dsl.graph import Handle, InternalBuilder, StoreLike, processor_factory
 from kstream.dsl.materialized import materialize_node, table_store, value_serde_of
-from kstream.dsl.versioned import (
-    VERSIONED,
-    VersionedTableSourceProcessor,
-    VersionedValueGetter,
-    versioned_upstream,
-)
+from kstream.dsl.processors import table as tp
+from kstream.dsl.processors.getter import ValueGetter
+from kstream.dsl.processors.versioned import VersionedTableSourceProcessor, VersionedValueGetter
+from kstream.dsl.versioned import VERSIONED, versioned_upstream
 from kstream.errors import TopologyError
 from kstream.serde import Serde, SerdeLike
 from kstream.topology.processor import ProcessorFactory
@@ -26,7 +23,7 @@ if TYPE_CHECKING:
     from kstream.dsl.fk_join import JoinArgs
     from kstream.dsl.grouped_table import KGroupedTable
     from kstream.dsl.stream import KStream
-    from kstream.dsl.suppress import Suppressed
+    from kstream.dsl.suppressed import Suppressed
     from kstream.dsl.transform_values import TransformerFactory
     from kstream.state.spec import StoreSpec
 
@@ -292,7 +289,7 @@ class KTable(Handle):
             ...     d.output_topic("out", "str", "json").read_values()
             [{'version': 1}, {'version': 2}]
         """
-        from kstream.dsl.transform_values import (
+        from kstream.dsl.processors.transform_values import (
             TableTransformValuesProcessor,
             TransformedValueGetter,
         )

@@ -18,7 +18,7 @@
 - a stream-table join reads the table as of each stream record's timestamp (KIP-914): a
   stream record joins the value the table had when the record happened, not the one it has
   when the record arrives. With `Joined.with_grace_period` the stream side is held back for the
-  grace period first (KIP-923; kstream.dsl.grace_join).
+  grace period first (KIP-923; kstream.dsl.processors.grace_join).
 
 Filters, `map_values` and `transform_values` without a store of their own keep a versioned
 table versioned (their getters replay the transforms on the version read); `versioned_upstream`
@@ -28,17 +28,14 @@ semantics.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kstream.dsl.graph import InternalBuilder, StoreLike, ValueGetter
-from kstream.dsl.processors import BuiltinProcessor, Change, NotLatest
-from kstream.dsl.transform_values import TransformedValueGetter
+from kstream.dsl.graph import InternalBuilder, StoreLike
+from kstream.dsl.processors.getter import ValueGetter
+from kstream.dsl.processors.transform_values import TransformedValueGetter
+from kstream.dsl.processors.versioned import VersionedValueGetter
 from kstream.duration import DurationLike
 from kstream.errors import TopologyError
-from kstream.records import Record
-from kstream.state.versioned import PUT_RETURN_CODE_NOT_PUT, PUT_RETURN_CODE_VALID_TO_UNDEFINED
-from kstream.topology.processor import ProcessorContext
 
 if TYPE_CHECKING:
     from kstream.serde import Serde
@@ -46,8 +43,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "VERSIONED",
-    "VersionedTableSourceProcessor",
-    "VersionedValueGetter",
     "is_versioned",
     "versioned_spec",
     "versioned_upstream",
@@ -87,44 +82,6 @@ def versioned_spec(
     )
 
 
-class VersionedValueGetter(ValueGetter):
-    """Reads a versioned table: the latest value (`bind`, for table-table joins and lookups
-    that want the current value) or the value as of a time (`bind_as_of`, for stream-table
-    joins). Transforms of filters and `map_values` above the table apply to either."""
-
-    def __init__(
-        self,
-        store: str,
-        history_retention: int,
-        transforms: tuple[Callable[[Any, Any], Any], ...] = (),
-    ) -> None:
-        super().__init__(store, transforms)
-        self.history_retention = history_retention
-
-    def then(self, fn: Callable[[Any, Any], Any]) -> ValueGetter:
-        return VersionedValueGetter(self.store, self.history_retention, (*self.transforms, fn))
-
-    def bind(self, ctx: ProcessorContext) -> Callable[[Any], Any]:
-        get = self.bind_as_of(ctx)
-        return lambda key: get(key, None)
-
-    def bind_as_of(self, ctx: ProcessorContext) -> Callable[[Any, int | None], Any]:
-        """`get(key, as_of) -> value | None` (`as_of` None: the latest value)."""
-        read = ctx.get_store(self.store).get
-        fns = self.transforms
-
-        def value(key: Any, as_of: int | None) -> Any:
-            found = read(key) if as_of is None else read(key, as_of)
-            v = None if found is None else found.value
-            for fn in fns:
-                if v is None:
-                    return None
-                v = fn(key, v)
-            return v
-
-        return value
-
-
 def versioned_upstream(getter: ValueGetter) -> bool:
     """Whether a table whose getter is `getter` gives a versioned table's updates: a versioned
     table itself, or one derived from it by filters, `map_values` and `transform_values` that
@@ -142,54 +99,3 @@ def versioned_upstream(getter: ValueGetter) -> bool:
     while isinstance(getter, TransformedValueGetter):
         getter = getter.parent
     return isinstance(getter, VersionedValueGetter)
-
-
-def as_of_getter(getter: ValueGetter, ctx: ProcessorContext) -> Callable[[Any, int], Any] | None:
-    """`get(key, as_of)` when `getter` reads a versioned table (None otherwise)."""
-    if isinstance(getter, VersionedValueGetter):
-        return getter.bind_as_of(ctx)
-    return None
-
-
-class VersionedTableSourceProcessor(BuiltinProcessor):
-    """Kafka's `KTableSource` over a versioned store: puts each update at its timestamp and
-    forwards `Change(new, old latest)`, a `NotLatest` when the update went into history only
-    (older than the key's latest version). An update older than history retention is not put,
-    and not forwarded."""
-
-    def __init__(self, store: str) -> None:
-        self.store_name = store
-
-    def init(self, ctx: ProcessorContext) -> None:
-        super().init(ctx)
-        self.store = ctx.get_store(self.store_name)
-
-    def process_batch(self, records: Sequence[Record]) -> None:
-        store, task, on_error, dropped = (
-            self.store,
-            self.task,
-            self.ctx.on_error,
-            self.ctx.record_dropped,
-        )
-        out = []
-        for r in records:
-            k = r.key
-            if k is None:
-                dropped("null_key", r)
-                continue
-            if task is not None:
-                task.current = r
-            try:
-                old = store.get(k)
-                code = store.put(k, r.value, r.timestamp)
-            except Exception as e:
-                on_error(e, r)
-                continue
-            if code == PUT_RETURN_CODE_NOT_PUT:
-                dropped("late_record", r)
-                continue
-            change = Change if code == PUT_RETURN_CODE_VALID_TO_UNDEFINED else NotLatest
-            out.append(r.with_value(change(r.value, None if old is None else old.value)))
-        if task is not None:
-            task.current = None
-        self.ctx.forward_batch(out)

@@ -22,7 +22,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, overload
 
 from kstream.dsl import processors as p
-from kstream.dsl.graph import InternalBuilder, StoreLike, ValueGetter, processor_factory
+from kstream.dsl.graph import InternalBuilder, StoreLike, processor_factory
+from kstream.dsl.processors.getter import WindowedValueGetter
 from kstream.dsl.windowed_processors import (
     SessionWindowAggregateProcessor,
     SlidingWindowAggregateProcessor,
@@ -35,7 +36,6 @@ from kstream.errors import ConfigError, TopologyError
 from kstream.records import Windowed
 from kstream.serde import BUILTIN, Serde, SerdeLike, null_safe_serde, serde
 from kstream.state.window import TimestampedSerde
-from kstream.topology.processor import ProcessorContext
 
 if TYPE_CHECKING:
     from kstream.dsl.grouped import KGroupedStream
@@ -130,46 +130,6 @@ def session_windowed_serde(inner: SerdeLike) -> Serde:
 
 
 # --- reading a windowed table from another processor -----------------------------------------
-
-
-class WindowedValueGetter(ValueGetter):
-    """`get(Windowed) -> value` over a window store (`session=False`) or a session store."""
-
-    def __init__(
-        self,
-        store: str,
-        session: bool,
-        transforms: tuple[Callable[[Any, Any], Any], ...] = (),
-    ) -> None:
-        super().__init__(store, transforms)
-        self.session = session
-
-    def then(self, fn: Callable[[Any, Any], Any]) -> ValueGetter:
-        return WindowedValueGetter(self.store, self.session, (*self.transforms, fn))
-
-    def bind(self, ctx: ProcessorContext) -> Callable[[Any], Any]:
-        store = ctx.get_store(self.store)
-        fns = self.transforms
-        session = self.session
-
-        def value(w: Windowed) -> Any:
-            found = None
-            if session:
-                with store.find_sessions(w.key, w.end, w.start) as cur:
-                    for s, v in cur:
-                        if s == w:
-                            found = v
-            else:
-                with store.fetch(w.key, w.start, w.start) as cur:
-                    for _, v in cur:
-                        found = v
-            for fn in fns:
-                if found is None:
-                    return None
-                found = fn(w, found)
-            return found
-
-        return value
 
 
 # --- the windowed streams --------------------------------------------------------------------

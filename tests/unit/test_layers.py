@@ -232,7 +232,6 @@ KNOWN_FILE_CIRCLES: dict[frozenset[str], str] = {
             "kstream.dsl.cogroup",
             "kstream.dsl.dedup",
             "kstream.dsl.fk_join",
-            "kstream.dsl.grace_join",
             "kstream.dsl.grouped",
             "kstream.dsl.grouped_table",
             "kstream.dsl.joins",
@@ -245,9 +244,8 @@ KNOWN_FILE_CIRCLES: dict[frozenset[str], str] = {
             "kstream.dsl.windowed",
         }
     ): "the DSL's API classes (KStream, KTable, the grouped and windowed streams) return one "
-    "another and their files also hold the processors they add; placing the processors in "
-    "dsl/processors/<family>.py, imported one way, is the open part of the runtime and DSL "
-    "restructuring",
+    "another, and the modules that add operators (joins, suppress, fk_join, ...) build the "
+    "API classes they return; the processors are out of it (dsl/processors/<family>.py)",
 }
 
 

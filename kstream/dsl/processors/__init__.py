@@ -8,11 +8,13 @@ tested and run (by the native runtime, the test driver or the Spark engine) with
 handles, and the handles' modules import the processors, never the reverse.
 
 Families: `base` (`BuiltinProcessor`, `Change`), `cache` (timestamped store access, forwarding
-through the record cache), `stateless` (the operators that carry `stateless = True`),
-`process` (`process_values`), `aggregate` (grouped streams and tables), `windowed` (windowed
-and cogrouped aggregations), `table` (table sources, filters, mappers, materialization),
-`versioned`, `transform_values`, `join` (stream-table, table-table), `grace_join`,
-`stream_stream_join`, `fk_join`, `suppress`, `dedup`, `sink` (a sink choosing its topic).
+through the record cache), `getter` (reading a table from another processor), `stateless`
+(the operators that carry `stateless = True`), `process` (`process_values`), `aggregate`
+(grouped streams), `table_aggregate` (re-grouped tables), `cogroup` (a cogroup's windowed
+inputs), `table` (table sources, filters, mappers, materialization), `transform_values`,
+`versioned`, `join` (stream-table, table-table), `grace_join`, `stream_stream_join`,
+`fk_join` (with its wire format, `fk_wire`), `suppress`, `dedup`, `topic_chooser` (a sink
+choosing its topic).
 
 The names below are those `kstream.dsl.processors` had as one module (what code outside the
 DSL imports: `Change`, `BuiltinProcessor`, the stateless operators, `AggregateProcessor`).

@@ -8,7 +8,7 @@ import pytest
 
 from kstream import stores
 from kstream.dsl import StreamBuilder
-from kstream.dsl.graph import ValueGetter
+from kstream.dsl.processors.getter import ValueGetter
 from kstream.errors import ProcessingError
 from kstream.records import Record
 from kstream.testing.driver import TopologyTestDriver

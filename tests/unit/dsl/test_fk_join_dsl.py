@@ -16,7 +16,7 @@ import pytest
 
 from kstream.dsl import StreamBuilder
 from kstream.dsl import table as table_module
-from kstream.dsl.fk_wire import (
+from kstream.dsl.processors.fk_wire import (
     Instruction,
     Response,
     Subscription,

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from kstream.dsl import StreamBuilder
-from kstream.dsl.grouped_table import ChangeSerde
 from kstream.dsl.processors import Change
+from kstream.dsl.processors.table_aggregate import ChangeSerde
 from kstream.errors import ProcessingError, TopologyError
 from kstream.serde import serde
 from kstream.testing.driver import TopologyTestDriver

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kstream.dsl.processors import BuiltinProcessor
+from kstream.dsl.processors.base import BuiltinProcessor
 from kstream.errors import TopicError
 from kstream.records import Record
 from kstream.serde import Serde

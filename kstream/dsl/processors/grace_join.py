@@ -26,8 +26,8 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kstream.dsl.graph import ValueGetter
-from kstream.dsl.joins import Joiner, StreamTableJoinProcessor
+from kstream.dsl.processors.getter import ValueGetter
+from kstream.dsl.processors.join import Joiner, StreamTableJoinProcessor
 from kstream.records import Record
 from kstream.serde import Serde
 from kstream.state.keys import TS_MIN, blob, esc, seq4, ts8, unblob, unesc, unts8

@@ -40,7 +40,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kstream.dsl.processors import BuiltinProcessor
+from kstream.dsl.processors.base import BuiltinProcessor
 from kstream.dsl.windows import JoinWindows
 from kstream.errors import SerdeError, TopologyError
 from kstream.records import Record
