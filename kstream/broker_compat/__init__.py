@@ -25,6 +25,10 @@ hold in the engine itself, at a CPU cost per record (bench/, "workarounds on"):
   it), so a restore refuses one without it, with one that does not decode, or naming a
   partition its task does not read: a record some other producer wrote into the changelog.
 * **No DeleteRecords**: Tansu's panics, so repartition topics are not purged.
+* **Restore again if the committed offsets moved** (`BrokerCompat.committed_moves`): Tansu
+  completes a rebalance before every member rejoined and accepts a departed member's offsets
+  until it is fenced, so under exactly-once a new task's offsets are read again once its
+  producer is up, and a task whose offsets moved is restored again from them.
 
 Tansu's other gaps need nothing here: kstream finds the end of a partition from fetch
 responses and end-of-partition events (as Kafka's own consumers do), which both brokers answer
@@ -97,6 +101,15 @@ class BrokerCompat:
     @property
     def restore_filter(self) -> bool:
         """Apply a changelog record only if its source offset was committed."""
+        return self.enabled
+
+    @property
+    def committed_moves(self) -> bool:
+        """A group's committed offsets may still move after a new owner read them: the broker
+        completes a rebalance before every member rejoined and accepts a departed member's
+        offsets until its producer is fenced. Under exactly-once the runtime then reads them
+        again once the new tasks' producers are up and restores again a task whose offsets
+        moved (`kstream.runtime.recovery`, `restore_again_if_committed_moved`)."""
         return self.enabled
 
     @property

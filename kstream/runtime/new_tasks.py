@@ -129,7 +129,7 @@ class NewTasks:
         keys = done.keys
         tps = [(t, n) for sid, n in keys for t in compiled.subtopologies[sid].source_topics]
         self.active.create(keys, done.committed, done.results)
-        if self.commits.transactional:
+        if self.commits.transactional and self.ctx.compat.committed_moves:
             self.recovery.restore_again_if_committed_moved(keys, tps)
         if resume:
             created = [self.active.tasks[k] for k in keys if k in self.active.tasks]

@@ -306,14 +306,15 @@ def await_stable_changelogs(
     stable offset, one commit short, and go on from after that commit: its running counts were
     emitted again and never reached the end (51 duplicated, 51 missing in one test run).
 
-    The offsets are read before this (`TaskManager._read_committed`), so every record of a
-    transaction whose offsets were read lies below the high watermark read here; once the last
-    stable offset passes it, the restore, which reads to the last stable offset, holds every
-    such transaction. A transaction still open past `wait_s` is undecided: one of a previous
-    owner that died or was fenced, whose offsets for partitions that moved the coordinator
-    refuses (its generation or member epoch is gone) and which the broker aborts; the restore
-    goes on without it (a late commit that did land is what the task manager's second read of
-    the offsets catches, `TaskManager._restore_again_if_committed_moved`)."""
+    The offsets are read before this (`TaskPartitions.read_committed`, partitions.py), so
+    every record of a transaction whose offsets were read lies below the high watermark read
+    here; once the last stable offset passes it, the restore, which reads to the last stable
+    offset, holds every such transaction. A transaction still open past `wait_s` is undecided:
+    one of a previous owner that died or was fenced, whose offsets for partitions that moved
+    the coordinator refuses (its generation or member epoch is gone) and which the broker
+    aborts; the restore goes on without it. (A broker that accepts a departed member's offsets
+    lets such a commit land: there, `broker_compat`, the new task's offsets are read again
+    once its producer is up, `TaskRecovery.restore_again_if_committed_moved`.)"""
     if not tps:
         return {}
     cfg = ctx.config
