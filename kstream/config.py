@@ -17,6 +17,7 @@ from kstream.config_checks import (
     KEY_RULES,
     check_kafka_keys_against_engine,
     checked_value,
+    replaced_keys,
 )
 from kstream.errors import ConfigError
 from kstream.internal_topics import WINDOWSTORE_CHANGELOG_ADDITIONAL_RETENTION
@@ -43,7 +44,12 @@ class Config:
     commit_interval: int = 100
     state_dir: str = field(default_factory=_default_state_dir)
     default_backend: str = "memory"
-    dedup_retention: int = 7 * 24 * 3_600_000
+    # broker_compat="tansu": how long, in stream time, a task keeps a provenance high mark no
+    # record moved (kstream.broker_compat.HighMarks); unused with broker_compat="none"
+    broker_compat_marks_retention: int = 7 * 24 * 3_600_000
+    # the deprecated name of broker_compat_marks_retention, which it sets (with a warning);
+    # None: not given. It never set a dedup store's retention (deduplicate() has its own)
+    dedup_retention: int | None = None
     # a policy ("fail", "skip", "dlq") or a handler `(context, record, exception) -> Response`
     # (kstream.runtime.policies); production errors follow on_processing_error unless
     # on_production_error is set
@@ -140,6 +146,8 @@ class Config:
         then the combinations of keys (`COMBINATION_RULES`)."""
         for key, check, form in KEY_RULES:
             object.__setattr__(self, key, checked_value(key, check, form, getattr(self, key)))
+        for key, value in replaced_keys(self).items():
+            object.__setattr__(self, key, value)
         for contradicts, message in COMBINATION_RULES:
             if contradicts(self):
                 raise ConfigError(message)

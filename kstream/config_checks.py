@@ -8,10 +8,12 @@ error's wording the same for every key: `<key>: expected <form>, got <value>`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
 import re
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -61,6 +63,7 @@ the compensations for the embedded Tansu broker (kstream.broker_compat)."""
 DURATION_KEYS = (
     "batch_max_wait",
     "commit_interval",
+    "broker_compat_marks_retention",
     "dedup_retention",
     "connect_timeout",
     "shutdown_timeout",
@@ -71,7 +74,16 @@ DURATION_KEYS = (
 )
 OPTIONAL_DURATION_KEYS = ("future_timestamp_warning", "slow_rebalance_warning")
 """Duration keys that None (or 0) turns off: a warning nobody wants is disabled, not tuned."""
-_POSITIVE_DURATION_KEYS = ("dedup_retention", "connect_timeout")
+_POSITIVE_DURATION_KEYS = ("broker_compat_marks_retention", "dedup_retention", "connect_timeout")
+DEPRECATED_KEYS: dict[str, tuple[str, str]] = {
+    "dedup_retention": (
+        "broker_compat_marks_retention",
+        "it sets how long broker_compat's provenance high marks are kept "
+        "(kstream.broker_compat.HighMarks), not a dedup store's retention",
+    ),
+}
+"""Deprecated key -> (the key that replaced it, why). A deprecated key given sets its
+replacement, with a warning (`replaced_keys`); None means not given."""
 _GROUP_INSTANCE_ID = re.compile(r"[A-Za-z0-9._-]{1,200}")
 _HOSTPORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.\-]*):(\d{1,5})$")
 _TOPIC = re.compile(r"[A-Za-z0-9._\-]{1,249}")
@@ -125,6 +137,8 @@ def milliseconds(key: str, value: Any) -> Any:
     """A duration (`100`, `'5s'`) as int milliseconds; None or 0 turns an optional one off."""
     if value is None and key in OPTIONAL_DURATION_KEYS:
         return 0
+    if value is None and key in DEPRECATED_KEYS:
+        return None
     if isinstance(value, float) and not math.isfinite(value):
         raise Refused
     ms = duration(value, name=key)
@@ -285,6 +299,31 @@ KEY_RULES: tuple[tuple[str, Check, str], ...] = (
 )
 """(key, check, the form its error names), applied in this order: a later row's combination
 rules may rely on an earlier row's stored form."""
+
+
+def replaced_keys(config: Any) -> dict[str, Any]:
+    """The values the deprecated keys given in `config` (a dataclass whose keys passed their
+    rows) set their replacements to, each with a FutureWarning naming the new key. A
+    deprecated key and its replacement both set, to different values, is a ConfigError."""
+    defaults = {f.name: f.default for f in dataclasses.fields(config)}
+    out: dict[str, Any] = {}
+    for old, (new, why) in DEPRECATED_KEYS.items():
+        value = getattr(config, old)
+        if value is None:
+            continue
+        current = getattr(config, new)
+        if current != defaults[new] and current != value:
+            raise ConfigError(
+                f"{old}: deprecated name of {new}, and both are set ({old}={value!r} ms, "
+                f"{new}={current!r} ms); set only {new}"
+            )
+        warnings.warn(
+            f"config key {old!r} is deprecated: {why}; it now sets {new!r}, use that name",
+            FutureWarning,
+            stacklevel=2,
+        )
+        out[new] = value
+    return out
 
 
 def checked_value(key: str, check: Check, form: str, value: Any) -> Any:

@@ -588,10 +588,11 @@ class RuntimeTask:
     def _save_marks(self, marks: HighMarks) -> None:
         """Write the marks this batch moved (each with the record that moved it as its
         provenance, so a restore skips it if that record's offset was never committed), and
-        forget marks not moved within `dedup_retention` of stream time."""
+        forget marks not moved within `broker_compat_marks_retention` of stream time."""
         store, task = self.marks_store, self.task
         if task.stream_time >= 0:
-            for mark in marks.expire(task.stream_time - self.ctx.config.dedup_retention):
+            retention = self.ctx.config.broker_compat_marks_retention
+            for mark in marks.expire(task.stream_time - retention):
                 task.current = None
                 store.delete(marks_key(mark))
         for mark, cause in marks.changed.items():

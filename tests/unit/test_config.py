@@ -37,14 +37,14 @@ def test_durations_in_every_form_are_normalised() -> None:
         {
             "batch_max_wait": "250ms",
             "commit_interval": (2, "seconds"),
-            "dedup_retention": dt.timedelta(hours=1),
+            "broker_compat_marks_retention": dt.timedelta(hours=1),
             "connect_timeout": "5s",
         },
         shutdown_timeout=1500,
     )
     assert c.batch_max_wait == 250
     assert c.commit_interval == 2_000
-    assert c.dedup_retention == 3_600_000
+    assert c.broker_compat_marks_retention == 3_600_000
     assert c.connect_timeout == 5_000
     assert c.shutdown_timeout == 1_500
 
@@ -389,3 +389,24 @@ def test_on_restore_error_is_fail_or_skip() -> None:
             Config.from_mapping({"on_restore_error": bad})
         assert str(e.value).startswith("on_restore_error: expected one of fail, skip "), e.value
         assert str(e.value).endswith(f"got {bad!r}")
+
+
+def test_broker_compat_marks_retention_is_a_positive_duration() -> None:
+    assert Config().broker_compat_marks_retention == 7 * 24 * 3_600_000
+    assert Config(broker_compat_marks_retention="1h").broker_compat_marks_retention == 3_600_000
+    with pytest.raises(ConfigError, match="broker_compat_marks_retention: expected a duration"):
+        Config(broker_compat_marks_retention=0)
+
+
+def test_dedup_retention_is_the_deprecated_name_of_broker_compat_marks_retention() -> None:
+    """`dedup_retention` only ever set how long broker_compat's provenance high marks are kept:
+    it still does, with a warning naming the new key."""
+    assert Config().dedup_retention is None
+    with pytest.warns(FutureWarning, match="'dedup_retention' is deprecated.*high marks.*"):
+        c = Config.from_mapping({"dedup_retention": "2h"})
+    assert c.broker_compat_marks_retention == 7_200_000
+    with pytest.warns(FutureWarning):
+        same = Config(dedup_retention="2h", broker_compat_marks_retention=7_200_000)
+    assert same.broker_compat_marks_retention == 7_200_000
+    with pytest.raises(ConfigError, match="dedup_retention: deprecated name of broker_compat_"):
+        Config(dedup_retention="2h", broker_compat_marks_retention="3h")
