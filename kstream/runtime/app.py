@@ -2,18 +2,15 @@
 
 States: CREATED -> REBALANCING -> RUNNING (<-> REBALANCING) -> PENDING_SHUTDOWN -> NOT_RUNNING,
 or ERROR when the stream thread stops on an error. Internal topics (repartition, changelogs,
-the dedup changelogs and the dead-letter topic) are created by `start`, so a misconfigured
-cluster or a co-partitioning mismatch fails there, not on the first record.
+the dedup changelogs and the dead-letter topic) are created by `start` (app_topics.py), so a
+misconfigured cluster or a co-partitioning mismatch fails there, not on the first record.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import signal
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kstream.broker_compat import compat_of, marks_spec
@@ -26,11 +23,11 @@ from kstream.config import (
 )
 from kstream.errors import ConfigError, KStreamError, TopologyError
 from kstream.guarantee import DEFAULT_GUARANTEE, parse_guarantee
-from kstream.kafka.admin import TopicSpec
-from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
+from kstream.kafka.supplier import ClientSupplier, KafkaClientSupplier
 from kstream.metrics import Metrics
-from kstream.runtime.app_shutdown import ApplicationShutdown, control_topic_spec
+from kstream.runtime.app_shutdown import ApplicationShutdown
 from kstream.runtime.app_state import AppState, AppStates
+from kstream.runtime.app_topics import create_topics, internal_topic_names
 from kstream.runtime.failures import (
     StreamThreadExceptionResponse,
     UncaughtExceptionHandler,
@@ -38,8 +35,8 @@ from kstream.runtime.failures import (
 )
 from kstream.runtime.instances import InstanceRegistry
 from kstream.runtime.local_store import LocalStore
-from kstream.runtime.policies import ensure_dlq_topic
 from kstream.runtime.process_id import process_id
+from kstream.runtime.signals import graceful_signals
 from kstream.runtime.slow_rebalance import RebalanceWatch
 from kstream.runtime.state_lock import StateDirLock
 from kstream.runtime.store_health import unanswered_store
@@ -417,40 +414,11 @@ class App:
             log.error("app %r: could not ask the other instances to shut down: %s", self.app_id, e)
 
     def _create_topics(self) -> dict[str, int]:
-        compiled = self.compiled
-        cfg = self.config
-        admin = self.client_supplier.admin(
-            ClientConfig(self.bootstrap_servers, cfg.kafka, cfg.connect_timeout)
+        """Create the app's internal topics (`app_topics.create_topics`); every topic's
+        partition count."""
+        return create_topics(
+            self.compiled, self.app_id, self.config, self.client_supplier, self.bootstrap_servers
         )
-        external = compiled.external_source_topics + compiled.global_topics
-        sinks = [t for s in compiled.subtopologies for t in s.sink_topics]
-        have = admin.partition_counts(external + sinks)
-        missing = [t for t in external if t not in have]
-        if missing:
-            raise TopologyError(
-                f"app {self.app_id!r}: source topic(s) {', '.join(map(repr, missing))} do not "
-                "exist; create them before starting"
-            )
-        counts = compiled.resolve_partitions(have)
-        # internal topics get Kafka Streams' configs (kstream.internal_topics) and the
-        # configured replication factor (-1: the broker's default.replication.factor)
-        rf = cfg.replication_factor
-        extra = cfg.windowstore_changelog_additional_retention
-        specs = []
-        for name, it in compiled.internal_topics.items():
-            specs.append(TopicSpec(name, counts[name], it.topic_config(extra), rf))
-        for s in compiled.subtopologies if compat_of(cfg).drop_repeats else ():
-            n = max(counts[t] for t in s.source_topics)
-            marks = marks_spec(s.id)
-            name = marks.changelog_topic(self.app_id)
-            specs.append(TopicSpec(name, n, marks.changelog_config(extra), rf))
-        specs.append(control_topic_spec(self.app_id, cfg))  # SHUTDOWN_APPLICATION requests
-        admin.create_topics(specs)
-        # used as it is if it exists, whatever its partition count; else made with one
-        have.update(ensure_dlq_topic(admin, cfg))
-        out = dict(have)
-        out.update(counts)
-        return out
 
     def run(self) -> None:
         """Start (if needed) and block until SIGTERM/SIGINT or an error; then close.
@@ -534,57 +502,3 @@ class App:
             if stale:
                 out += stream.standbys.views(name)
         return out
-
-
-@contextlib.contextmanager
-def graceful_signals(stop: Callable[[], None], what: str) -> Iterator[None]:
-    """SIGTERM and SIGINT while the block runs: the first calls `stop` (finish the batch,
-    commit, close); a second one is logged and ignored, because orchestrators and impatient
-    users often send two and the clean close must not be cut short; a third aborts the
-    process the default way (exit status 128 + signal number).
-
-    Only the main thread can install handlers; elsewhere the block runs without them.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received = 0
-
-    def on_signal(signum: int, frame: Any) -> None:
-        nonlocal received
-        received += 1
-        if received == 1:
-            log.info("%s: signal %d, shutting down", what, signum)
-            # On a thread of its own: the handler runs in the main thread between two
-            # bytecodes, possibly while that thread holds the lock of the very Event `stop`
-            # sets (inside `stop_event.wait()`), which would then deadlock (seen once: a
-            # worker that never stopped).
-            threading.Thread(target=stop, name="kstream-stop", daemon=True).start()
-        elif received == 2:
-            log.warning(
-                "%s: signal %d during shutdown; finishing the clean close (send it once more "
-                "to abort)",
-                what,
-                signum,
-            )
-        else:
-            log.error("%s: signal %d again; aborting without a clean close", what, signum)
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-
-
-def internal_topic_names(compiled: Any, app_id: str) -> list[str]:
-    """Every topic an app of `compiled` may create and own: repartition and changelog topics,
-    the provenance marks' changelogs (broker_compat="tansu") and the instances registry of
-    `kstreamd run`."""
-    names = set(compiled.internal_topics)
-    names.update(marks_spec(s.id).changelog_topic(app_id) for s in compiled.subtopologies)
-    names.add(f"{app_id}-instances")
-    return sorted(names)
