@@ -180,6 +180,21 @@ class WindowStore(SegmentedStore):
         data = self.value_serde.to_bytes(value)
         return None if data is None else _TS.pack(timestamp) + data
 
+    def read_timestamped(self, pkey: bytes) -> tuple[Any, int] | None:
+        """`get_timestamped` by the store key `_pkey` made, for a caller that checked the
+        window is inside retention (kstream.state.window_fold)."""
+        pending = self._cache.data
+        data = pending[pkey] if pkey in pending else self.backend.get(pkey)
+        return None if data is None else self.decode_timestamped(data)
+
+    def put_encoded(self, pkey: bytes, start: int, data: bytes | None) -> None:
+        """The write `put_timestamped` makes, by the store key `_pkey` made and the bytes
+        `encode_timestamped` made, for a caller that checked the window is inside retention
+        (kstream.state.window_fold)."""
+        if start > self.observed:
+            self.observed = start
+        self._write(pkey, data)
+
     def decode_timestamped(self, data: bytes) -> tuple[Any, int]:
         """`(value, timestamp)` as `get_timestamped` returns stored `data`."""
         if len(data) == self._both_size:

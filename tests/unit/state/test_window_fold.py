@@ -25,7 +25,9 @@ from kstream.records import Record
 from kstream.serde import serde
 from kstream.state import open_store
 from kstream.state.caching import ENTRY_OVERHEAD, RecordCache, cached
+from kstream.state.metrics import instrument
 from kstream.state.spec import StoreSpec
+from kstream.state.window_fold import WindowFold
 from kstream.topology.nodes import ProcessorNode
 from kstream.topology.task import Task
 
@@ -49,6 +51,23 @@ class Sent:
 
     def partitions_for(self, topic: str) -> int:
         return 1
+
+
+class Ops:
+    """The store operations a metering layer records."""
+
+    def __init__(self) -> None:
+        self.ops: list[str] = []
+
+    def record_operation(
+        self, store: str, partition: int, op: str, seconds: float, count: int = 1
+    ) -> None:
+        self.ops.append(op)
+
+    def record_restore(
+        self, store: str, partition: int, restored: int, end_offset: int | None
+    ) -> None:
+        pass
 
 
 def _bad_sum(a: float, b: float) -> float:
@@ -82,6 +101,7 @@ class Run:
         windows: TimeWindows,
         aggregation: str,
         backend: str = "memory",
+        metered: bool = False,
     ) -> None:
         b = StreamBuilder()
         w = b.stream("in", "str", "double").group_by_key().windowed_by(windows)
@@ -97,7 +117,10 @@ class Run:
             store = open_store(
                 spec, app_id="app", partition=part, state_dir=str(tmp), default_backend=backend
             )
-            return cached(store, self.cache)
+            layered = cached(store, self.cache)
+            return instrument(layered, self.metrics) if metered else layered
+
+        self.metrics = Ops()
 
         def on_error(e: Exception, r: Record) -> None:
             self.errors.append((str(e), r.offset))
@@ -114,9 +137,13 @@ class Run:
         assert len(procs) == 1
         self.proc = procs[0]
         assert self.proc.fold is not None, "the aggregation should fold its batches"
+        self.window_fold: WindowFold = self.proc.fold
+        assert self.window_fold.direct is not metered  # a metered store is read as it is
         self.folds = 0
         if fold:
             fold_batch = self.proc.fold
+            # every batch that can fold does, however few records its windows take
+            fold_batch.min_records_per_window = 0
 
             def counted(records: Any) -> bool:
                 # folded: it returned True, or raised (what it gives up on, it gives up on
@@ -230,13 +257,14 @@ def compare(
     aggregation: str,
     budget_entries: int,
     backend: str = "memory",
+    metered: bool = False,
 ) -> tuple[Run, Run]:
     rnd = random.Random(seed)
     keys = [f"k{i}" for i in range(12)]
     batches = events(rnd, 700, keys, WINDOWS[windows].size_ms)
     budget = budget_entries * entry_bytes("k0")
-    folded = Run(tmp / "a", budget, True, WINDOWS[windows], aggregation, backend)
-    plain = Run(tmp / "b", budget, False, WINDOWS[windows], aggregation, backend)
+    folded = Run(tmp / "a", budget, True, WINDOWS[windows], aggregation, backend, metered)
+    plain = Run(tmp / "b", budget, False, WINDOWS[windows], aggregation, backend, metered)
     try:
         for i, batch in enumerate(batches):
             folded.process(batch)
@@ -287,6 +315,15 @@ def test_other_aggregations_and_errors_fold_alike(
 def test_lmdb_store_folds_alike(tmp_path: Path) -> None:
     folded, _ = compare(tmp_path, 11, "hopping-grace", "reduce", 12, backend="lmdb")
     assert folded.folds > 0
+
+
+def test_a_metered_store_folds_alike_through_its_layers(tmp_path: Path) -> None:
+    # with a metering layer the fold reads and writes through it (one get and one put per
+    # window, counted), not through the typed store underneath
+    folded, plain = compare(tmp_path, 5, "hopping-grace", "reduce", 1000, metered=True)
+    assert folded.folds > 0
+    assert "put_timestamped" in folded.metrics.ops
+    assert folded.metrics.ops.count("put_timestamped") < plain.metrics.ops.count("put_timestamped")
 
 
 def test_an_error_handler_that_raises_leaves_what_record_by_record_leaves(
@@ -342,6 +379,32 @@ def test_batches_that_cannot_fold_go_record_by_record(tmp_path: Path) -> None:
         assert folded.folds == 1  # the first batch only
         assert plain.task.dropped == {"null_key": 1}
         assert plain.cache.evictions > 0
+    finally:
+        folded.task.close()
+        plain.task.close()
+
+
+def test_batches_with_about_a_record_per_window_go_record_by_record_for_a_while(
+    tmp_path: Path,
+) -> None:
+    folded = Run(tmp_path / "a", 100_000, True, WINDOWS["tumbling"], "reduce")
+    plain = Run(tmp_path / "b", 100_000, False, WINDOWS["tumbling"], "reduce")
+    fold = folded.window_fold
+    fold.min_records_per_window = 2
+    one = DOUBLE.to_bytes(1.0)
+
+    def batch(keys: list[str], at: int) -> list[Record]:
+        return [Record(STR.to_bytes(k), one, at, [], "in", 0, at) for k in keys]
+
+    sparse = batch(["a", "b", "c"], 1)  # a record per window: not folded, 8 batches skip
+    dense = batch(["a", "a", "b", "b"], 2)  # two records per window: folded
+    try:
+        for i, b in enumerate([sparse] + [dense] * (fold.retry_after + 1)):
+            folded.process(b)
+            plain.process(b)
+            assert folded.state() == plain.state(), f"batch {i}"
+            assert folded.sent.records == plain.sent.records
+        assert folded.folds == 1  # the dense batch after the skipped ones
     finally:
         folded.task.close()
         plain.task.close()
