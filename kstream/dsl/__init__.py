@@ -5,14 +5,14 @@ documents how operators are added (for the operator modules of windows, joins, g
 and deduplication).
 """
 
+from kstream.dsl.api import KStream, KTable
 from kstream.dsl.branched import Branched, BranchedKStream
 from kstream.dsl.builder import StreamBuilder
+from kstream.dsl.global_table import GlobalKTable
 from kstream.dsl.grouped import KGroupedStream
 from kstream.dsl.joined import Joined
 from kstream.dsl.processors import Change
-from kstream.dsl.stream import KStream
 from kstream.dsl.suppressed import BufferConfig, Suppressed
-from kstream.dsl.table import GlobalKTable, KTable
 
 __all__ = [
     "Branched",

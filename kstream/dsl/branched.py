@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, Self
 
 from kstream.dsl import processors as p
 from kstream.dsl.graph import processor_factory
-
-if TYPE_CHECKING:
-    from kstream.dsl.stream import KStream
+from kstream.dsl.handles import StreamT
+from kstream.errors import TopologyError
 
 
 @dataclass(frozen=True)
@@ -43,8 +42,9 @@ class Branched:
     """
 
     name: str | None = None
-    function: Callable[[KStream], KStream | None] | None = None
-    consumer: Callable[[KStream], Any] | None = None
+    # the branch is a `KStream` (typed Any here: this module sits below the class)
+    function: Callable[[Any], Any] | None = None
+    consumer: Callable[[Any], Any] | None = None
 
     @staticmethod
     def as_(name: str) -> Branched:
@@ -59,9 +59,7 @@ class Branched:
         return Branched(name=name)
 
     @staticmethod
-    def with_function(
-        function: Callable[[KStream], KStream | None], name: str | None = None
-    ) -> Branched:
+    def with_function(function: Callable[[Any], Any], name: str | None = None) -> Branched:
         """A branch whose dict entry is `function(branch)`: chain its operators inline.
 
         Example:
@@ -79,7 +77,7 @@ class Branched:
         return Branched(name=name, function=function)
 
     @staticmethod
-    def with_consumer(consumer: Callable[[KStream], Any], name: str | None = None) -> Branched:
+    def with_consumer(consumer: Callable[[Any], Any], name: str | None = None) -> Branched:
         """A branch handed to `consumer(branch)` and left out of the dict (a terminal branch).
 
         Example:
@@ -92,7 +90,7 @@ class Branched:
         return Branched(name=name, consumer=consumer)
 
 
-class BranchedKStream:
+class BranchedKStream(Generic[StreamT]):
     """The stream being split: add branches with `branch`, finish with `default_branch` or
     `no_default_branch`, which return the branches by name (Kafka 4's `BranchedKStream`).
 
@@ -113,21 +111,21 @@ class BranchedKStream:
         [('b', -1)]
     """
 
-    def __init__(self, source: KStream, name: str | None) -> None:
+    def __init__(self, source: StreamT, name: str | None) -> None:
         b = source._builder
         self._source = source
         self._name = b.name("BRANCH", name)
         # filled as branches are added; the processor reads them when a task builds it
         self._predicates: list[Callable[[Any, Any], Any]] = []
         self._children: list[str] = []
-        self._branches: dict[str, KStream] = {}
+        self._branches: dict[str, StreamT] = {}
         self._done = False
         factory = processor_factory(p.BranchProcessor, self._predicates, self._children, None)
         b.processor(self._name, factory, source._node)
 
     def branch(
         self, predicate: Callable[[Any, Any], Any], branched: Branched | None = None
-    ) -> BranchedKStream:
+    ) -> Self:
         """Add a branch taking the records `predicate(key, value)` holds for (that no earlier
         branch took); returns this splitter, to chain the next branch.
 
@@ -142,7 +140,7 @@ class BranchedKStream:
         self._add(branched or Branched(), len(self._predicates))
         return self
 
-    def default_branch(self, branched: Branched | None = None) -> dict[str, KStream]:
+    def default_branch(self, branched: Branched | None = None) -> dict[str, StreamT]:
         """Add the branch of the records no predicate took, and return the branches by name.
 
         Example:
@@ -160,7 +158,7 @@ class BranchedKStream:
         self._done = True
         return dict(self._branches)
 
-    def no_default_branch(self) -> dict[str, KStream]:
+    def no_default_branch(self) -> dict[str, StreamT]:
         """Return the branches by name; records no predicate took are dropped.
 
         Example:
@@ -180,20 +178,16 @@ class BranchedKStream:
         return dict(self._branches)
 
     def _check_open(self) -> None:
-        from kstream.errors import TopologyError
-
         if self._done:
             raise TopologyError(f"split {self._name!r}: the default branch was already chosen")
 
     def _add(self, branched: Branched, index: int) -> None:
-        from kstream.dsl.stream import KStream
-
         src, b = self._source, self._source._builder
         child = self._name + (branched.name if branched.name is not None else str(index))
         self._children.append(child)
         b.name("BRANCHCHILD")  # Kafka takes an index for each branch child
         b.processor(child, p.PassThroughProcessor, self._name)
-        stream = KStream(b, child, src._key_serde, src._value_serde, src._repartition_required)
+        stream = type(src)(b, child, src._key_serde, src._value_serde, src._repartition_required)
         if branched.function is not None:
             result = branched.function(stream)
             if result is not None:

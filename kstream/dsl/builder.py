@@ -6,10 +6,11 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from kstream.dsl.api import KStream, KTable
+from kstream.dsl.global_table import GlobalKTable
 from kstream.dsl.graph import InternalBuilder, StoreLike, processor_factory
+from kstream.dsl.materialized import source_table
 from kstream.dsl.processors import table as tp
-from kstream.dsl.stream import KStream
-from kstream.dsl.table import GlobalKTable, KTable, source_table
 from kstream.dsl.timestamps import TimestampExtractor
 from kstream.dsl.versioned import (
     VERSIONED,
@@ -117,7 +118,7 @@ class StreamBuilder:
         src = b.source(topic, ks, vs, None if name is None else f"{name}-source")
         src = _extracting(b, src, timestamp_extractor)
         node = b.name("SOURCE", name, prefix="KTABLE")
-        return source_table(b, node, src, spec, store is not None, ks, vs)
+        return source_table(KTable, b, node, src, spec, store is not None, ks, vs)
 
     def global_table(
         self,

@@ -31,10 +31,11 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Generic, overload
 
 from kstream.dsl import processors as p
 from kstream.dsl.graph import InternalBuilder, StoreLike, processor_factory
+from kstream.dsl.handles import GroupedHandle, TableT
 from kstream.dsl.processors.cogroup import (
     CogroupSessionWindowAggregateProcessor,
     CogroupSlidingWindowAggregateProcessor,
@@ -57,8 +58,6 @@ from kstream.errors import TopologyError
 from kstream.serde import Serde, SerdeLike, serde
 
 if TYPE_CHECKING:
-    from kstream.dsl.grouped import KGroupedStream
-    from kstream.dsl.table import KTable
     from kstream.state.spec import StoreSpec
 
 __all__ = [
@@ -74,7 +73,7 @@ MERGE = "MERGE"
 PREFIX = "COGROUPKSTREAM"
 
 
-class CogroupedKStream:
+class CogroupedKStream(Generic[TableT]):
     """Grouped streams with one aggregator each, aggregated together into one table.
 
     From `KGroupedStream.cogroup(aggregator)`; add inputs with `cogroup(grouped, aggregator)`
@@ -82,9 +81,9 @@ class CogroupedKStream:
     All inputs must have the same key type; their values may differ.
     """
 
-    def __init__(self, first: KGroupedStream, aggregator: Aggregator) -> None:
+    def __init__(self, first: GroupedHandle[TableT], aggregator: Aggregator) -> None:
         self._builder: InternalBuilder = first._builder
-        self._patterns: dict[KGroupedStream, Aggregator] = {}
+        self._patterns: dict[GroupedHandle[TableT], Aggregator] = {}
         self.cogroup(first, aggregator)
 
     def __repr__(self) -> str:
@@ -94,7 +93,9 @@ class CogroupedKStream:
     def _key_serde(self) -> Serde | None:
         return next(iter(self._patterns))._key_serde
 
-    def cogroup(self, grouped: KGroupedStream, aggregator: Aggregator) -> CogroupedKStream:
+    def cogroup(
+        self, grouped: GroupedHandle[TableT], aggregator: Aggregator
+    ) -> CogroupedKStream[TableT]:
         """Add `grouped`, folded in with `aggregator(key, value, agg) -> agg`; returns self.
 
         Example:
@@ -119,7 +120,7 @@ class CogroupedKStream:
         store: StoreLike = None,
         value_serde: SerdeLike = None,
         name: str | None = None,
-    ) -> KTable:
+    ) -> TableT:
         """The table of the combined aggregates: each key starts from `initializer()` and every
         record of every input updates it with its input's aggregator, then is forwarded.
 
@@ -163,14 +164,14 @@ class CogroupedKStream:
     @overload
     def windowed_by(
         self, windows: TimeWindows | SlidingWindows
-    ) -> TimeWindowedCogroupedKStream: ...
+    ) -> TimeWindowedCogroupedKStream[TableT]: ...
 
     @overload
-    def windowed_by(self, windows: SessionWindows) -> SessionWindowedCogroupedKStream: ...
+    def windowed_by(self, windows: SessionWindows) -> SessionWindowedCogroupedKStream[TableT]: ...
 
     def windowed_by(
         self, windows: TimeWindows | SlidingWindows | SessionWindows
-    ) -> TimeWindowedCogroupedKStream | SessionWindowedCogroupedKStream:
+    ) -> TimeWindowedCogroupedKStream[TableT] | SessionWindowedCogroupedKStream[TableT]:
         """The same cogroup aggregated per window: time and sliding windows give a
         `TimeWindowedCogroupedKStream`, session windows a `SessionWindowedCogroupedKStream`.
 
@@ -215,16 +216,14 @@ class CogroupedKStream:
         value_serde: Serde | None,
         getter: ValueGetter,
         key_serde: Serde | None = None,
-    ) -> KTable:
+    ) -> TableT:
         """The pass-through merge node below the per-input processors (Kafka's
         `KTablePassThrough`) and the table it is: `key_serde` None is the inputs' key serde."""
-        from kstream.dsl.table import KTable
-
         b = self._builder
         merge = b.name(MERGE, None if name is None else f"{name}-cogroup-merge", PREFIX)
         b.processor(merge, p.PassThroughProcessor, nodes)
         ks = self._key_serde if key_serde is None else key_serde
-        return KTable(b, merge, ks, value_serde, getter)
+        return next(iter(self._patterns))._tables()(b, merge, ks, value_serde, getter)
 
 
 def _agg_name(b: InternalBuilder, name: str | None, i: int) -> str:
@@ -234,9 +233,11 @@ def _agg_name(b: InternalBuilder, name: str | None, i: int) -> str:
 # --- windowed cogroups -------------------------------------------------------------------------
 
 
-class _WindowedCogroup:
+class _WindowedCogroup(Generic[TableT]):
     def __init__(
-        self, cogrouped: CogroupedKStream, windows: TimeWindows | SlidingWindows | SessionWindows
+        self,
+        cogrouped: CogroupedKStream[TableT],
+        windows: TimeWindows | SlidingWindows | SessionWindows,
     ) -> None:
         self._cogrouped = cogrouped
         self._windows = windows
@@ -254,7 +255,7 @@ class _WindowedCogroup:
             b.connect(n, stream_time_store(spec.name))
 
 
-class TimeWindowedCogroupedKStream(_WindowedCogroup):
+class TimeWindowedCogroupedKStream(_WindowedCogroup[TableT]):
     """A cogroup over time windows (tumbling, hopping) or sliding windows."""
 
     _windows: TimeWindows | SlidingWindows
@@ -265,7 +266,7 @@ class TimeWindowedCogroupedKStream(_WindowedCogroup):
         store: StoreLike = None,
         value_serde: SerdeLike = None,
         name: str | None = None,
-    ) -> KTable:
+    ) -> TableT:
         """A table keyed by `Windowed(key, start, end)`: each window's aggregate starts from
         `initializer()` and every record of every input updates the windows it falls in.
 
@@ -316,7 +317,7 @@ class TimeWindowedCogroupedKStream(_WindowedCogroup):
         return co._merge(nodes, name, vs, getter, time_windowed_serde(co._key_serde, size))
 
 
-class SessionWindowedCogroupedKStream(_WindowedCogroup):
+class SessionWindowedCogroupedKStream(_WindowedCogroup[TableT]):
     """A cogroup over session windows."""
 
     _windows: SessionWindows
@@ -328,7 +329,7 @@ class SessionWindowedCogroupedKStream(_WindowedCogroup):
         store: StoreLike = None,
         value_serde: SerdeLike = None,
         name: str | None = None,
-    ) -> KTable:
+    ) -> TableT:
         """A table keyed by the sessions' `Windowed(key, start, end)`: every record of every
         input starts from `initializer()`, merges in each session it joins with
         `merger(key, agg1, agg2)` and is added with its input's aggregator. Merged sessions

@@ -15,30 +15,26 @@ the caller's to co-partition (key the stream by it, or by something it depends o
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kstream.dsl.graph import StoreLike, processor_factory
+from kstream.dsl.handles import StreamT
 from kstream.dsl.processors.dedup import DeduplicateProcessor
 from kstream.duration import DurationLike, duration
 from kstream.errors import TopologyError
-
-if TYPE_CHECKING:
-    from kstream.dsl.stream import KStream
 
 OP = "DEDUPLICATE"
 
 
 def deduplicate(
-    stream: KStream,
+    stream: StreamT,
     id_fn: Callable[[Any, Any], Any] | None,
     within: DurationLike | None,
     store: StoreLike,
     name: str | None = None,
-) -> KStream:
+) -> StreamT:
     """What `KStream.deduplicate(id_fn=None, within=..., store=None)` builds (see the module
     docstring); `within` may be left out when `store` is a dedup spec with a retention."""
-    from kstream.dsl.stream import KStream
-
     if id_fn is not None and not callable(id_fn):
         raise TopologyError(f"deduplicate: id_fn must be callable(key, value), got {id_fn!r}")
     given = getattr(store, "retention", None) if store is not None else None
@@ -65,7 +61,7 @@ def deduplicate(
         repartitioned = True
     b.processor(node, processor_factory(DeduplicateProcessor, spec.name, id_fn), parent)
     b.add_store(spec, [node])
-    return KStream(
+    return type(stream)(
         b,
         node,
         stream._key_serde,

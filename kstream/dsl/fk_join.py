@@ -52,9 +52,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, Generic, NamedTuple
 
 from kstream.dsl.graph import AUTO, StoreLike, processor_factory
+from kstream.dsl.handles import TableHandle, TableT
 from kstream.dsl.materialized import table_store, value_serde_of
 from kstream.dsl.processors.fk_join import (
     FkJoinResultProcessor,
@@ -74,9 +75,6 @@ from kstream.dsl.processors.fk_wire import (
 from kstream.dsl.processors.getter import ValueGetter
 from kstream.dsl.processors.table import MaterializedOnDemand
 from kstream.errors import TopologyError
-
-if TYPE_CHECKING:
-    from kstream.dsl.table import KTable
 
 __all__ = [
     "FkJoinResultProcessor",
@@ -100,8 +98,8 @@ __all__ = [
 
 
 def join_on_foreign_key(
-    left: KTable,
-    other: KTable,
+    left: TableT,
+    other: TableHandle[Any],
     extractor: Callable[..., Any],
     joiner: Callable[[Any, Any], Any],
     *,
@@ -109,13 +107,11 @@ def join_on_foreign_key(
     name: str | None,
     materialized: StoreLike,
     with_key: bool,
-) -> KTable:
+) -> TableT:
     """Add a foreign-key join of `left` with `other` (the nodes, topics and stores of Kafka's
     `KTableImpl.doJoinOnForeignKey`, named in its order); returns the result table."""
-    from kstream.dsl.table import KTable
-
     what = "KTable.left_join" if left_join else "KTable.join"
-    if not isinstance(other, KTable):
+    if not isinstance(other, TableHandle):
         raise TopologyError(
             f"{what}: a foreign-key join needs a KTable, got {type(other).__name__}"
         )
@@ -133,11 +129,13 @@ def join_on_foreign_key(
     return fk.result(resolver, materialized)
 
 
-class _FkJoin:
+class _FkJoin(Generic[TableT]):
     """What the parts of one foreign-key join share: the builder, the two tables, the serdes
     and the topics and stores one part names and a later one uses."""
 
-    def __init__(self, left: KTable, other: KTable, name: str | None, left_join: bool) -> None:
+    def __init__(
+        self, left: TableT, other: TableHandle[Any], name: str | None, left_join: bool
+    ) -> None:
         self.left, self.other, self.left_join = left, other, left_join
         self.b = left._builder
         self.topo = self.b.topology
@@ -248,10 +246,8 @@ class _FkJoin:
             b.connect(resolver, s)
         return resolver
 
-    def result(self, resolver: str, materialized: StoreLike) -> KTable:
+    def result(self, resolver: str, materialized: StoreLike) -> TableT:
         """The result table: materialized as asked, or on demand for a later join."""
-        from kstream.dsl.table import KTable
-
         b, topo = self.b, self.topo
         result = self.named("-result", "FK-JOIN-OUTPUT")
         spec = table_store(b, materialized, "FK-JOIN-OUTPUT", self.left._key_serde, None)
@@ -263,7 +259,7 @@ class _FkJoin:
         b.add_store(spec, [result], described=materialized is not None)
         vs = value_serde_of(spec, None)
         given = materialized is not None
-        table = KTable(
+        table = type(self.left)(
             b, result, self.left._key_serde, vs, ValueGetter(spec.name), given, on_demand
         )
         if on_demand is not None:

@@ -36,9 +36,13 @@ follows the same steps, through the `InternalBuilder` that every `KStream`/`KTab
    `KStream.repartition()` above keeps null-key records (Kafka 3.7+, KIP-962); a processor
    added below a table filter that is not a filter, map_values or to_stream makes the filter
    send old values (Kafka's `enableSendingOldValues`), which `b.processor` detects itself.
-4. Return a new handle: `KStream(b, node, key_serde, value_serde, repartition_required)`,
-   `KTable(b, node, key_serde, value_serde, getter=ValueGetter(store))`. Table operators emit
-   `kstream.dsl.processors.Change(new, old)` values; `KTable._getter` (a `ValueGetter`) reads
+4. Return a new handle. An operator returning a handle of the kind it was given makes it
+   with the handle's own class, `type(stream)(b, node, key_serde, value_serde,
+   repartition_required)` or `type(table)(b, node, key_serde, value_serde, getter)`; one
+   returning the other kind asks for its class (`stream._tables()`, `table._streams()`,
+   `grouped._tables()`): the operator modules never name `KStream` or `KTable`, which
+   `kstream.dsl.api` defines above them (kstream.dsl.handles). Table operators emit
+   `kstream.dsl.processors.Change(new, old)` values; a table's `_getter` (a `ValueGetter`) reads
    the table's current value for a key inside another processor: `getter.stores` names the
    stores to connect, `getter.bind(ctx)` returns `get(key) -> value | None`.
 
@@ -46,8 +50,8 @@ Operators implemented in another module are plain functions that the handle meth
 `KStream.join` -> `kstream.dsl.joins.join_stream`, `KTable.join` -> `joins.join_tables`,
 `KGroupedStream.windowed_by` -> `kstream.dsl.windowed.windowed_by`, `KTable.group_by` ->
 `kstream.dsl.grouped_table.group_table`, `KStream.deduplicate` -> `kstream.dsl.dedup.deduplicate`.
-Modules that import `stream` or `table` at module level (joins, grouped_table) are imported
-inside the calling method, so the handles and their operators never form an import cycle.
+They import downward only (this module, kstream.dsl.handles, the processors), at module
+level; the handles' modules import them.
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from kstream.dsl.processors import table as tp
+from kstream.dsl.processors.stateless import DropNullKeysProcessor, NullKeyPolicy
 from kstream.errors import TopologyError
 from kstream.serde import BUILTIN, Serde, serde
 from kstream.state.keyvalue import timestamped
@@ -216,8 +222,6 @@ class InternalBuilder:
     def _maybe_send_old_values(self, factory: Any, parents: str | Sequence[str]) -> None:
         """A consumer other than filter, map_values or to_stream needs old values from the
         table filters above it (Kafka's `enableSendingOldValues`, e.g. by groupBy or joins)."""
-        from kstream.dsl.processors import table as tp
-
         cls = getattr(factory, "processor_class", factory)
         if cls in (tp.TableFilterProcessor, tp.TableMapValuesProcessor, tp.TableToStreamProcessor):
             return
@@ -277,8 +281,6 @@ class InternalBuilder:
         them: Kafka 3.7+, KIP-962) or `relaxable` and such a join is added downstream later (see
         `keep_null_keys_upstream`).
         """
-        from kstream.dsl.processors import NullKeyPolicy
-
         policy = NullKeyPolicy() if relaxable or not drop_null_keys else None
         if policy is not None:
             policy.keep = not drop_null_keys
@@ -299,8 +301,6 @@ class InternalBuilder:
     ) -> str:
         """The nodes and topic of `repartition`; the filter keeps null keys as `policy` says
         (None: it drops them), and a join added later may relax it when `relaxable`."""
-        from kstream.dsl.processors import DropNullKeysProcessor
-
         topic = f"{base}-repartition"
         self.topology.add_repartition_topic(topic, partitions)
         sink, filter_, src = self.name("SINK"), self.name("FILTER"), self.name("SOURCE")
@@ -328,8 +328,6 @@ class InternalBuilder:
         name it after the stream's node), so a second join of the stream reads the same
         topic; it still takes the three names a repartition takes from the counter. The filter
         keeps null-key records once one of the joins takes them (a left or outer join)."""
-        from kstream.dsl.processors import NullKeyPolicy
-
         found = self._join_repartitions.get((parent, base))
         if found is not None:
             for op in ("SINK", "FILTER", "SOURCE"):

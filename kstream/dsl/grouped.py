@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, overload
 
 from kstream.dsl import processors as p
-from kstream.dsl.graph import Handle, InternalBuilder, StoreLike, processor_factory
+from kstream.dsl.cogroup import CogroupedKStream
+from kstream.dsl.graph import StoreLike, processor_factory
+from kstream.dsl.handles import GroupedHandle, TableT
 from kstream.dsl.processors.getter import ValueGetter
 from kstream.dsl.windowed import SessionWindowedKStream, TimeWindowedKStream, windowed_by
 from kstream.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from kstream.serde import Serde, SerdeLike, serde
 
-if TYPE_CHECKING:
-    from kstream.dsl.cogroup import CogroupedKStream
-    from kstream.dsl.table import KTable
-
 LONG = serde("long")
 
 
-class KGroupedStream(Handle):
+class KGroupedStream(GroupedHandle[TableT]):
     """Records grouped by their key, from `KStream.group_by_key` or `KStream.group_by`.
 
     Each aggregation returns a `KTable` and repartitions first if the key changed upstream.
@@ -35,25 +33,6 @@ class KGroupedStream(Handle):
         [('/', 1), ('/', 2)]
     """
 
-    def __init__(
-        self,
-        builder: InternalBuilder,
-        node: str,
-        key_serde: Serde | None,
-        value_serde: Serde | None,
-        repartition_required: bool,
-    ) -> None:
-        super().__init__(builder, node, key_serde, value_serde)
-        self._repartition_required = repartition_required
-
-    def _source(self, base: str) -> str:
-        """The node to aggregate from, through `<base>-repartition` when the key changed."""
-        if not self._repartition_required:
-            return self._node
-        return self._builder.repartition(
-            self._node, base, key_serde=self._key_serde, value_serde=self._value_serde
-        )
-
     def _aggregate(
         self,
         op: str,
@@ -62,9 +41,7 @@ class KGroupedStream(Handle):
         value_serde: Serde | None,
         name: str | None,
         initial: Callable[[], Any] | None = None,
-    ) -> KTable:
-        from kstream.dsl.table import KTable
-
+    ) -> TableT:
         b = self._builder
         node = b.name(op, name)
         spec = b.timestamped_store_spec(
@@ -74,9 +51,9 @@ class KGroupedStream(Handle):
         factory = processor_factory(p.AggregateProcessor, spec.name, step, initial)
         b.processor(node, factory, parent)
         b.add_store(spec, [node])
-        return KTable(b, node, self._key_serde, value_serde, ValueGetter(spec.name))
+        return self._tables()(b, node, self._key_serde, value_serde, ValueGetter(spec.name))
 
-    def count(self, store: StoreLike = None, name: str | None = None) -> KTable:
+    def count(self, store: StoreLike = None, name: str | None = None) -> TableT:
         """Count the records per key: a table of ints (value serde "long"), updated on every record.
 
         Records with a None key or value are dropped (counted as `null_key`/`null_value`), as Kafka
@@ -98,7 +75,7 @@ class KGroupedStream(Handle):
 
     def reduce(
         self, reducer: Callable[[Any, Any], Any], store: StoreLike = None, name: str | None = None
-    ) -> KTable:
+    ) -> TableT:
         """Combine the values of each key with `reducer(agg, value) -> agg`.
 
         The first value of a key is its initial aggregate (the reducer is not called for it). None
@@ -124,7 +101,7 @@ class KGroupedStream(Handle):
         store: StoreLike = None,
         value_serde: SerdeLike = None,
         name: str | None = None,
-    ) -> KTable:
+    ) -> TableT:
         """Fold the values of each key: `aggregator(key, value, agg) -> agg`, from `initializer()`.
 
         `initializer()` is called for the first value of a key; None keys and values are dropped,
@@ -145,7 +122,7 @@ class KGroupedStream(Handle):
         step = p.aggregate_step(initializer, aggregator)
         return self._aggregate("AGGREGATE", step, store, vs, name, initializer)
 
-    def cogroup(self, aggregator: Callable[[Any, Any, Any], Any]) -> CogroupedKStream:
+    def cogroup(self, aggregator: Callable[[Any, Any, Any], Any]) -> CogroupedKStream[TableT]:
         """Start a cogroup (KIP-150): this stream folded in with `aggregator(key, value, agg)`,
         other grouped streams added with `.cogroup(grouped, aggregator)`, all aggregated into
         one table with `.aggregate(initializer)` (or per window after `.windowed_by(...)`).
@@ -159,19 +136,17 @@ class KGroupedStream(Handle):
             >>> g.cogroup(lambda k, v, n: n + 1).aggregate(int)
             KTable(COGROUPKSTREAM-MERGE-0000000003)
         """
-        from kstream.dsl.cogroup import CogroupedKStream
-
         return CogroupedKStream(self, aggregator)
 
     @overload
-    def windowed_by(self, windows: TimeWindows | SlidingWindows) -> TimeWindowedKStream: ...
+    def windowed_by(self, windows: TimeWindows | SlidingWindows) -> TimeWindowedKStream[TableT]: ...
 
     @overload
-    def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream: ...
+    def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream[TableT]: ...
 
     def windowed_by(
         self, windows: TimeWindows | SlidingWindows | SessionWindows
-    ) -> TimeWindowedKStream | SessionWindowedKStream:
+    ) -> TimeWindowedKStream[TableT] | SessionWindowedKStream[TableT]:
         """A windowed view with the same aggregations, each key aggregated per window.
 
         `TimeWindows` (tumbling or hopping) and `SlidingWindows` give a `TimeWindowedKStream`,

@@ -14,9 +14,10 @@ Aggregates are never deleted by subtraction: a count that drops to 0 stays 0, as
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic
 
 from kstream.dsl.graph import AUTO, InternalBuilder, processor_factory
+from kstream.dsl.handles import TableT
 from kstream.dsl.processors.getter import ValueGetter
 from kstream.dsl.processors.table_aggregate import (
     ChangeSerde,
@@ -24,7 +25,6 @@ from kstream.dsl.processors.table_aggregate import (
     TableAggregateProcessor,
     TableRegroupProcessor,
 )
-from kstream.dsl.table import KTable
 from kstream.errors import TopologyError
 from kstream.serde import Serde, SerdeLike, serde
 
@@ -32,12 +32,12 @@ LONG = serde("long")
 
 
 def group_table(
-    table: KTable,
+    table: TableT,
     selector: Callable[[Any, Any], tuple[Any, Any]],
     key_serde: SerdeLike = None,
     value_serde: SerdeLike = None,
     name: str | None = None,
-) -> KGroupedTable:
+) -> KGroupedTable[TableT]:
     """What `KTable.group_by(selector)` builds: a regroup processor below `table` that turns
     each `Change` into the records for the groups it leaves and joins (no topic yet: the
     repartition topic is added by the aggregation, named after its store).
@@ -54,15 +54,16 @@ def group_table(
     b.processor(node, processor_factory(TableRegroupProcessor, selector), table._node)
     ks = None if key_serde is None else serde(key_serde)
     vs = None if value_serde is None else serde(value_serde)
-    return KGroupedTable(b, node, ks, vs, name)
+    return KGroupedTable(b, node, ks, vs, type(table), name)
 
 
-class KGroupedTable:
+class KGroupedTable(Generic[TableT]):
     """Rows of a table grouped by a new key: `count`, `reduce`, `aggregate`.
 
     `name`: the user's name for the grouping, which names the repartition topic; its
     aggregations then share that one topic, as Kafka's `KGroupedTableImpl` reuses its
     repartition node when the grouping is named (unnamed, each gets `<store>-repartition`).
+    `TableT` is the class of the table it was grouped from, the class its aggregations make.
     """
 
     def __init__(
@@ -71,8 +72,10 @@ class KGroupedTable:
         node: str,
         key_serde: Serde | None,
         value_serde: Serde | None,
+        tables: type[TableT],
         name: str | None = None,
     ) -> None:
+        self._tables = tables
         self._builder = builder
         self._node = node
         self._key_serde = key_serde
@@ -91,7 +94,7 @@ class KGroupedTable:
         store: Any,
         value_serde: Serde | None,
         name: str | None,
-    ) -> KTable:
+    ) -> TableT:
         b = self._builder
         # Kafka's order of names (KGroupedTableImpl): the store (KTABLE-AGGREGATE-STATE-STORE-...
         # for reduce too), the repartition's sink and source, then the processor
@@ -103,7 +106,7 @@ class KGroupedTable:
         factory = processor_factory(TableAggregateProcessor, spec.name, add, subtract)
         b.processor(node, factory, src)
         b.add_store(spec, [node])
-        return KTable(b, node, self._key_serde, value_serde, ValueGetter(spec.name))
+        return self._tables(b, node, self._key_serde, value_serde, ValueGetter(spec.name))
 
     def _repartition(self, store: str, name: str | None) -> str:
         """The source of the repartition topic the aggregation reads: a new one named after
@@ -125,7 +128,7 @@ class KGroupedTable:
             self._repartition_source = src
         return src
 
-    def count(self, store: Any = None, name: str | None = None) -> KTable:
+    def count(self, store: Any = None, name: str | None = None) -> TableT:
         """Rows per group: a table of ints (value serde "long").
 
         A row moving to another group is subtracted from the old one and added to the new one; a
@@ -150,7 +153,7 @@ class KGroupedTable:
         subtractor: Callable[[Any, Any], Any],
         store: Any = None,
         name: str | None = None,
-    ) -> KTable:
+    ) -> TableT:
         """`adder(agg, v)` for a row joining the group, `subtractor(agg, v)` for one leaving.
 
         The first value of a group is its initial aggregate. An update that stays in its group
@@ -190,7 +193,7 @@ class KGroupedTable:
         store: Any = None,
         value_serde: SerdeLike = None,
         name: str | None = None,
-    ) -> KTable:
+    ) -> TableT:
         """Fold each group from `initializer()`: `adder(key, value, agg)` for a row joining the
         group, `subtractor(key, value, agg)` for one leaving.
 
@@ -234,4 +237,4 @@ def _count_subtract(_k: Any, _v: Any, agg: Any) -> int:
     return int(agg) - 1
 
 
-__all__ = ["ChangeSerde", "KGroupedTable", "group_table"]
+__all__ = ["KGroupedTable", "group_table"]

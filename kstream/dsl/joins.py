@@ -45,8 +45,11 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from kstream.dsl.global_table import GlobalKTable
 from kstream.dsl.graph import AUTO, processor_factory
+from kstream.dsl.handles import StreamHandle, StreamT, TableHandle, TableT
 from kstream.dsl.joined import Joined
+from kstream.dsl.processors.grace_join import BufferedStreamTableJoinProcessor
 from kstream.dsl.processors.join import (
     JoinedValueGetter,
     Joiner,
@@ -61,8 +64,6 @@ from kstream.dsl.processors.stream_stream_join import (
     StreamStreamJoin,
 )
 from kstream.dsl.processors.versioned import VersionedValueGetter
-from kstream.dsl.stream import KStream
-from kstream.dsl.table import GlobalKTable, KTable
 from kstream.dsl.windows import JoinWindows
 from kstream.errors import TopologyError
 from kstream.serde import Serde
@@ -78,7 +79,7 @@ def _check_common(kind: str, joiner: Any, what: str) -> None:
         raise TopologyError(f"{what}: joiner must be a function (v1, v2) -> value, got {joiner!r}")
 
 
-def _partitioned(stream: KStream, base: str, keep_null_keys: bool) -> str:
+def _partitioned(stream: StreamHandle[Any], base: str, keep_null_keys: bool) -> str:
     """The node a join reads `stream` from, repartitioned first if its key may have changed.
 
     As in Kafka 3.7+, the repartition topic in front of a join that accepts None keys (left
@@ -100,8 +101,8 @@ def _partitioned(stream: KStream, base: str, keep_null_keys: bool) -> str:
 
 
 def join_stream(
-    left: KStream,
-    other: KStream | KTable | GlobalKTable,
+    left: StreamT,
+    other: StreamHandle[Any] | TableHandle[Any] | GlobalKTable,
     joiner: Callable[[Any, Any], Any] | None,
     *,
     kind: str,
@@ -110,7 +111,7 @@ def join_stream(
     name: str | None,
     with_key: bool = False,
     joined: Joined | None = None,
-) -> KStream:
+) -> StreamT:
     """Join a stream with a stream (windowed), a table or a global table: what
     `KStream.join/left_join/outer_join` (`kind` "inner", "left", "outer") build.
 
@@ -121,7 +122,7 @@ def join_stream(
     _check_common(kind, joiner, what)
     assert joiner is not None  # _check_common raised otherwise
     if joined is not None:
-        if not isinstance(other, KTable):
+        if not isinstance(other, TableHandle):
             raise TopologyError(f"{what}: Joined is for a stream-table join")
         if name is not None and joined.name is not None and name != joined.name:
             raise TopologyError(f"{what}: name={name!r} and Joined name {joined.name!r} differ")
@@ -130,10 +131,10 @@ def join_stream(
         return _stream_global(left, other, joiner, kind, window, key_selector, name, what, with_key)
     if key_selector is not None:
         raise TopologyError(f"{what}: key_selector is only for joins with a GlobalKTable")
-    if isinstance(other, KTable):
+    if isinstance(other, TableHandle):
         grace = None if joined is None else joined.grace_period
         return _stream_table(left, other, joiner, kind, window, name, what, with_key, grace)
-    if isinstance(other, KStream):
+    if isinstance(other, StreamHandle):
         return _stream_stream(left, other, joiner, kind, window, name, what, with_key)
     raise TopologyError(
         f"{what}: can join a KStream, a KTable or a GlobalKTable, got {type(other).__name__}"
@@ -141,20 +142,20 @@ def join_stream(
 
 
 def join_tables(
-    left: KTable,
-    other: KTable,
+    left: TableT,
+    other: TableHandle[Any],
     joiner: Callable[[Any, Any], Any],
     *,
     kind: str,
     name: str | None,
-) -> KTable:
+) -> TableT:
     """Join two tables on their keys: what `KTable.join/left_join/outer_join` build.
 
     The result is a table of `Change`s like any other, readable by later joins through a
     getter that applies `joiner` to both sides' current values (no store of its own)."""
     what = f"KTable.{'join' if kind == 'inner' else kind + '_join'}"
     _check_common(kind, joiner, what)
-    if not isinstance(other, KTable):
+    if not isinstance(other, TableHandle):
         raise TopologyError(f"{what}: can join a KTable, got {type(other).__name__}")
     b = left._builder
     if other._builder is not b:
@@ -188,15 +189,15 @@ def join_tables(
     b.add_store(ts_spec, [this_node, other_node], described=False)
     b.processor(merge, _PassThrough, [this_node, other_node])
     getter = JoinedValueGetter(left._getter, other._getter, joiner, kind)
-    return KTable(b, merge, left._key_serde, None, getter)
+    return type(left)(b, merge, left._key_serde, None, getter)
 
 
 # --- stream-table and stream-global-table ----------------------------------------------------
 
 
 def _stream_table(
-    left: KStream,
-    table: KTable,
+    left: StreamT,
+    table: TableHandle[Any],
     joiner: Joiner,
     kind: str,
     window: Any,
@@ -204,7 +205,7 @@ def _stream_table(
     what: str,
     with_key: bool = False,
     grace: int | None = None,
-) -> KStream:
+) -> StreamT:
     if kind == "outer":
         raise TopologyError(f"{what}: a stream-table join is inner or left, not outer")
     if window is not None:
@@ -215,7 +216,7 @@ def _stream_table(
     if left._repartition_required and left._key_serde is None:
         # Co-partitioning is by key bytes: repartition with the table's key serde, or the
         # stream's records land in other partitions than the table's keys.
-        left = KStream(b, left._node, table._key_serde, left._value_serde, True)
+        left = type(left)(b, left._node, table._key_serde, left._value_serde, True)
     # As Kafka (`KStreamImpl.doStreamTableJoin`): the stream is repartitioned before the join
     # is named, through a topic named after the join's given name or else the stream's node
     base = left._node if name is None else name
@@ -230,12 +231,12 @@ def _stream_table(
         _grace_join(left, table, joiner, kind == "left", with_key, grace, node, parent, what)
     for s in table._getter.stores:
         b.connect(node, s)
-    return KStream(b, node, left._key_serde, None, False)
+    return type(left)(b, node, left._key_serde, None, False)
 
 
 def _grace_join(
-    left: KStream,
-    table: KTable,
+    left: StreamHandle[Any],
+    table: TableHandle[Any],
     joiner: Joiner,
     is_left: bool,
     with_key: bool,
@@ -248,7 +249,6 @@ def _grace_join(
     kstream.dsl.processors.grace_join), with Kafka's checks: the table is versioned and keeps
     at least `grace` of history."""
     from kstream import stores
-    from kstream.dsl.processors.grace_join import BufferedStreamTableJoinProcessor
 
     getter = table._getter
     if not isinstance(getter, VersionedValueGetter):
@@ -276,7 +276,7 @@ def _grace_join(
 
 
 def _stream_global(
-    left: KStream,
+    left: StreamT,
     table: GlobalKTable,
     joiner: Joiner,
     kind: str,
@@ -285,7 +285,7 @@ def _stream_global(
     name: str | None,
     what: str,
     with_key: bool = False,
-) -> KStream:
+) -> StreamT:
     if kind == "outer":
         raise TopologyError(f"{what}: a stream-global-table join is inner or left, not outer")
     if window is not None:
@@ -306,22 +306,22 @@ def _stream_global(
         StreamTableJoinProcessor, table._getter, joiner, kind == "left", key_selector, with_key
     )
     b.processor(node, factory, left._node)
-    return KStream(b, node, left._key_serde, None, left._repartition_required)
+    return type(left)(b, node, left._key_serde, None, left._repartition_required)
 
 
 # --- stream-stream --------------------------------------------------------------------------
 
 
 def _stream_stream(
-    left: KStream,
-    right: KStream,
+    left: StreamT,
+    right: StreamHandle[Any],
     joiner: Joiner,
     kind: str,
     window: Any,
     name: str | None,
     what: str,
     with_key: bool = False,
-) -> KStream:
+) -> StreamT:
     if not isinstance(window, JoinWindows):
         raise TopologyError(
             f"{what}: a stream-stream join needs window=JoinWindows.of(...), got {window!r}"
@@ -399,7 +399,7 @@ def _stream_stream(
     b.add_store(other_spec, [other_windowed, this_join])
     if outer_spec is not None:
         b.add_store(outer_spec, [this_join, other_join])
-    return KStream(b, merge, left._key_serde, None, False)
+    return type(left)(b, merge, left._key_serde, None, False)
 
 
 def _suffixed(name: str | None, suffix: str) -> str | None:

@@ -13,16 +13,19 @@ and the store's spec allows it, as Kafka's processors do over a caching store.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kstream.dsl.graph import AUTO, InternalBuilder, StoreLike, processor_factory
+from kstream.dsl.handles import TableT
+from kstream.dsl.processors import table as tp
 from kstream.dsl.processors.getter import ValueGetter
 from kstream.dsl.processors.table import MaterializingProcessor
+from kstream.dsl.processors.versioned import VersionedTableSourceProcessor, VersionedValueGetter
+from kstream.dsl.versioned import VERSIONED
 from kstream.serde import Serde, serde
 from kstream.topology.topology import ProcessorDef
 
 if TYPE_CHECKING:
-    from kstream.dsl.table import KTable
     from kstream.state.spec import StoreSpec
 
 
@@ -48,10 +51,9 @@ def value_serde_of(spec: StoreSpec, known: Serde | None) -> Serde | None:
     return serde(vs)
 
 
-def materialize_node(table: KTable, materialized: StoreLike, op: str) -> KTable:
+def materialize_node(table: TableT, materialized: StoreLike, op: str) -> TableT:
     """`table` (a join's result) kept in a store of its own, written by its own node: the
     node's processor is wrapped, so the topology keeps Kafka's node names."""
-    from kstream.dsl.table import KTable
 
     b = table._builder
     spec = table_store(b, materialized, op, table._key_serde, table._value_serde)
@@ -62,4 +64,41 @@ def materialize_node(table: KTable, materialized: StoreLike, op: str) -> KTable:
     nodes[table._node] = dataclasses.replace(d, factory=factory)
     b.add_store(spec, [table._node])
     vs = value_serde_of(spec, table._value_serde)
-    return KTable(b, table._node, table._key_serde, vs, ValueGetter(spec.name), True)
+    return type(table)(b, table._node, table._key_serde, vs, ValueGetter(spec.name), True)
+
+
+def source_table(
+    tables: type[TableT],
+    b: InternalBuilder,
+    node: str,
+    parent: str,
+    spec: Any,
+    named: bool,
+    key_serde: Serde | None,
+    value_serde: Serde | None,
+) -> TableT:
+    """The table processor `node` under `parent`, keeping its upserts in `spec`'s store: the
+    one shape of `StreamBuilder.table` and `KStream.to_table`, as a `tables` (the
+    `KTable` class).
+
+    Kafka's record cache holds back a source table's updates only when it is materialized:
+    given a store name (`named`), or on demand (`tp.MaterializedOnDemand`: operators below
+    that need its values or old values switch it on). A versioned store is always named."""
+    getter: ValueGetter
+    on_demand = None
+    versioned = spec.kind == VERSIONED
+    if versioned:
+        factory = processor_factory(VersionedTableSourceProcessor, spec.name)
+        getter = VersionedValueGetter(spec.name, spec.retention or 0)
+    else:
+        if not named:
+            on_demand = tp.MaterializedOnDemand(node, spec.name, b.topology)
+        factory = processor_factory(tp.TableSourceProcessor, spec.name, on_demand)
+        getter = ValueGetter(spec.name)
+    b.processor(node, factory, parent)
+    # Kafka adds the store of a table it materializes on demand only once it is: `describe()`
+    # shows it from then on (`MaterializedOnDemand.enabled`)
+    b.add_store(spec, [node], described=on_demand is None)
+    if on_demand is not None:
+        b.on_demand(on_demand)
+    return tables(b, node, key_serde, value_serde, getter, named or versioned, on_demand)

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from kstream.dsl.graph import InternalBuilder
 from kstream.dsl.grouped import KGroupedStream
+from kstream.dsl.handles import TableT
 from kstream.serde import Serde
 
 
-class NamedKGroupedStream(KGroupedStream):
+class NamedKGroupedStream(KGroupedStream[TableT]):
     """A `KGroupedStream` repartitioning through `<name>-repartition` (when it must)."""
 
     def __init__(
@@ -25,9 +26,10 @@ class NamedKGroupedStream(KGroupedStream):
         key_serde: Serde | None,
         value_serde: Serde | None,
         repartition_required: bool,
+        tables: type[TableT],
         name: str,
     ) -> None:
-        super().__init__(builder, node, key_serde, value_serde, repartition_required)
+        super().__init__(builder, node, key_serde, value_serde, repartition_required, tables)
         self._repartition_name = name
 
     def _source(self, base: str) -> str:

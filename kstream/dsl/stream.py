@@ -1,16 +1,23 @@
-"""`KStream`: an unbounded stream of independent records (Kafka Streams' KStream)."""
+"""`KStream`'s operators (`StreamOps`): an unbounded stream of independent records (Kafka
+Streams' KStream). The class users see, `kstream.dsl.api.KStream`, binds the table kind."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from kstream.dsl import graph as _graph  # its processor_factory: a parameter shadows the name
 from kstream.dsl import processors as p
+from kstream.dsl.branched import BranchedKStream
 from kstream.dsl.dedup import deduplicate as _deduplicate
-from kstream.dsl.graph import InternalBuilder, StoreLike, processor_factory
+from kstream.dsl.graph import StoreLike, processor_factory
+from kstream.dsl.grouped import KGroupedStream
+from kstream.dsl.handles import TableT
+from kstream.dsl.materialized import source_table
+from kstream.dsl.named_grouping import NamedKGroupedStream
 from kstream.dsl.processors.topic_chooser import TopicChooserSinkProcessor, TopicNameExtractor
 from kstream.dsl.stream_joins import StreamJoins
+from kstream.dsl.versioned import versioned_spec
 from kstream.duration import DurationLike
 from kstream.errors import TopologyError
 from kstream.serde import Serde, SerdeLike, serde
@@ -18,9 +25,6 @@ from kstream.topology.processor import ProcessorFactory
 from kstream.topology.topology import Partitioner
 
 if TYPE_CHECKING:
-    from kstream.dsl.branched import BranchedKStream
-    from kstream.dsl.grouped import KGroupedStream
-    from kstream.dsl.table import KTable
     from kstream.state.spec import StoreSpec
 
 
@@ -28,37 +32,10 @@ def _opt_serde(s: SerdeLike) -> Serde | None:
     return None if s is None else serde(s)
 
 
-class KStream(StreamJoins):
-    """An unbounded stream of independent records (facts, not updates), from
-    `StreamBuilder.stream` or an operator; every operator returns a new handle and adds its
-    nodes to the builder's topology at once.
-
-    Example:
-        >>> from kstream.testing import TopologyTestDriver
-        >>> b = StreamBuilder()
-        >>> words = b.stream("lines", "str", "str").flat_map_values(str.split)
-        >>> counts = words.group_by(lambda k, w: w, "str", "str").count()
-        >>> counts.to_stream().to("word-counts", "str", "long")
-        >>> with TopologyTestDriver(b) as d:
-        ...     d.input_topic("lines", "str", "str").pipe(None, "to be or not to be")
-        ...     d.output_topic("word-counts", "str", "long").read_key_values_to_map()
-        {'to': 2, 'be': 2, 'or': 1, 'not': 1}
-
-    `_key_serde`/`_value_serde` are the serdes known to fit the records here (None: unknown,
-    e.g. after `map`); `_repartition_required` is True once the key may have changed, so the
-    next stateful operator first repartitions by the new key.
-    """
-
-    def __init__(
-        self,
-        builder: InternalBuilder,
-        node: str,
-        key_serde: Serde | None = None,
-        value_serde: Serde | None = None,
-        repartition_required: bool = False,
-    ) -> None:
-        super().__init__(builder, node, key_serde, value_serde)
-        self._repartition_required = repartition_required
+class StreamOps(StreamJoins[TableT]):
+    """`KStream`'s operators. A stream's records are facts, not updates; every operator returns
+    a new handle (of the stream's own class: `Self`) and adds its nodes to the builder's
+    topology at once. `TableT` is the table class `to_table` and the aggregations make."""
 
     def _then(
         self,
@@ -68,10 +45,10 @@ class KStream(StreamJoins):
         *,
         key_changed: bool = False,
         value_changed: bool = False,
-    ) -> KStream:
+    ) -> Self:
         b = self._builder
         node = b.processor(b.name(op, name), factory, self._node)
-        return KStream(
+        return type(self)(
             b,
             node,
             None if key_changed else self._key_serde,
@@ -81,7 +58,7 @@ class KStream(StreamJoins):
 
     # --- stateless ------------------------------------------------------------------------
 
-    def filter(self, predicate: Callable[[Any, Any], Any], name: str | None = None) -> KStream:
+    def filter(self, predicate: Callable[[Any, Any], Any], name: str | None = None) -> Self:
         """Keep the records for which `predicate(key, value)` is truthy; the others are dropped.
 
         Stateless: keys, timestamps and partitions are unchanged, so no repartition follows.
@@ -98,7 +75,7 @@ class KStream(StreamJoins):
         """
         return self._then("FILTER", processor_factory(p.FilterProcessor, predicate), name)
 
-    def filter_not(self, predicate: Callable[[Any, Any], Any], name: str | None = None) -> KStream:
+    def filter_not(self, predicate: Callable[[Any, Any], Any], name: str | None = None) -> Self:
         """Keep the records for which `predicate(key, value)` is falsy (the complement of `filter`).
 
         Example:
@@ -113,7 +90,7 @@ class KStream(StreamJoins):
         """
         return self._then("FILTER", processor_factory(p.FilterProcessor, predicate, True), name)
 
-    def map(self, fn: Callable[[Any, Any], tuple[Any, Any]], name: str | None = None) -> KStream:
+    def map(self, fn: Callable[[Any, Any], tuple[Any, Any]], name: str | None = None) -> Self:
         """Replace each record by `fn(key, value) -> (new_key, new_value)`, keeping its timestamp.
 
         The key may change, so the next stateful operator (aggregation, join, `to_table`) first
@@ -135,7 +112,7 @@ class KStream(StreamJoins):
 
     def map_values(
         self, fn: Callable[..., Any], name: str | None = None, *, with_key: bool = False
-    ) -> KStream:
+    ) -> Self:
         """Replace each value by `fn(value)`; key, timestamp and partitioning are kept.
 
         Does not cause a repartition (unlike `map`). `fn` also sees None values (tombstones).
@@ -161,7 +138,7 @@ class KStream(StreamJoins):
 
     def flat_map(
         self, fn: Callable[[Any, Any], Iterable[tuple[Any, Any]]], name: str | None = None
-    ) -> KStream:
+    ) -> Self:
         """Replace each record by the `(key, value)` pairs of `fn(key, value)`: none, one or many.
 
         Every output keeps the input's timestamp. As with `map`, the key may change, so the next
@@ -183,7 +160,7 @@ class KStream(StreamJoins):
 
     def flat_map_values(
         self, fn: Callable[..., Iterable[Any]], name: str | None = None, *, with_key: bool = False
-    ) -> KStream:
+    ) -> Self:
         """One record per value of `fn(value)`, each with the input's key and timestamp.
 
         No repartition follows (the key is kept). With `with_key=True` the mapper is
@@ -207,7 +184,7 @@ class KStream(StreamJoins):
         factory = processor_factory(p.FlatMapValuesProcessor, fn, with_key)
         return self._then("FLATMAPVALUES", factory, name, value_changed=True)
 
-    def select_key(self, fn: Callable[[Any, Any], Any], name: str | None = None) -> KStream:
+    def select_key(self, fn: Callable[[Any, Any], Any], name: str | None = None) -> Self:
         """Set each record's key to `fn(key, value)`; value and timestamp are kept.
 
         The next stateful operator repartitions by the new key (an internal `...-repartition`
@@ -227,7 +204,7 @@ class KStream(StreamJoins):
         factory = processor_factory(p.SelectKeyProcessor, fn)
         return self._then("KEY-SELECT", factory, name, key_changed=True)
 
-    def peek(self, fn: Callable[[Any, Any], Any], name: str | None = None) -> KStream:
+    def peek(self, fn: Callable[[Any, Any], Any], name: str | None = None) -> Self:
         """Call `fn(key, value)` for every record and forward it unchanged (logging, metrics).
 
         A record whose `fn` raised goes to the error handler and, when skipped, is not forwarded.
@@ -264,7 +241,7 @@ class KStream(StreamJoins):
 
     def branch(
         self, *predicates: Callable[[Any, Any], Any], default: bool = False, name: str | None = None
-    ) -> list[KStream]:
+    ) -> list[Self]:
         """Split the stream: one stream per predicate; a record goes to the first that matches.
 
         With `default=True` a last stream gets the records that match no predicate; without it they
@@ -310,11 +287,11 @@ class KStream(StreamJoins):
         for kid in kids:
             b.processor(kid, p.PassThroughProcessor, node)
             out.append(
-                KStream(b, kid, self._key_serde, self._value_serde, self._repartition_required)
+                type(self)(b, kid, self._key_serde, self._value_serde, self._repartition_required)
             )
         return out
 
-    def split(self, name: str | None = None) -> BranchedKStream:
+    def split(self, name: str | None = None) -> BranchedKStream[Self]:
         """Split the stream into named branches, the Kafka 4 way (`BranchedKStream`): chain
         `.branch(predicate, Branched...)` calls and end with `.default_branch()` or
         `.no_default_branch()`, which return the branches by name.
@@ -333,11 +310,9 @@ class KStream(StreamJoins):
             >>> sorted(parts)
             ['orders-0', 'orders-big']
         """
-        from kstream.dsl.branched import BranchedKStream
-
         return BranchedKStream(self, name)
 
-    def merge(self, other: KStream, name: str | None = None) -> KStream:
+    def merge(self, other: Self, name: str | None = None) -> Self:
         """One stream of the records of both, in the order they are processed (no ordering between
         the two inputs); timestamps are kept.
 
@@ -361,7 +336,7 @@ class KStream(StreamJoins):
         same_k = self._key_serde if self._key_serde is other._key_serde else None
         same_v = self._value_serde if self._value_serde is other._value_serde else None
         req = self._repartition_required or other._repartition_required
-        return KStream(b, node, same_k, same_v, req)
+        return type(self)(b, node, same_k, same_v, req)
 
     # --- topics ---------------------------------------------------------------------------
 
@@ -371,7 +346,7 @@ class KStream(StreamJoins):
         partitions: int | None = None,
         key_serde: SerdeLike = None,
         value_serde: SerdeLike = None,
-    ) -> KStream:
+    ) -> Self:
         """Write to and read back from an internal topic, partitioned by the current key.
 
         Use it to choose the partition count or to repartition once before several stateful
@@ -401,7 +376,7 @@ class KStream(StreamJoins):
             partitions=partitions,
             relaxable=True,
         )
-        return KStream(b, src, self._key_serde, self._value_serde, False)
+        return type(self)(b, src, self._key_serde, self._value_serde, False)
 
     def to(
         self,
@@ -457,7 +432,7 @@ class KStream(StreamJoins):
         processor_factory: ProcessorFactory,
         stores: Iterable[str | StoreSpec] = (),
         name: str | None = None,
-    ) -> KStream:
+    ) -> Self:
         """Run a user `Processor` here; `stores` are store specs to add or store names to connect.
 
         The processor may change keys or forward anything, so a following stateful operator
@@ -483,14 +458,14 @@ class KStream(StreamJoins):
         b = self._builder
         node = b.processor(b.name("PROCESSOR", name), processor_factory, self._node)
         self._connect_stores(node, stores)
-        return KStream(b, node, None, None, True)
+        return type(self)(b, node, None, None, True)
 
     def process_values(
         self,
         processor_factory: ProcessorFactory,
         stores: Iterable[str | StoreSpec] = (),
         name: str | None = None,
-    ) -> KStream:
+    ) -> Self:
         """Run a user processor that changes values but keeps keys (Kafka's `processValues`
         with a `FixedKeyProcessor`); `stores` as in `process`.
 
@@ -519,7 +494,7 @@ class KStream(StreamJoins):
             node, _graph.processor_factory(p.FixedKeyProcessor, processor_factory, node), self._node
         )
         self._connect_stores(node, stores)
-        return KStream(b, node, self._key_serde, None, self._repartition_required)
+        return type(self)(b, node, self._key_serde, None, self._repartition_required)
 
     def _connect_stores(self, node: str, stores: Iterable[str | StoreSpec]) -> None:
         b = self._builder
@@ -536,7 +511,7 @@ class KStream(StreamJoins):
         store: StoreLike = None,
         name: str | None = None,
         versioned: DurationLike | None = None,
-    ) -> KTable:
+    ) -> TableT:
         """Read the stream as upserts of a table: the latest value per key, materialized in `store`.
 
         A None value deletes the key (it reaches `KTable.to_stream()` as a tombstone); a record
@@ -553,9 +528,6 @@ class KStream(StreamJoins):
             ...     d.get_store("profiles").get("a")
             'v2'
         """
-        from kstream.dsl.table import source_table
-        from kstream.dsl.versioned import versioned_spec
-
         b = self._builder
         node = b.name("TOTABLE", name)
         vspec = versioned_spec(b, store, versioned, "TOTABLE", self._key_serde, self._value_serde)
@@ -566,22 +538,21 @@ class KStream(StreamJoins):
         parent = self._ensure_partitioned(node)
         # as `StreamBuilder.table`: materialized in Kafka's sense only when given a store
         return source_table(
-            b, node, parent, spec, store is not None, self._key_serde, self._value_serde
+            self._tables(),
+            b,
+            node,
+            parent,
+            spec,
+            store is not None,
+            self._key_serde,
+            self._value_serde,
         )
 
     # --- grouping -------------------------------------------------------------------------
 
-    def _ensure_partitioned(self, base: str) -> str:
-        """The node a stateful operator named `base` reads from, repartitioning if needed."""
-        if not self._repartition_required:
-            return self._node
-        return self._builder.repartition(
-            self._node, base, key_serde=self._key_serde, value_serde=self._value_serde
-        )
-
     def group_by_key(
         self, key_serde: SerdeLike = None, value_serde: SerdeLike = None, name: str | None = None
-    ) -> KGroupedStream:
+    ) -> KGroupedStream[TableT]:
         """Group by the current key, for `count`, `reduce`, `aggregate` or `windowed_by`.
 
         Nothing is added to the topology yet: the aggregation repartitions first only if the key
@@ -599,15 +570,12 @@ class KStream(StreamJoins):
             ...     sorted(d.compiled.internal_topics)
             ['app-by-page-repartition', 'app-per-page-changelog']
         """
-        from kstream.dsl.grouped import KGroupedStream
-        from kstream.dsl.named_grouping import NamedKGroupedStream
-
         ks = _opt_serde(key_serde) or self._key_serde
         vs = _opt_serde(value_serde) or self._value_serde
         b, node, req = self._builder, self._node, self._repartition_required
         if name is None:
-            return KGroupedStream(b, node, ks, vs, req)
-        return NamedKGroupedStream(b, node, ks, vs, req, name)
+            return KGroupedStream(b, node, ks, vs, req, self._tables())
+        return NamedKGroupedStream(b, node, ks, vs, req, self._tables(), name)
 
     def group_by(
         self,
@@ -615,7 +583,7 @@ class KStream(StreamJoins):
         key_serde: SerdeLike = None,
         value_serde: SerdeLike = None,
         name: str | None = None,
-    ) -> KGroupedStream:
+    ) -> KGroupedStream[TableT]:
         """Group by a new key `fn(key, value)`: `select_key(fn)` then `group_by_key()`.
 
         The aggregation reads through a repartition topic keyed by the new key; records whose new
@@ -645,7 +613,7 @@ class KStream(StreamJoins):
         within: DurationLike | None = None,
         store: StoreLike = None,
         name: str | None = None,
-    ) -> KStream:
+    ) -> Self:
         """Drop a record whose id was already seen within `within` (a duration, e.g. "10m").
 
         The id is `id_fn(key, value)` (default: the key); a None id is kept and not remembered.

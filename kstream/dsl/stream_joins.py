@@ -4,30 +4,30 @@ null-key rules; `kstream.dsl.joins` builds the joins. `KStream` inherits them fr
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
-from kstream.dsl.graph import Handle
+from kstream.dsl.global_table import GlobalKTable
+from kstream.dsl.handles import StreamHandle, TableHandle, TableT
+from kstream.dsl.joins import join_stream
 
 if TYPE_CHECKING:
     from kstream.dsl.joined import Joined
-    from kstream.dsl.stream import KStream
-    from kstream.dsl.table import GlobalKTable, KTable
     from kstream.dsl.windows import JoinWindows
 
 
-class StreamJoins(Handle):
+class StreamJoins(StreamHandle[TableT]):
     """The join operators of `KStream`, which is the only class to inherit them."""
 
     def join(
         self,
-        other: KStream | KTable | GlobalKTable,
+        other: StreamHandle[Any] | TableHandle[Any] | GlobalKTable,
         *args: Callable[..., Any],
         window: JoinWindows | None = None,
         name: str | None = None,
         with_key: bool = False,
         joined: Joined | None = None,
         **kwargs: Callable[..., Any] | None,
-    ) -> KStream:
+    ) -> Self:
         """Inner join with a stream (windowed), a table or a global table: matches only.
 
         - `join(other_stream, joiner(v, ov), window=JoinWindows.of(...))`: a record joins every
@@ -60,14 +60,14 @@ class StreamJoins(Handle):
 
     def left_join(
         self,
-        other: KStream | KTable | GlobalKTable,
+        other: StreamHandle[Any] | TableHandle[Any] | GlobalKTable,
         *args: Callable[..., Any],
         window: JoinWindows | None = None,
         name: str | None = None,
         with_key: bool = False,
         joined: Joined | None = None,
         **kwargs: Callable[..., Any] | None,
-    ) -> KStream:
+    ) -> Self:
         """Left join (see `join`): every record of this stream produces a result.
 
         Without a match the joiner gets None for the other side: `joiner(v, None)`. For a
@@ -92,13 +92,13 @@ class StreamJoins(Handle):
 
     def outer_join(
         self,
-        other: KStream | KTable | GlobalKTable,
+        other: StreamHandle[Any] | TableHandle[Any] | GlobalKTable,
         *args: Callable[..., Any],
         window: JoinWindows | None = None,
         name: str | None = None,
         with_key: bool = False,
         **kwargs: Callable[..., Any] | None,
-    ) -> KStream:
+    ) -> Self:
         """Outer join of two streams (windowed): records of either side without a match are emitted
         with None for the other side once their window has closed, `joiner(v, None)` or
         `joiner(None, ov)`; see `join` and `left_join` for timestamps and None keys.
@@ -122,20 +122,14 @@ class StreamJoins(Handle):
     def _join(
         self,
         kind: str,
-        other: KStream | KTable | GlobalKTable,
+        other: StreamHandle[Any] | TableHandle[Any] | GlobalKTable,
         args: tuple[Callable[..., Any], ...],
         window: JoinWindows | None,
         name: str | None,
         kwargs: dict[str, Callable[..., Any] | None],
         with_key: bool = False,
         joined: Joined | None = None,
-    ) -> KStream:
-        # joins and stream import this module: imported here, at the call
-        from kstream.dsl.joins import join_stream
-        from kstream.dsl.stream import KStream
-
-        assert isinstance(self, KStream)  # the one class that inherits the joins
-
+    ) -> Self:
         # join(stream|table, joiner) or join(global_table, key_selector, joiner)
         key_selector = kwargs.pop("key_selector", None)
         joiner = kwargs.pop("joiner", None)
@@ -151,7 +145,7 @@ class StreamJoins(Handle):
             )
         if kind != "inner":
             self._builder.keep_null_keys_upstream(self._node)
-            if isinstance(other, KStream):
+            if isinstance(other, StreamHandle):
                 self._builder.keep_null_keys_upstream(other._node)
         return join_stream(
             self,

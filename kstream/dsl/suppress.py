@@ -36,9 +36,8 @@ uninterrupted one would.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kstream.dsl.graph import AUTO, InternalBuilder, processor_factory
+from kstream.dsl.handles import TableT
 from kstream.dsl.processors.suppress import SuppressedValueGetter, SuppressProcessor
 from kstream.dsl.suppressed import (
     BufferConfig,
@@ -47,11 +46,9 @@ from kstream.dsl.suppressed import (
     Suppressed,
 )
 from kstream.dsl.versioned import versioned_upstream
+from kstream.dsl.windowed_processors import _WindowedAggregate
 from kstream.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from kstream.errors import TopologyError
-
-if TYPE_CHECKING:
-    from kstream.dsl.table import KTable
 
 __all__ = ["BufferConfig", "BufferFullError", "BufferFullStrategy", "Suppressed", "suppress"]
 
@@ -71,8 +68,6 @@ def _window_grace(b: InternalBuilder, node: str) -> int:
     """How long after a window's end its result can still change, for the windowed aggregation
     `node` derives from (Kafka's `GraphGraceSearchUtil.findAndVerifyWindowGrace`): the grace,
     plus the gap for sessions; the largest over several parents."""
-    from kstream.dsl.windowed_processors import _WindowedAggregate
-
     nodes = b.topology.nodes
     d = nodes.get(node)
     factory = getattr(d, "factory", None)
@@ -94,7 +89,7 @@ def _window_grace(b: InternalBuilder, node: str) -> int:
     return max(_window_grace(b, p) for p in parents)
 
 
-def suppress(table: KTable, suppressed: Suppressed) -> KTable:
+def suppress(table: TableT, suppressed: Suppressed) -> TableT:
     """What `KTable.suppress(suppressed)` returns (see the module docstring).
 
     Example:
@@ -114,8 +109,6 @@ def suppress(table: KTable, suppressed: Suppressed) -> KTable:
         ...     d.output_topic("out", "string", "long").read_key_values()
         [('a@0', 2), ('b@0', 1), ('a@10', 1)]
     """
-    from kstream.dsl.table import KTable
-
     if not isinstance(suppressed, Suppressed):
         raise TopologyError(f"suppress needs a Suppressed, got {suppressed!r}")
     if versioned_upstream(table._getter):
@@ -154,4 +147,4 @@ def suppress(table: KTable, suppressed: Suppressed) -> KTable:
     b.processor(node, factory, table._node)
     b.add_store(spec, [node])
     getter = SuppressedValueGetter(spec.name, ks, vs, table._getter)
-    return KTable(b, node, table._key_serde, table._value_serde, getter)
+    return type(table)(b, node, table._key_serde, table._value_serde, getter)

@@ -1,4 +1,6 @@
-"""`KTable` (a changelog stream: the latest value per key) and `GlobalKTable`.
+"""`KTable`'s operators (`TableOps`): a changelog stream read as the latest value per key. The
+class users see, `kstream.dsl.api.KTable`, binds the stream kind; `GlobalKTable` is in
+kstream.dsl.global_table.
 
 Records between table operators carry `Change(new, old)` values; a None `new` is a delete and
 reaches `to_stream()` as a tombstone.
@@ -7,65 +9,37 @@ reaches `to_stream()` as a tombstone.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Self, overload
 
-from kstream.dsl.graph import Handle, InternalBuilder, StoreLike, processor_factory
+from kstream.dsl.fk_join import JoinArgs, join_on_foreign_key, parse_join_args
+from kstream.dsl.graph import InternalBuilder, StoreLike, processor_factory
+from kstream.dsl.grouped_table import KGroupedTable, group_table
+from kstream.dsl.handles import StreamT, TableHandle, TableT
+from kstream.dsl.joins import join_tables
 from kstream.dsl.materialized import materialize_node, table_store, value_serde_of
 from kstream.dsl.processors import table as tp
 from kstream.dsl.processors.getter import ValueGetter
-from kstream.dsl.processors.versioned import VersionedTableSourceProcessor, VersionedValueGetter
-from kstream.dsl.versioned import VERSIONED, versioned_upstream
+from kstream.dsl.processors.stateless import SelectKeyProcessor
+from kstream.dsl.processors.transform_values import (
+    TableTransformValuesProcessor,
+    TransformedValueGetter,
+)
+from kstream.dsl.suppress import suppress as _suppress
+from kstream.dsl.suppressed import Suppressed
+from kstream.dsl.transform_values import TransformerFactory
+from kstream.dsl.versioned import versioned_upstream
 from kstream.errors import TopologyError
 from kstream.serde import Serde, SerdeLike
 from kstream.topology.processor import ProcessorFactory
 
 if TYPE_CHECKING:
-    from kstream.dsl.fk_join import JoinArgs
-    from kstream.dsl.grouped_table import KGroupedTable
-    from kstream.dsl.stream import KStream
-    from kstream.dsl.suppressed import Suppressed
-    from kstream.dsl.transform_values import TransformerFactory
     from kstream.state.spec import StoreSpec
 
 
-class KTable(Handle):
-    """A changelog stream read as a table: the latest value per key, where a None value
-    deletes the key. From `StreamBuilder.table`, `KStream.to_table` or an aggregation.
-
-    Example:
-        >>> from kstream.testing import TopologyTestDriver
-        >>> b = StreamBuilder()
-        >>> users = b.table("users", "str", "json")
-        >>> users.filter(lambda k, u: u["active"]).to_stream().to("active-users")
-        >>> with TopologyTestDriver(b) as d:
-        ...     d.input_topic("users", "str", "json").pipe_many(
-        ...         [("ann", {"active": True}), ("ann", {"active": False})])
-        ...     d.output_topic("active-users", "str", "json").read_key_values()
-        [('ann', {'active': True}), ('ann', None)]
-
-    `_getter` reads its current value for a key (for joins). `_sends_old_values` is what
-    Kafka's `enableSendingOldValues(false)` answers for the table: True when it is materialized
-    in Kafka's sense (a source or `to_table` given a store, any aggregation, a table-table
-    join) or derives, without a store of its own, from such a table. A filter below such a
-    table forwards nothing for an update that is invisible before and after. A table that
-    derives from one Kafka materializes on demand (a source, `to_table` or foreign-key join
-    result without a store name) keeps that table's `_on_demand` (see `_old_values_now`).
-    """
-
-    def __init__(
-        self,
-        builder: InternalBuilder,
-        node: str,
-        key_serde: Serde | None,
-        value_serde: Serde | None,
-        getter: ValueGetter,
-        sends_old_values: bool = True,
-        on_demand: tp.MaterializedOnDemand | None = None,
-    ) -> None:
-        super().__init__(builder, node, key_serde, value_serde)
-        self._getter = getter
-        self._sends_old_values = sends_old_values
-        self._on_demand = on_demand
+class TableOps(TableHandle[StreamT]):
+    """`KTable`'s operators. Every operator returns a new handle (of the table's own class:
+    `Self`) and adds its nodes to the builder's topology at once; `StreamT` is the stream class
+    `to_stream` makes."""
 
     @property
     def store_name(self) -> str:
@@ -80,16 +54,16 @@ class KTable(Handle):
         name: str | None,
         getter: ValueGetter,
         value_serde: Serde | None,
-    ) -> KTable:
+    ) -> Self:
         b = self._builder
         node = b.processor(b.name(op, name, prefix="KTABLE"), factory, self._node)
         return self._derived(node, value_serde, getter)
 
-    def _derived(self, node: str, value_serde: Serde | None, getter: ValueGetter) -> KTable:
+    def _derived(self, node: str, value_serde: Serde | None, getter: ValueGetter) -> Self:
         """The table of a store-less operator `node` below this one: it answers a filter's
         question for old values as this table does."""
         b, sends = self._builder, self._sends_old_values
-        return KTable(b, node, self._key_serde, value_serde, getter, sends, self._on_demand)
+        return type(self)(b, node, self._key_serde, value_serde, getter, sends, self._on_demand)
 
     def _old_values_now(self) -> bool:
         """Kafka's `enableSendingOldValues(false)`, asked by a filter made below this table
@@ -107,7 +81,7 @@ class KTable(Handle):
         predicate: Callable[[Any, Any], Any],
         name: str | None = None,
         materialized: StoreLike = None,
-    ) -> KTable:
+    ) -> Self:
         """Keep the keys whose value matches `predicate(key, value)`.
 
         A key that stops matching is deleted downstream: its update reaches `to_stream()` as a
@@ -140,7 +114,7 @@ class KTable(Handle):
         predicate: Callable[[Any, Any], Any],
         name: str | None = None,
         materialized: StoreLike = None,
-    ) -> KTable:
+    ) -> Self:
         """Keep the keys whose value does not match `predicate(key, value)` (see `filter`,
         also for `materialized`).
 
@@ -160,7 +134,7 @@ class KTable(Handle):
         name: str | None,
         getter: ValueGetter,
         materialized: StoreLike = None,
-    ) -> KTable:
+    ) -> Self:
         """As Kafka's KTableFilter: an update that does not match reaches `to_stream` as a
         tombstone, unless the table above sends old values (Kafka decides it when the filter is
         made: `parent.enableSendingOldValues(false)`) or a consumer below needs them (a
@@ -200,7 +174,7 @@ class KTable(Handle):
         spec: StoreSpec,
         flag: tp.SendOldValues,
         value_serde: Serde | None,
-    ) -> KTable:
+    ) -> Self:
         """Add table operator `node` writing its result to store `spec`; the result reads as
         a table of its own (its getter reads the store; consumers below that need old values
         switch on `flag` only: a materialized table answers them from its store, as Kafka's)."""
@@ -209,7 +183,7 @@ class KTable(Handle):
         b.add_store(spec, [node])
         b.table_operator(node, node, flag)  # `node` has no entry yet: only its own flag
         vs = value_serde_of(spec, value_serde)
-        return KTable(b, node, self._key_serde, vs, ValueGetter(spec.name), True)
+        return type(self)(b, node, self._key_serde, vs, ValueGetter(spec.name), True)
 
     def map_values(
         self,
@@ -218,7 +192,7 @@ class KTable(Handle):
         *,
         with_key: bool = False,
         materialized: StoreLike = None,
-    ) -> KTable:
+    ) -> Self:
         """A table of `fn(value)` per key; deletes stay deletes (`fn` never sees None).
 
         Keys and timestamps are kept, so no repartition; no store of its own unless
@@ -257,7 +231,7 @@ class KTable(Handle):
         stores: Iterable[str | StoreSpec] = (),
         name: str | None = None,
         materialized: StoreLike = None,
-    ) -> KTable:
+    ) -> Self:
         """A table of `transformer.transform(key, value)` per key, with state stores (Kafka's
         `KTable.transformValues` with a `ValueTransformerWithKey`); see
         `kstream.dsl.transform_values` for the transformer's methods.
@@ -289,11 +263,6 @@ class KTable(Handle):
             ...     d.output_topic("out", "str", "json").read_values()
             [{'version': 1}, {'version': 2}]
         """
-        from kstream.dsl.processors.transform_values import (
-            TableTransformValuesProcessor,
-            TransformedValueGetter,
-        )
-
         if not callable(factory):
             raise TopologyError(f"transform_values: factory must be callable, got {factory!r}")
         b = self._builder
@@ -313,14 +282,14 @@ class KTable(Handle):
             b.add_store(spec, [node])
             b.table_operator(node, node, flag)
             vs = value_serde_of(spec, None)
-            return KTable(b, node, self._key_serde, vs, ValueGetter(spec.name), True)
+            return type(self)(b, node, self._key_serde, vs, ValueGetter(spec.name), True)
         b.table_operator(node, self._node, flag)
         getter = TransformedValueGetter(self._getter, factory, own)
         return self._derived(node, None, getter)
 
     def to_stream(
         self, mapper: Callable[[Any, Any], Any] | None = None, name: str | None = None
-    ) -> KStream:
+    ) -> StreamT:
         """The table's changelog as a stream: every update as a record, deletes as tombstones.
 
         Each record keeps the update's timestamp. Records with a None value are deletes: written to
@@ -342,19 +311,23 @@ class KTable(Handle):
             ...     d.output_topic("out", "str", "long").read_key_values()
             [('a@0', 1), ('a@60000', 1)]
         """
-        from kstream.dsl.stream import KStream
-
         b = self._builder
         node = b.processor(
             b.name("TOSTREAM", name, prefix="KTABLE"), tp.TableToStreamProcessor, self._node
         )
-        stream = KStream(b, node, self._key_serde, self._value_serde, False)
-        return stream if mapper is None else stream.select_key(mapper)
+        streams = self._streams()
+        if mapper is None:
+            return streams(b, node, self._key_serde, self._value_serde, False)
+        # what `.select_key(mapper)` of the stream adds (this class cannot call it: it knows
+        # the stream class only as a handle)
+        factory = processor_factory(SelectKeyProcessor, mapper)
+        node = b.processor(b.name("KEY-SELECT", None), factory, node)
+        return streams(b, node, None, self._value_serde, True)
 
     # --- implemented in other modules ----------------------------------------------------
     # (joins and grouped_table import this module: they are imported here, at the call)
 
-    def suppress(self, suppressed: Suppressed) -> KTable:
+    def suppress(self, suppressed: Suppressed) -> Self:
         """Hold updates back: `Suppressed.until_window_closes(BufferConfig.unbounded())` (final
         results of a windowed table) or `Suppressed.until_time_limit(duration, buffer_config)`;
         see `kstream.dsl.suppress`.
@@ -374,32 +347,31 @@ class KTable(Handle):
             ...     d.output_topic("out", "string", "long").read_key_values()
             [('k', 3)]
         """
-        from kstream.dsl.suppress import suppress
 
-        return suppress(self, suppressed)
+        return _suppress(self, suppressed)
 
     @overload
     def join(
         self,
-        other: KTable,
+        other: TableHandle[Any],
         joiner: Callable[[Any, Any], Any],
         name: str | None = None,
         materialized: StoreLike = None,
-    ) -> KTable: ...
+    ) -> Self: ...
 
     @overload
     def join(
         self,
-        other: KTable,
+        other: TableHandle[Any],
         foreign_key_extractor: Callable[..., Any],
         joiner: Callable[[Any, Any], Any],
         *,
         name: str | None = None,
         materialized: StoreLike = None,
         with_key: bool = False,
-    ) -> KTable: ...
+    ) -> Self: ...
 
-    def join(self, other: KTable, *args: Any, **kwargs: Any) -> KTable:
+    def join(self, other: TableHandle[Any], *args: Any, **kwargs: Any) -> Self:
         """Inner join with another table, on the key (`join(other, joiner)`) or on a foreign
         key (`join(other, foreign_key_extractor, joiner)`).
 
@@ -458,7 +430,6 @@ class KTable(Handle):
             ...     d.output_topic("shipping", "str", "str").read_key_values()
             [('o1', 'tea for Ann'), ('o1', 'tea for Ann B.')]
         """
-        from kstream.dsl.fk_join import parse_join_args
 
         a = parse_join_args("KTable.join", args, kwargs)
         return self._join_either(other, a, left_join=False)
@@ -466,25 +437,25 @@ class KTable(Handle):
     @overload
     def left_join(
         self,
-        other: KTable,
+        other: TableHandle[Any],
         joiner: Callable[[Any, Any], Any],
         name: str | None = None,
         materialized: StoreLike = None,
-    ) -> KTable: ...
+    ) -> Self: ...
 
     @overload
     def left_join(
         self,
-        other: KTable,
+        other: TableHandle[Any],
         foreign_key_extractor: Callable[..., Any],
         joiner: Callable[[Any, Any], Any],
         *,
         name: str | None = None,
         materialized: StoreLike = None,
         with_key: bool = False,
-    ) -> KTable: ...
+    ) -> Self: ...
 
-    def left_join(self, other: KTable, *args: Any, **kwargs: Any) -> KTable:
+    def left_join(self, other: TableHandle[Any], *args: Any, **kwargs: Any) -> Self:
         """Left join with another table: every key of this table has a result, `joiner(v, None)`
         without a match (see `join` for timestamps and deletes). On a foreign key
         (`left_join(other, foreign_key_extractor, joiner)`, see `join`) a row whose foreign key
@@ -504,14 +475,11 @@ class KTable(Handle):
             ...     d.output_topic("out", "str", "str").read_key_values()
             [('o1', '?'), ('o1', 'Bo')]
         """
-        from kstream.dsl.fk_join import parse_join_args
 
         a = parse_join_args("KTable.left_join", args, kwargs)
         return self._join_either(other, a, left_join=True)
 
-    def _join_either(self, other: KTable, a: JoinArgs, *, left_join: bool) -> KTable:
-        from kstream.dsl.fk_join import join_on_foreign_key
-        from kstream.dsl.joins import join_tables
+    def _join_either(self, other: TableHandle[Any], a: JoinArgs, *, left_join: bool) -> Self:
 
         if a.extractor is not None:
             return join_on_foreign_key(
@@ -529,11 +497,11 @@ class KTable(Handle):
 
     def outer_join(
         self,
-        other: KTable,
+        other: TableHandle[Any],
         joiner: Callable[[Any, Any], Any],
         name: str | None = None,
         materialized: StoreLike = None,
-    ) -> KTable:
+    ) -> Self:
         """Outer join with another table: a key of either table has a result, with None for the
         missing side, `joiner(v, None)` or `joiner(None, ov)` (see `join`).
 
@@ -549,7 +517,6 @@ class KTable(Handle):
             ...     d.output_topic("prices", "str", "long").read_key_values()
             [('tea', 3), ('tea', 4)]
         """
-        from kstream.dsl.joins import join_tables
 
         return _joined(join_tables(self, other, joiner, kind="outer", name=name), materialized)
 
@@ -559,7 +526,7 @@ class KTable(Handle):
         key_serde: SerdeLike = None,
         value_serde: SerdeLike = None,
         name: str | None = None,
-    ) -> KGroupedTable:
+    ) -> KGroupedTable[Self]:
         """Regroup the rows by `selector(key, value) -> (new_key, new_value)`, for `count`, `reduce`
         or `aggregate` with an adder and a subtractor.
 
@@ -580,12 +547,11 @@ class KTable(Handle):
             ...     d.get_store("n").get("Oslo"), d.get_store("n").get("Rome")
             (1, 1)
         """
-        from kstream.dsl.grouped_table import group_table
 
         return group_table(self, selector, key_serde, value_serde, name)
 
 
-def _joined(table: KTable, materialized: StoreLike) -> KTable:
+def _joined(table: TableT, materialized: StoreLike) -> TableT:
     """A table-table join's result, kept in a store of its own when `materialized`."""
     return table if materialized is None else materialize_node(table, materialized, "MERGE")
 
@@ -607,72 +573,3 @@ def _connect_stores(
             b.add_store(s, [node])
             names.append(s.name)
     return tuple(names)
-
-
-class GlobalKTable:
-    """A table replicated in full on every instance: joined by a key derived from the record.
-
-    It has no operators of its own: streams join it with
-    `stream.join(global_table, key_selector(k, v), joiner(v, gv))` (or `left_join`), with no
-    repartition and no co-partitioning; `store_name` names its store for queries.
-
-    Example:
-        >>> from kstream.testing import TopologyTestDriver
-        >>> b = StreamBuilder()
-        >>> countries = b.global_table("countries", "str", "str")
-        >>> orders = b.stream("orders", "str", "json")
-        >>> named = orders.join(countries, lambda k, o: o["country"], lambda o, c: c)
-        >>> named.to("out", "str", "str")
-        >>> with TopologyTestDriver(b) as d:
-        ...     d.input_topic("countries", "str", "str").pipe("no", "Norway")
-        ...     d.input_topic("orders", "str", "json").pipe("o1", {"country": "no"})
-        ...     d.output_topic("out", "str", "str").read_key_values()
-        [('o1', 'Norway')]
-    """
-
-    def __init__(
-        self, store: str, topic: str, key_serde: Serde | None, value_serde: Serde | None
-    ) -> None:
-        self.store_name = store
-        self.topic = topic
-        self._key_serde = key_serde
-        self._value_serde = value_serde
-        self._getter = ValueGetter(store)
-
-    def __repr__(self) -> str:
-        return f"GlobalKTable({self.store_name!r} <- {self.topic!r})"
-
-
-def source_table(
-    b: InternalBuilder,
-    node: str,
-    parent: str,
-    spec: Any,
-    named: bool,
-    key_serde: Serde | None,
-    value_serde: Serde | None,
-) -> KTable:
-    """The table processor `node` under `parent`, keeping its upserts in `spec`'s store: the
-    one shape of `StreamBuilder.table` and `KStream.to_table`.
-
-    Kafka's record cache holds back a source table's updates only when it is materialized:
-    given a store name (`named`), or on demand (`tp.MaterializedOnDemand`: operators below
-    that need its values or old values switch it on). A versioned store is always named."""
-    getter: ValueGetter
-    on_demand = None
-    versioned = spec.kind == VERSIONED
-    if versioned:
-        factory = processor_factory(VersionedTableSourceProcessor, spec.name)
-        getter = VersionedValueGetter(spec.name, spec.retention or 0)
-    else:
-        if not named:
-            on_demand = tp.MaterializedOnDemand(node, spec.name, b.topology)
-        factory = processor_factory(tp.TableSourceProcessor, spec.name, on_demand)
-        getter = ValueGetter(spec.name)
-    b.processor(node, factory, parent)
-    # Kafka adds the store of a table it materializes on demand only once it is: `describe()`
-    # shows it from then on (`MaterializedOnDemand.enabled`)
-    b.add_store(spec, [node], described=on_demand is None)
-    if on_demand is not None:
-        b.on_demand(on_demand)
-    return KTable(b, node, key_serde, value_serde, getter, named or versioned, on_demand)

@@ -19,10 +19,11 @@ from __future__ import annotations
 import dataclasses
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Generic, overload
 
 from kstream.dsl import processors as p
 from kstream.dsl.graph import InternalBuilder, StoreLike, processor_factory
+from kstream.dsl.handles import GroupedHandle, TableT
 from kstream.dsl.processors.getter import WindowedValueGetter
 from kstream.dsl.windowed_processors import (
     SessionWindowAggregateProcessor,
@@ -38,8 +39,6 @@ from kstream.serde import BUILTIN, Serde, SerdeLike, null_safe_serde, serde
 from kstream.state.window import TimestampedSerde
 
 if TYPE_CHECKING:
-    from kstream.dsl.grouped import KGroupedStream
-    from kstream.dsl.table import KTable
     from kstream.state.spec import StoreSpec
 
 LONG = serde("long")
@@ -57,17 +56,19 @@ __all__ = [
 
 @overload
 def windowed_by(
-    grouped: KGroupedStream, windows: TimeWindows | SlidingWindows
-) -> TimeWindowedKStream: ...
+    grouped: GroupedHandle[TableT], windows: TimeWindows | SlidingWindows
+) -> TimeWindowedKStream[TableT]: ...
 
 
 @overload
-def windowed_by(grouped: KGroupedStream, windows: SessionWindows) -> SessionWindowedKStream: ...
+def windowed_by(
+    grouped: GroupedHandle[TableT], windows: SessionWindows
+) -> SessionWindowedKStream[TableT]: ...
 
 
 def windowed_by(
-    grouped: KGroupedStream, windows: TimeWindows | SlidingWindows | SessionWindows
-) -> TimeWindowedKStream | SessionWindowedKStream:
+    grouped: GroupedHandle[TableT], windows: TimeWindows | SlidingWindows | SessionWindows
+) -> TimeWindowedKStream[TableT] | SessionWindowedKStream[TableT]:
     """What `KGroupedStream.windowed_by` returns: the windowed stream for `windows`' kind."""
     if isinstance(windows, TimeWindows | SlidingWindows):
         return TimeWindowedKStream(grouped, windows)
@@ -183,9 +184,9 @@ def _timestamped(spec: StoreSpec) -> StoreSpec:
     return dataclasses.replace(spec, value_serde=TimestampedSerde(inner))
 
 
-class _Windowed:
+class _Windowed(Generic[TableT]):
     def __init__(
-        self, grouped: KGroupedStream, windows: TimeWindows | SlidingWindows | SessionWindows
+        self, grouped: GroupedHandle[TableT], windows: TimeWindows | SlidingWindows | SessionWindows
     ) -> None:
         self._grouped = grouped
         self._windows = windows
@@ -197,7 +198,7 @@ class _Windowed:
         return self._grouped._source(base)
 
 
-class TimeWindowedKStream(_Windowed):
+class TimeWindowedKStream(_Windowed[TableT]):
     """A grouped stream over time windows (tumbling, hopping) or sliding windows."""
 
     _windows: TimeWindows | SlidingWindows
@@ -208,7 +209,7 @@ class TimeWindowedKStream(_Windowed):
         emit: str = "update",
         name: str | None = None,
         idle_close: DurationLike | None = "1s",
-    ) -> KTable:
+    ) -> TableT:
         """Count the records per key and window: a table keyed by `Windowed(key, start, end)`.
 
         `emit="update"` forwards every change of a window's aggregate; `emit="final"` forwards each
@@ -241,7 +242,7 @@ class TimeWindowedKStream(_Windowed):
         emit: str = "update",
         name: str | None = None,
         idle_close: DurationLike | None = "1s",
-    ) -> KTable:
+    ) -> TableT:
         """Combine each key's values per window with `reducer(agg, value)`.
 
         A window's first value is its initial aggregate.
@@ -274,7 +275,7 @@ class TimeWindowedKStream(_Windowed):
         emit: str = "update",
         name: str | None = None,
         idle_close: DurationLike | None = "1s",
-    ) -> KTable:
+    ) -> TableT:
         """Fold each key's values per window: `aggregator(key, value, agg)` from `initializer()`.
 
         `emit="update"` forwards every change of a window's aggregate; `emit="final"` forwards each
@@ -307,9 +308,7 @@ class TimeWindowedKStream(_Windowed):
         emit: str,
         name: str | None,
         idle_close: DurationLike | None,
-    ) -> KTable:
-        from kstream.dsl.table import KTable
-
+    ) -> TableT:
         final = _check_emit(emit)
         idle = _idle_close(idle_close)
         g = self._grouped
@@ -344,10 +343,11 @@ class TimeWindowedKStream(_Windowed):
         b.add_store(_timestamped(spec), [node])
         _add_stream_time_store(b, spec.name, node)
         ks = time_windowed_serde(g._key_serde, size)
-        return KTable(b, node, ks, value_serde, WindowedValueGetter(spec.name, session=False))
+        getter = WindowedValueGetter(spec.name, session=False)
+        return self._grouped._tables()(b, node, ks, value_serde, getter)
 
 
-class SessionWindowedKStream(_Windowed):
+class SessionWindowedKStream(_Windowed[TableT]):
     """A grouped stream over session windows."""
 
     _windows: SessionWindows
@@ -358,7 +358,7 @@ class SessionWindowedKStream(_Windowed):
         emit: str = "update",
         name: str | None = None,
         idle_close: DurationLike | None = "1s",
-    ) -> KTable:
+    ) -> TableT:
         """Count the records per key and session (records at most `gap` apart share a session).
 
         `emit="update"` forwards every change of a window's aggregate; `emit="final"` forwards each
@@ -391,7 +391,7 @@ class SessionWindowedKStream(_Windowed):
         emit: str = "update",
         name: str | None = None,
         idle_close: DurationLike | None = "1s",
-    ) -> KTable:
+    ) -> TableT:
         """Combine each key's values per session with `reducer(agg, value)`.
 
         When a record brings sessions together their aggregates combine as
@@ -434,7 +434,7 @@ class SessionWindowedKStream(_Windowed):
         emit: str = "update",
         name: str | None = None,
         idle_close: DurationLike | None = "1s",
-    ) -> KTable:
+    ) -> TableT:
         """`aggregator(key, value, agg)` per session; `merger(key, agg1, agg2)` joins the
         aggregates of sessions that a record brings together.
 
@@ -458,9 +458,7 @@ class SessionWindowedKStream(_Windowed):
         emit: str,
         name: str | None,
         idle_close: DurationLike | None,
-    ) -> KTable:
-        from kstream.dsl.table import KTable
-
+    ) -> TableT:
         final = _check_emit(emit)
         idle = _idle_close(idle_close)
         g = self._grouped
@@ -492,7 +490,8 @@ class SessionWindowedKStream(_Windowed):
         b.add_store(spec, [node])
         _add_stream_time_store(b, spec.name, node)
         ks = session_windowed_serde(g._key_serde)
-        return KTable(b, node, ks, value_serde, WindowedValueGetter(spec.name, session=True))
+        getter = WindowedValueGetter(spec.name, session=True)
+        return self._grouped._tables()(b, node, ks, value_serde, getter)
 
 
 def _kafka_op(op: str) -> str:

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kstream.dsl import StreamBuilder
+from kstream.dsl import KTable, StreamBuilder
 from kstream.dsl.grouped_table import KGroupedTable
-from kstream.dsl.table import KTable
 from kstream.testing.driver import TopologyTestDriver
 
 Triple = tuple[Any, Any, int]

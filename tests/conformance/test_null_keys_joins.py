@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from kstream.dsl import StreamBuilder
-from kstream.dsl.stream import KStream
+from kstream.dsl import KStream, StreamBuilder
 from kstream.dsl.windows import JoinWindows
 from kstream.testing.driver import TopologyTestDriver
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kstream.dsl import StreamBuilder
-from kstream.dsl.stream import KStream
+from kstream.dsl import KStream, StreamBuilder
 from kstream.testing.driver import TopologyTestDriver
 
 Triple = tuple[Any, Any, int]

@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 
-from kstream.dsl import StreamBuilder
+from kstream.dsl import KTable, StreamBuilder
 from kstream.dsl.grouped import KGroupedStream
-from kstream.dsl.table import KTable
 from kstream.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from kstream.errors import TopologyError
 from kstream.testing.driver import TopologyTestDriver

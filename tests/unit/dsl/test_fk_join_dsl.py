@@ -260,7 +260,7 @@ def test_spark_plans_a_foreign_key_joins_two_sides_as_a_loop() -> None:
     assert any(t in plan.sources[left] for t in plan.sinks[right])  # responses
 
 
-@pytest.mark.parametrize("qualname", ["KTable.join", "KTable.left_join"])
+@pytest.mark.parametrize("qualname", ["TableOps.join", "TableOps.left_join"])
 def test_docstring_examples_run(qualname: str) -> None:
     tests = [
         t

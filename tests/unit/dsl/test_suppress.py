@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 
-from kstream.dsl import StreamBuilder
+from kstream.dsl import KTable, StreamBuilder
 from kstream.dsl.suppress import BufferConfig, BufferFullError, Suppressed
-from kstream.dsl.table import KTable
 from kstream.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from kstream.errors import ConfigError, TopologyError
 from kstream.records import Windowed

@@ -65,29 +65,30 @@ reveal_type(b.build())
 """
 
 EXPECTED = [
-    "kstream.dsl.stream.KStream",  # stream
-    "kstream.dsl.stream.KStream",  # filter
-    "kstream.dsl.stream.KStream",  # map_values
-    "kstream.dsl.stream.KStream",  # select_key
-    "kstream.dsl.grouped.KGroupedStream",  # group_by_key
-    "kstream.dsl.windowed.TimeWindowedKStream",  # windowed_by(TimeWindows)
-    "kstream.dsl.table.KTable",  # count
-    "kstream.dsl.stream.KStream",  # to_stream
-    "kstream.dsl.stream.KStream",  # map
+    "kstream.dsl.api.KStream",  # stream
+    "kstream.dsl.api.KStream",  # filter
+    "kstream.dsl.api.KStream",  # map_values
+    "kstream.dsl.api.KStream",  # select_key
+    "kstream.dsl.grouped.KGroupedStream[kstream.dsl.api.KTable]",  # group_by_key
+    "kstream.dsl.windowed.TimeWindowedKStream[kstream.dsl.api.KTable]",  # windowed_by(TimeWindows)
+    "kstream.dsl.api.KTable",  # count
+    "kstream.dsl.api.KStream",  # to_stream
+    "kstream.dsl.api.KStream",  # map
     "None",  # to
-    "kstream.dsl.table.KTable",  # table
-    "kstream.dsl.grouped_table.KGroupedTable",  # KTable.group_by
-    "kstream.dsl.table.KTable",  # KGroupedTable.count
-    "kstream.dsl.table.KTable",  # table-table join
-    "kstream.dsl.stream.KStream",  # stream-table join
-    "kstream.dsl.stream.KStream",  # stream-stream join
-    "kstream.dsl.table.GlobalKTable",  # global_table
-    "kstream.dsl.stream.KStream",  # stream-global-table left join
-    "kstream.dsl.windowed.SessionWindowedKStream",  # windowed_by(SessionWindows)
-    "kstream.dsl.table.KTable",  # aggregate
-    "list[kstream.dsl.stream.KStream]",  # branch
-    "kstream.dsl.stream.KStream",  # deduplicate
-    "kstream.dsl.table.KTable",  # to_table
+    "kstream.dsl.api.KTable",  # table
+    "kstream.dsl.grouped_table.KGroupedTable[kstream.dsl.api.KTable]",  # KTable.group_by
+    "kstream.dsl.api.KTable",  # KGroupedTable.count
+    "kstream.dsl.api.KTable",  # table-table join
+    "kstream.dsl.api.KStream",  # stream-table join
+    "kstream.dsl.api.KStream",  # stream-stream join
+    "kstream.dsl.global_table.GlobalKTable",  # global_table
+    "kstream.dsl.api.KStream",  # stream-global-table left join
+    # windowed_by(SessionWindows)
+    "kstream.dsl.windowed.SessionWindowedKStream[kstream.dsl.api.KTable]",
+    "kstream.dsl.api.KTable",  # aggregate
+    "list[kstream.dsl.api.KStream]",  # branch
+    "kstream.dsl.api.KStream",  # deduplicate
+    "kstream.dsl.api.KTable",  # to_table
     "kstream.topology.topology.Topology",  # build
 ]
 

@@ -19,8 +19,7 @@ from typing import Any
 import pytest
 
 from kstream import stores
-from kstream.dsl import StreamBuilder
-from kstream.dsl.table import KTable
+from kstream.dsl import KTable, StreamBuilder
 from kstream.records import Record
 from kstream.serde import serde
 from kstream.state import open_store
