@@ -306,3 +306,34 @@ def test_the_file_circle_test_sees_a_circle(tmp_path: Path) -> None:
     (pkg / "b.py").write_text("")
     assert _file_circles("demo", tmp_path) == set()
     assert "kstream.dsl.stream" in _file_edges("kstream.dsl")["kstream.dsl.api"]
+
+
+#: what the DSL's processors may import from the DSL outside their package: the option classes
+#: users pass to operators (docs/architecture.md, "Where a DSL operator goes")
+DSL_OPTIONS = {
+    "kstream.dsl.windows",
+    "kstream.dsl.joined",
+    "kstream.dsl.suppressed",
+    "kstream.dsl.transform_values",
+    # the windowed aggregations' processors, still outside the package while their per-batch
+    # fold is being written; they import the processors package only
+    "kstream.dsl.windowed_processors",
+}
+
+
+def test_dsl_processors_import_no_handles_or_operators() -> None:
+    """A processor module imports its own package and the DSL's option classes only, so it
+    runs (in the runtime, the test driver or the Spark engine) without the handles that add
+    it to a topology."""
+    edges = _file_edges("kstream.dsl")
+    inside = "kstream.dsl.processors"
+    wrong = {
+        f"{m} imports {t}"
+        for m, targets in edges.items()
+        if m == inside or m.startswith(inside + ".")
+        for t in targets
+        if not (t == inside or t.startswith(inside + ".") or t in DSL_OPTIONS)
+    }
+    assert not wrong, sorted(wrong)
+    # and the option modules import nothing of the DSL but processors
+    assert all(t.startswith(inside) for o in DSL_OPTIONS for t in edges[o])
