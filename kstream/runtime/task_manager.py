@@ -145,6 +145,11 @@ class TaskManager:
         return self.partitions.awaiting_seek
 
     @property
+    def cooperative(self) -> bool:
+        """The group rebalances incrementally: a revoke takes only the partitions that move."""
+        return self.partitions.cooperative
+
+    @property
     def tasks_created(self) -> int:
         return self.active.created
 
