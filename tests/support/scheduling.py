@@ -14,7 +14,8 @@ unit left, never the next long one, which another worker starts as soon as it is
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -124,18 +125,39 @@ def unit_seconds(unit: str, tests: int) -> float:
 def longest_units_first(items: list[pytest.Item]) -> None:
     """Reorder `items` (in place) unit by unit, longest unit first; a unit's own tests keep
     their order."""
+    items[:] = [items[i] for i in longest_units_order([item.nodeid for item in items])]
+
+
+def longest_units_order(nodeids: Sequence[str]) -> list[int]:
+    """The positions of `nodeids` (in collection order) as `longest_units_first` runs them."""
     first: dict[str, int] = {}
     sizes: dict[str, int] = {}
-    for i, item in enumerate(items):
-        unit = unit_of(item.nodeid)
+    units = [unit_of(nodeid) for nodeid in nodeids]
+    for i, unit in enumerate(units):
         first.setdefault(unit, i)
         sizes[unit] = sizes.get(unit, 0) + 1
+    return sorted(
+        range(len(units)),
+        key=lambda i: (-unit_seconds(units[i], sizes[units[i]]), first[units[i]], i),
+    )
 
-    def key(item: pytest.Item) -> tuple[float, int]:
-        unit = unit_of(item.nodeid)
-        return (-unit_seconds(unit, sizes[unit]), first[unit])
 
-    items.sort(key=key)
+def seconds_left(assigned: Mapping[str, Mapping[str, bool]]) -> float:
+    """What a worker still has to run, by the estimates: `assigned` is its units, each a map
+    of its tests to whether they are done."""
+    left = 0.0
+    for unit, tests in assigned.items():
+        pending = sum(1 for done in tests.values() if not done)
+        if pending:
+            left += unit_seconds(unit, len(tests)) * pending / len(tests)
+    return left
+
+
+def queue_follower(left: float, workqueue: OrderedDict[str, Any]) -> None:
+    """Before a worker with `left` seconds still to run is handed the next unit of
+    `workqueue` (longest first): past `LONG_UNIT_S`, the shortest unit left goes first."""
+    if left > LONG_UNIT_S and len(workqueue) > 1:
+        workqueue.move_to_end(next(reversed(workqueue)), last=False)
 
 
 def make_scheduler(config: pytest.Config, log: Any) -> Any:
@@ -148,18 +170,8 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             return unit_of(nodeid)
 
-        def _seconds_left(self, node: Any) -> float:
-            left = 0.0
-            for unit, tests in self.assigned_work.get(node, {}).items():
-                pending = sum(1 for done in tests.values() if not done)
-                if pending:
-                    left += unit_seconds(unit, len(tests)) * pending / len(tests)
-            return left
-
         def _assign_work_unit(self, node: Any) -> None:
-            if self._seconds_left(node) > LONG_UNIT_S and len(self.workqueue) > 1:
-                shortest: Sequence[str] = list(self.workqueue)[-1:]
-                self.workqueue.move_to_end(shortest[0], last=False)
+            queue_follower(seconds_left(self.assigned_work.get(node, {})), self.workqueue)
             super()._assign_work_unit(node)
 
     return UnitScheduling(config, log)
