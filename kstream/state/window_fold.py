@@ -15,9 +15,10 @@ What is kept exactly:
 
 - **the steps, as user code sees them**: they are called in the batch's record order with the
   same arguments as record by record, and the aggregate each gets is the previous result after
-  a round trip through the store's value serde (what the store's read would have returned), so
-  a step that keeps state, mutates its aggregate or returns a value its serde changes (an int
-  into a double) sees what it sees record by record;
+  a round trip through the store's value serde (what the store's read would have returned;
+  a float into a double store is its own round trip), so a step that keeps state, mutates its
+  aggregate or returns a value its serde changes (an int into a double) sees what it sees
+  record by record;
 - **stream time, closing and drops**: every record moves the processor's observed stream time
   and finds its windows closed or open exactly as record by record, in order; late records
   and expired windows are reported in the same order and number, and stream time is saved
@@ -34,7 +35,8 @@ the window store would drop for retention (the cache forwards such a write at on
 the cache for every window of the batch at the value's fixed width (an eviction forwards
 mid-batch, where downstream code would run between two steps), and every read done without
 error. Only stores whose aggregate has a fixed-width serde (count's long, a double sum) fold:
-their cache entries have one size whatever the value, which the room check needs.
+their cache entries have one size whatever the value, which the room check needs. And it pays
+only where the batch's windows take several records each (`min_records_per_window`).
 """
 
 from __future__ import annotations
@@ -113,10 +115,10 @@ class WindowFold:
         )
 
     min_records_per_window = 2
-    """A batch with fewer records per window than this goes record by record: a fold costs
-    about one record's per-record path per window it writes, plus about a third of one per
-    record (measured on a memory store, tumbling windows), so it pays only where windows
-    take several records of a batch."""
+    """A batch with fewer records per window than this goes record by record: a fold pays
+    only where windows take several records of a batch (`process_batch` alone, tumbling
+    windows on a memory store: 3.4 us per record record by record; folded 1.9 with 10
+    records per window, 2.9-3.0 with 2, 4.2-4.6 with 1)."""
 
     retry_after = 8
     """Batches that go record by record, unplanned, after one had too few records per
