@@ -213,22 +213,38 @@ def run_spark(
     out = f"bench-{slug}-out-spark"
     with Admin(bootstrap) as admin:
         admin.create_topic(out, PARTITIONS)
+    from kstream.spark.runner import transient
+
     t0 = time.perf_counter()
+    restarts = 0
     with PeakRss() as rss:
-        q = start(
-            WORKLOADS[name](src, out),
-            f"bench-{slug}-spark",
-            bootstrap,
-            checkpoint_dir=os.path.join(tmp, slug),
-            spark=spark,
-            max_records_per_batch=batch,
-        )
-        q.wait()
+        while True:
+            q = start(
+                WORKLOADS[name](src, out),
+                f"bench-{slug}-spark",
+                bootstrap,
+                checkpoint_dir=os.path.join(tmp, slug),
+                spark=spark,
+                max_records_per_batch=batch,
+            )
+            try:
+                q.wait()
+                break
+            except Exception as e:
+                # a Python worker that missed Spark's 10 s to connect back (a loaded machine):
+                # restarted from the checkpoint, as kstream.spark.run does; the timings then
+                # cover the last start only
+                if not transient(e) or restarts >= 10:
+                    raise
+                q.close()
+                restarts += 1
+                print(f"{slug}: restarted after {type(e).__name__} ({restarts})", file=sys.stderr)
     elapsed = time.perf_counter() - t0
     # one query per sub-topology, upstream (the input topic's) first: records count what
     # was read from the input; batch times are those of every query
     queries = list(q.queries)
     reports = [list(query.recentProgress) for query in queries]
+    slot_timings = [list(getattr(sink, "timings", ())) for sink in q.sinks]
     q.close()
     per_query = [[batch_of(p) for p in rs] for rs in reports]
     latencies = [t for batches in per_query for t, _ in batches]
@@ -253,7 +269,10 @@ def run_spark(
         "batch_max_s": round(max(steady), 3) if steady else None,
         "us_per_record": round(1e6 / steady_rate, 1) if steady_rate else None,
         "records_written": written,
+        "restarts": restarts,
         "max_records_per_batch": batch,
+        "batch_phases_p50_ms": phases_p50(reports),
+        "slot_p50_ms": slot_p50(slot_timings),
         "driver_rss_mb": round(rss.python_mb),
         "jvm_rss_mb": round(rss.jvm_mb),
         "driver_rss_growth_mb": round(rss.python_mb - rss.python_start_mb),
@@ -266,6 +285,48 @@ def batch_of(progress: Any) -> tuple[float, int]:
     """(trigger seconds, Kafka records read) of one micro-batch's progress report."""
     data = json.loads(progress.json)
     return progress.durationMs.get("triggerExecution", 0) / 1000, batch_records(data)
+
+
+PHASES = (
+    "triggerExecution",
+    "latestOffset",
+    "queryPlanning",
+    "walCommit",
+    "getBatch",
+    "addBatch",
+    "commitOffsets",
+)
+
+
+def phases_p50(reports: list[list[Any]]) -> dict[str, dict[str, int]]:
+    """Per query (sub-topology, upstream first): the median of each phase of Spark's progress
+    timings (`StreamingQueryProgress.durationMs`) over its batches after the first. `addBatch`
+    is the batch's Spark job (read, tasks, write slots) and the sink's driver side;
+    `latestOffset` the source's end-of-partition probe; `walCommit` and `commitOffsets` the
+    checkpoint's offset and commit logs."""
+    out: dict[str, dict[str, int]] = {}
+    for i, rs in enumerate(reports):
+        later = rs[1:] or rs
+        if not later:
+            continue
+        out[f"query{i}"] = {
+            k: round(statistics.median(p.durationMs.get(k, 0) for p in later)) for k in PHASES
+        }
+    return out
+
+
+def slot_p50(timings: list[list[list[dict[str, float]]]]) -> dict[str, dict[str, float]]:
+    """Per query: the median of each of the write slots' own timers (`TransactionalSink.timings`:
+    clients and marker, produce, transaction commit), over the slots of its batches after the
+    first."""
+    out: dict[str, dict[str, float]] = {}
+    for i, batches in enumerate(timings):
+        slots = [t for b in (batches[1:] or batches) for t in b]
+        if slots:
+            out[f"query{i}"] = {
+                k: round(statistics.median(t[k] for t in slots), 1) for k in slots[0]
+            }
+    return out
 
 
 def steady_seconds_per_record(per_query: list[list[tuple[float, int]]]) -> float | None:

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 from kstream._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from kstream.spark.plan import TaskPlan, build_task_plan
     from kstream.spark.runner import TaskQueries, run, start
     from kstream.spark.session import spark_session
-    from kstream.spark.tasks import TaskPlan, build_task_plan
 
 __all__ = [
     "TaskPlan",
@@ -27,8 +27,8 @@ __all__ = [
 
 _EXPORTS = {
     "TaskQueries": "kstream.spark.runner",
-    "TaskPlan": "kstream.spark.tasks",
-    "build_task_plan": "kstream.spark.tasks",
+    "TaskPlan": "kstream.spark.plan",
+    "build_task_plan": "kstream.spark.plan",
     "run": "kstream.spark.runner",
     "start": "kstream.spark.runner",
     "spark_session": "kstream.spark.session",

@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from kstream.broker_compat import compat_of
 from kstream.config import Config, validate_app_id
 from kstream.duration import duration
 from kstream.errors import ConfigError, TopologyError
@@ -37,7 +38,7 @@ from kstream.spark.progress import ProgressLog
 from kstream.topology.topology import Topology
 
 if TYPE_CHECKING:
-    from kstream.spark.tasks import TaskPlan
+    from kstream.spark.plan import TaskPlan
 
 _PROCESSING_TIME = re.compile(r"^processingTime=(.+)$")
 TASK_LABEL_MODULUS = 1024
@@ -333,7 +334,7 @@ def start(
     cfg = config if isinstance(config, Config) else Config.from_mapping(config)
     trig = parse_trigger(trigger)
     guarantee = sink_guarantee(guarantee)
-    from kstream.spark.tasks import build_task_plan
+    from kstream.spark.plan import build_task_plan
 
     return _start_tasks(
         build_task_plan(topology, app_id),
@@ -463,6 +464,7 @@ def _start_tasks(
     plan.client_supplier = client_supplier
     plan.policies = policy_config(cfg)
     plan.cache_max_bytes = cfg.cache_max_bytes
+    plan.provenance = compat_of(cfg).provenance
     if spark is None:
         from kstream.spark.session import spark_session
 
@@ -567,6 +569,7 @@ class _SubTopologyQueries:
             partitions=plan.partitions,
             guarantee=self.guarantee,
             client_supplier=self.client_supplier,
+            provenance=plan.provenance,
         )
         location = os.path.join(self.checkpoint_dir, f"subtopology-{sid}")
         clear_unfinished_start(self.spark, location)
@@ -598,6 +601,7 @@ class _SubTopologyQueries:
             max_records_per_batch=self.max_records_per_batch,
             client_supplier=self.client_supplier,
             transform=transform,
+            fetch_ends=compat_of(self.cfg).enabled,
         )
         return self.spark.readStream.format(source.NAME).options(**options).load()
 

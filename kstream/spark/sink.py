@@ -13,11 +13,14 @@ marker is skipped. The slot count is the marker topic's partition count, fixed w
 is created, so a replay maps rows to the same slots. The driver only sees one small row per
 slot: records never pass through it.
 
-Every record carries the `kstream.src` provenance header, derived from the input record that
-caused it and its rank among that record's outputs in the batch; a replayed batch yields the
-same ids, so a kstream reader drops anything a broker shows twice (e.g. records of an aborted
-transaction that a faulty broker still hands to read_committed readers). Within a partition,
-what one input partition caused is in input order, as kstream writers keep it.
+With `broker_compat` on (`provenance=True`), every record carries the `kstream.src` provenance
+header, derived from the input record that caused it and its rank among that record's outputs
+in the batch; a replayed batch yields the same ids, so a kstream reader drops anything a broker
+shows twice (records of an aborted transaction that a broker such as Tansu still hands to
+read_committed readers). On Apache Kafka no header is needed: a slot's rows are one
+transaction, a replayed slot is skipped by its marker, and read_committed readers never see an
+aborted one (docs/spark.md, "Exactly-once"). Within a partition, what one input partition
+caused is in input order, as kstream writers keep it.
 
 With the `at_least_once` guarantee the slots write without transactions or markers: a replayed
 batch is written again.
@@ -32,7 +35,10 @@ stream records of the other task (the orders-enriched example gives other result
 
 from __future__ import annotations
 
+import time
+import uuid
 import zlib
+from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -43,7 +49,10 @@ from kstream.spark.wire import ROW_ARROW_SCHEMA, decode_headers, unpack
 from kstream.state import provenance
 
 COLUMNS = ("ptopic", "ppart", "poff", "seq", "k", "topic", "v", "ts", "part", "h")
-RESULT_SCHEMA = "slot int, written long, skipped boolean"
+TIMERS = ("open_ms", "produce_ms", "commit_ms")
+RESULT_SCHEMA = "slot int, written long, skipped boolean, " + ", ".join(
+    f"{t} double" for t in TIMERS
+)
 GUARANTEES = ("exactly_once", "at_least_once")
 
 
@@ -171,6 +180,15 @@ class SlotWriter:
     Its transactional id is the slot's, so a writer started for the slot fences any earlier
     one (a zombie of a lost executor cannot commit afterwards). A failed attempt is retried
     once with new clients, after re-reading the marker.
+
+    A writer is kept per Python worker and slot (`cached_writer`) and reused batch after
+    batch: starting a transactional producer (InitProducerId), a consumer for the group's
+    metadata, and reading the marker cost round trips every batch paid. While its producer is
+    not fenced, no other writer has started with the slot's transactional id since its last
+    commit, so the marker is the one it committed itself (`_last`) and is not read again. Each
+    transaction sends the marker offset first, before any row: a producer fenced meanwhile (the
+    slot was written by another worker) fails there, having produced nothing, and the retry
+    starts a new one and reads the marker.
     """
 
     def __init__(
@@ -181,8 +199,10 @@ class SlotWriter:
         slot: int,
         guarantee: str = "exactly_once",
         client_supplier: ClientSupplier | None = None,
+        provenance: bool = False,
     ) -> None:
         self.app_id = app_id
+        self.provenance = provenance
         self.supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
         self.bootstrap_servers = bootstrap_servers
         self.kafka = dict(kafka)
@@ -190,6 +210,10 @@ class SlotWriter:
         self.transactional = guarantee == "exactly_once"
         self._producer: Any = None
         self._consumer: Any = None
+        # the marker this writer's producer committed last (None: not known, read it)
+        self._last: int | None = None
+        # the last write's own timers, in ms: clients and marker, produce, commit
+        self.timings: dict[str, float] = {}
 
     def _clients(self) -> tuple[Any, Any]:
         if self._producer is None:
@@ -221,6 +245,7 @@ class SlotWriter:
     def write(self, cols: Mapping[str, list[Any]], batch_id: int) -> int:
         """Write the rows once; the number written, or -1 if the slot had written this batch."""
         n = len(cols["seq"])
+        self.timings = {"open_ms": 0.0, "produce_ms": 0.0, "commit_ms": 0.0}
         if not n:
             return 0
         rows = write_order(
@@ -247,31 +272,52 @@ class SlotWriter:
     def _attempt(self, rows: list[tuple[Any, ...]], batch_id: int) -> int:
         from confluent_kafka import TopicPartition
 
+        t0 = time.perf_counter()
         producer, consumer = self._clients()
         if not self.transactional:
-            _produce_all(producer, rows)
+            t1 = time.perf_counter()
+            _produce_all(producer, rows, self.provenance)
+            t2 = time.perf_counter()
             producer.flush()
+            self._timed(t0, t1, t2)
             return len(rows)
-        if batch_id < self.committed():
+        marker = self.committed() if self._last is None else self._last
+        if batch_id < marker:
+            self._last = marker
             return -1
         producer.begin()
         try:
-            _produce_all(producer, rows)
+            # the marker first: a fenced producer fails here, before producing anything
             producer.send_offsets(
                 [TopicPartition(marker_topic(self.app_id), self.slot, batch_id + 1)],
                 consumer.consumer_group_metadata(),
             )
+            t1 = time.perf_counter()
+            _produce_all(producer, rows, self.provenance)
+            t2 = time.perf_counter()
             producer.commit()
         except BaseException:
+            self._last = None
             if producer.in_transaction:
                 try:
                     producer.abort()
                 except Exception:
                     pass
             raise
+        self._last = batch_id + 1
+        self._timed(t0, t1, t2)
         return len(rows)
 
+    def _timed(self, t0: float, t1: float, t2: float) -> None:
+        t3 = time.perf_counter()
+        self.timings = {
+            "open_ms": (t1 - t0) * 1e3,
+            "produce_ms": (t2 - t1) * 1e3,
+            "commit_ms": (t3 - t2) * 1e3,
+        }
+
     def close(self, abort: bool = False) -> None:
+        self._last = None
         producer, self._producer = self._producer, None
         consumer, self._consumer = self._consumer, None
         for client in (producer, consumer):
@@ -283,17 +329,58 @@ class SlotWriter:
                         raise
 
 
-def _produce_all(producer: Any, rows: list[tuple[Any, ...]]) -> None:
-    """Every row with its provenance id (+ the record's own headers), in order.
+_WRITERS: dict[tuple[str, str, int], tuple[str, SlotWriter]] = {}
+
+
+def cached_writer(
+    run: str,
+    app_id: str,
+    bootstrap_servers: str,
+    kafka: Mapping[str, Any],
+    slot: int,
+    guarantee: str,
+    client_supplier: ClientSupplier | None,
+    provenance: bool = False,
+) -> SlotWriter:
+    """This Python worker's writer of `slot` for the sink `run` (one per started query): made
+    on first use, kept across the run's batches. A writer of another run of the same slot is
+    closed: a query restarted from its checkpoint (or a new one, the app's marker offsets
+    reset) reads the marker again rather than trust what an earlier run committed."""
+    key = (app_id, bootstrap_servers, slot)
+    got = _WRITERS.get(key)
+    if got is not None and got[0] == run:
+        return got[1]
+    if got is not None:
+        del _WRITERS[key]
+        got[1].close(abort=True)
+    w = SlotWriter(app_id, bootstrap_servers, kafka, slot, guarantee, client_supplier, provenance)
+    _WRITERS[key] = (run, w)
+    return w
+
+
+def drop_writer(writer: SlotWriter) -> None:
+    """Close `writer` and forget it (after a failure its clients are not trusted again)."""
+    for key, (_, w) in list(_WRITERS.items()):
+        if w is writer:
+            del _WRITERS[key]
+    writer.close(abort=True)
+
+
+def _produce_all(producer: Any, rows: list[tuple[Any, ...]], stamp: bool) -> None:
+    """Every row with the record's own headers, in order, plus (`stamp`) its provenance id.
 
     Rows carry their rank among their input record's outputs in place of `seq` (`ranks`).
     """
     raw = producer.raw.produce
     encode, header = provenance.encode, provenance.HEADER
     for pt, pp, po, rank, k, topic, v, ts, part, hs in rows:
-        hdrs = [(header, encode(pt, pp, po, rank))]
-        if hs is not None:
-            hdrs = [h for h in decode_headers(hs) if h[0] != header] + hdrs
+        hdrs: list[tuple[str, Any]] | None
+        if stamp:
+            hdrs = [(header, encode(pt, pp, po, rank))]
+            if hs is not None:
+                hdrs = [h for h in decode_headers(hs) if h[0] != header] + hdrs
+        else:
+            hdrs = None if hs is None else decode_headers(hs)
         try:
             if part is None:
                 raw(topic, v, k, timestamp=ts or 0, headers=hdrs)
@@ -304,12 +391,14 @@ def _produce_all(producer: Any, rows: list[tuple[Any, ...]]) -> None:
 
 
 def write_function(
+    run: str,
     app_id: str,
     bootstrap_servers: str,
     kafka: Mapping[str, Any],
     guarantee: str,
     batch_id: int,
     client_supplier: ClientSupplier | None = None,
+    provenance: bool = False,
 ) -> Any:
     """The `applyInArrow` function that writes one slot's rows on an executor (packed:
     `kstream.spark.packing.OUTPUT_SCHEMA`); `client_supplier` travels with it, pickled."""
@@ -320,18 +409,22 @@ def write_function(
 
         slot = int(key[0].as_py())
         table = slot_rows(table.column("rows").to_pylist())
-        # clients per write: a cached producer would be fenced by whichever worker wrote the
-        # slot last, and a fenced producer's retries cost more than a new one
-        writer = SlotWriter(app_id, bootstrap_servers, kafka, slot, guarantee, client_supplier)
+        # the worker's writer of the slot, kept across batches (`SlotWriter`)
+        writer = cached_writer(
+            run, app_id, bootstrap_servers, kafka, slot, guarantee, client_supplier, provenance
+        )
         try:
             n = writer.write(table.select(list(COLUMNS)).to_pydict(), batch_id)
-        finally:
-            writer.close(abort=True)
+        except BaseException:
+            drop_writer(writer)
+            raise
+        t = writer.timings
         return pa.table(
             {
                 "slot": pa.array([slot], pa.int32()),
                 "written": pa.array([max(n, 0)], pa.int64()),
                 "skipped": pa.array([n < 0], pa.bool_()),
+                **{k: pa.array([t.get(k, 0.0)], pa.float64()) for k in TIMERS},
             }
         )
 
@@ -360,9 +453,11 @@ class TransactionalSink:
         partitions: Mapping[str, int] | None = None,
         guarantee: str = "exactly_once",
         client_supplier: ClientSupplier | None = None,
+        provenance: bool = False,
     ) -> None:
         """`client_supplier`: where the writers' clients come from (None: Kafka's; it must
-        pickle, as it goes to the executors)."""
+        pickle, as it goes to the executors). `provenance`: stamp each record's provenance id
+        (`broker_compat` on)."""
         if guarantee not in GUARANTEES:
             raise ValueError(f"guarantee must be one of {GUARANTEES}, got {guarantee!r}")
         self.app_id = app_id
@@ -372,23 +467,33 @@ class TransactionalSink:
         self.partitions = dict(partitions or {})
         self.guarantee = guarantee
         self.client_supplier = client_supplier
+        self.provenance = provenance
         self._local: dict[int, SlotWriter] = {}
+        # this sink's run (a query's start): the workers keep their writers per run
+        self.run = uuid.uuid4().hex
         self.batches_written = 0
         self.batches_skipped = 0
         self.records_written = 0
         self.last_batch_records = 0
+        # per batch, each written slot's own timers (`SlotWriter.timings`), the last 100
+        self.timings: deque[list[dict[str, float]]] = deque(maxlen=100)
 
     def __call__(self, df: Any, batch_id: int) -> None:
         fn = write_function(
+            self.run,
             self.app_id,
             self.bootstrap_servers,
             self.kafka,
             self.guarantee,
             batch_id,
             self.client_supplier,
+            self.provenance,
         )
         results = df.groupBy("slot").applyInArrow(fn, RESULT_SCHEMA).collect()
         self._count([(int(r["written"]), bool(r["skipped"])) for r in results])
+        self.timings.append(
+            [{t: float(r[t]) for t in TIMERS} for r in results if int(r["written"]) > 0]
+        )
 
     def _count(self, results: list[tuple[int, bool]]) -> None:
         if not results:
@@ -436,6 +541,7 @@ class TransactionalSink:
                     slot,
                     self.guarantee,
                     self.client_supplier,
+                    self.provenance,
                 )
             got = w.write(part, batch_id)
             results.append((max(got, 0), got < 0))

@@ -4,9 +4,11 @@ Spark's JVM Kafka connector is not needed: the source plans offset ranges per pa
 driver and the executors read them with confluent-kafka (assign + seek, no consumer group), so
 the only progress record is Spark's own checkpoint: `{"<topic>": {"<partition>": next_offset}}`.
 
-The end of a partition comes from fetching, never from ListOffsets LATEST, which some brokers
-answer with the start of the last record batch: the planner seeks just before the reported end
-and reads up to the partition-EOF event, which carries the true end.
+The end of a partition: on Apache Kafka, ListOffsets LATEST of a read_committed consumer (the
+last stable offset, one request per partition). Under `broker_compat` (`fetch_ends`) it comes
+from fetching instead, as some brokers (Tansu) answer ListOffsets with the start of the last
+record batch: the planner seeks just before the reported end and reads up to the partition-EOF
+event, which carries the true end.
 """
 
 from __future__ import annotations
@@ -56,8 +58,12 @@ def options(
     max_records_per_batch: int | None = None,
     transform: tuple[Transform, str] | None = None,
     client_supplier: ClientSupplier | None = None,
+    fetch_ends: bool = True,
 ) -> dict[str, str]:
     """The `.options(...)` of a `readStream.format("kstream_kafka")` reading `topics`.
+
+    `fetch_ends`: find each partition's end by fetching up to it (`partition_bounds`), as a
+    broker whose ListOffsets is not exact needs (`broker_compat`); off, ListOffsets alone.
 
     `client_supplier`: where the planner and the readers get their consumers (None: Kafka's;
     it must pickle, see `kstream.spark.clients`).
@@ -71,6 +77,7 @@ def options(
         "bootstrap_servers": bootstrap_servers,
         "topics": json.dumps(list(topics)),
         "kafka": json.dumps(dict(kafka or {})),
+        "fetch_ends": "true" if fetch_ends else "false",
     }
     if client_supplier is not None:
         out["client_supplier"] = pack_supplier(client_supplier)
@@ -121,6 +128,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise TopologyError(f"max_records_per_batch must be positive, got {limit}")
         self.transform = opts.get("transform") or None
         self.supplier = opts.get("client_supplier", "")
+        self.fetch_ends = opts.get("fetch_ends", "true") == "true"
         self._target: Offsets | None = None
         self._planner: Any = None
         self._available: Offsets | None = None
@@ -142,7 +150,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._planner
 
     def _ends(self) -> tuple[Offsets, Offsets]:
-        return partition_bounds(self._consumer(), self.topics)
+        return partition_bounds(self._consumer(), self.topics, fetch=self.fetch_ends)
 
     def initialOffset(self) -> dict:
         return self._ends()[0]
@@ -198,13 +206,17 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             yield from _transform(self.transform)(batches)
 
 
-def partition_bounds(consumer: Any, topics: Sequence[str]) -> tuple[Offsets, Offsets]:
+def partition_bounds(
+    consumer: Any, topics: Sequence[str], fetch: bool = True
+) -> tuple[Offsets, Offsets]:
     """(earliest, end) offsets of every partition of `topics`, the end as seen by fetching.
 
     `consumer` is a kstream `Consumer` made with `to_end_settings` (left unassigned). Each
     partition is read to its end from just before the reported one; a partition whose end
     event does not come within `_EOF_WAIT_S` keeps the larger of the reported end and the high
-    watermark of the last fetch.
+    watermark of the last fetch. Without `fetch`, the reported end is taken as it is: on Apache
+    Kafka a read_committed consumer's ListOffsets (librdkafka sends its isolation level) is the
+    last stable offset, the end a fetch would reach.
     """
     from confluent_kafka import TopicPartition
 
@@ -224,6 +236,8 @@ def partition_bounds(consumer: Any, topics: Sequence[str]) -> tuple[Offsets, Off
             lows[topic][str(p)] = max(int(low), 0)
             ends[topic][str(p)] = max(int(reported), int(low), 0)
             starts[(topic, p)] = max(int(reported) - 1, int(low), 0)
+    if not fetch:
+        return lows, ends
     pending: set[tuple[str, int]] = set()
     try:
         for batch in read_to_end(

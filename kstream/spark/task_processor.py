@@ -32,9 +32,10 @@ from kstream.records import Record
 from kstream.spark.buckets import BucketedMap
 from kstream.spark.failure import in_worker
 from kstream.spark.packing import pack_by_slot, unpack_input
+from kstream.spark.plan import plan_of
 from kstream.spark.state_client import SparkMap
 from kstream.spark.task_state import DATA_TAG, MapBackend
-from kstream.spark.tasks import TaskRun, _plan
+from kstream.spark.tasks import TaskRun
 
 META_STATE = "task"
 META_SCHEMA = "blob binary"
@@ -62,7 +63,7 @@ class TaskProcessor(StatefulProcessor):
         self.slots = slots
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        plan = _plan(self.blob)
+        plan = plan_of(self.blob)
         self.partition_of = {label: p for p, label in enumerate(self.labels)}
         self.meta = handle.getValueState(META_STATE, META_SCHEMA)
         stores = plan.compiled.subtopologies[self.sub].stores
@@ -76,7 +77,7 @@ class TaskProcessor(StatefulProcessor):
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
         import pandas as pd
 
-        plan = _plan(self.blob)
+        plan = plan_of(self.blob)
         partition = self.partition_of[int(key[0])]
         records: list[Record] = []
         for pdf in rows:

@@ -37,8 +37,9 @@ in the task's state): so only while records arrive, since a micro-batch runs onl
 with emit final therefore closes when stream time passes it, not after wall-clock silence as on
 the native runtime. Record headers are read from Kafka and passed on as in Kafka Streams.
 
-Repeats of records a broker still shows after an aborted transaction: a task drops an input
-record whose provenance id is at or below the highest id it has seen from the same source
+Repeats of records a broker still shows after an aborted transaction (`broker_compat` only,
+`TaskPlan.provenance`: Apache Kafka hides them from read_committed readers): a task drops an
+input record whose provenance id is at or below the highest id it has seen from the same source
 partition on that input topic (kstream writers keep each source partition's outputs in offset
 order, so a repeat is never above the mark). A sub-topology that reads a repartition topic is
 therefore always run as a stateful task, since a batch this runner's sink aborted before a crash
@@ -52,414 +53,35 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
 from kstream.broker_compat import HighMarks
-from kstream.config import Config
-from kstream.dsl import processors as p
 from kstream.errors import TopologyError
-from kstream.kafka.chosen_topic import partitions_from_metadata
-from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
-from kstream.records import Headers, Record
+from kstream.kafka.supplier import ClientConfig, KafkaClientSupplier
+from kstream.records import Record
 from kstream.spark.failure import in_worker
 from kstream.spark.packing import output_batch, pack_by_slot
-from kstream.spark.policy import Origin, RecordPolicy
-from kstream.spark.sink import destination
-from kstream.spark.wire import (
-    ROW_ARROW_SCHEMA,
-    ROW_SCHEMA,
-    dumps,
-    encode_headers,
-    input_records,
-    loads,
-)
+from kstream.spark.plan import TaskPlan, build_task_plan, plan_of
+from kstream.spark.policy import RecordPolicy
+from kstream.spark.task_rows import TaskRows, chosen_topic_partitions
+from kstream.spark.wire import ROW_SCHEMA, input_records
 from kstream.state.caching import RecordCache
-from kstream.state.provenance import HEADER, header_value
-from kstream.topology.compiled import CompiledTopology, compile_topology
+from kstream.state.provenance import header_value
 from kstream.topology.processor import PunctuationType
-from kstream.topology.topology import ProcessorDef, Topology
 
 __all__ = [
     "ROW_SCHEMA",
     "TaskPlan",
     "TaskRun",
     "build_task_plan",
+    "chosen_topic_partitions",
     "partition_queues",
     "stateless_function",
 ]
 
-_STATELESS: frozenset[type] = frozenset(
-    {
-        p.FilterProcessor,
-        p.MapProcessor,
-        p.MapValuesProcessor,
-        p.SelectKeyProcessor,
-        p.FlatMapProcessor,
-        p.FlatMapValuesProcessor,
-        p.PeekProcessor,
-        p.PassThroughProcessor,
-        p.BranchProcessor,
-        p.DropNullKeysProcessor,
-    }
-)
 _GLOBAL_WAIT_S = 30.0
-
-
-@dataclass
-class TaskPlan:
-    """The compiled topology and how its sub-topologies become queries.
-
-    `order` lists sub-topology ids upstream first, `upstream` the sub-topologies each one reads
-    from (through repartition topics) outside the loop it is in, `loops` the sub-topologies that
-    feed one another (see `kstream.spark.runner.TaskQueries`); `stateful` those that need Spark
-    state
-    (stores, global stores, a processor that is not a built-in stateless one, or several input
-    topics, whose records a task merges by timestamp). `partitions`
-    (every source, sink and internal topic's partition count) is filled in when the query
-    starts, as are the connection settings the global-table readers use and the error
-    policies.
-    """
-
-    app_id: str
-    compiled: CompiledTopology
-    order: list[int]
-    sources: dict[int, list[str]]
-    sinks: dict[int, list[str]]
-    stateful: set[int]
-    global_topics: list[str]
-    upstream: dict[int, set[int]] = field(default_factory=dict)
-    # sub-topologies that feed one another through topics (a foreign-key join's two sides, a
-    # sub-topology reading what it writes), each loop's in id order
-    loops: list[list[int]] = field(default_factory=list)
-    partitions: dict[str, int] = field(default_factory=dict)
-    bootstrap_servers: str = ""
-    kafka: dict[str, Any] = field(default_factory=dict)
-    # the error policies the tasks apply (`kstream.spark.policy.policy_config`)
-    policies: Config = field(default_factory=Config)
-    # where the global-table reads get their consumer (None: Kafka's; pickled with the plan)
-    client_supplier: ClientSupplier | None = None
-    # the record cache's budget of each task (config `cache_max_bytes`; 0: off)
-    cache_max_bytes: int = 0
-
-    @property
-    def repartition_topics(self) -> list[str]:
-        return sorted(self.compiled.repartition_topics)
-
-    @property
-    def external_topics(self) -> list[str]:
-        return sorted(set(self.compiled.external_source_topics) | set(self.global_topics))
-
-    @property
-    def user_sink_topics(self) -> list[str]:
-        internal = set(self.compiled.repartition_topics)
-        return sorted({t for s in self.sinks.values() for t in s if t not in internal})
-
-    def blob(self) -> bytes:
-        """The plan as bytes for Spark's workers (see `dumps`)."""
-        return dumps(self)
-
-
-_PLANS: dict[bytes, TaskPlan] = {}
-
-
-def _plan(blob: bytes) -> TaskPlan:
-    """The plan of `blob`, unpickled once per Python worker."""
-    plan = _PLANS.get(blob)
-    if plan is None:
-        if len(_PLANS) > 16:
-            _PLANS.clear()
-        plan = _PLANS[blob] = loads(blob)
-    return plan
-
-
-# --- planning (driver) ------------------------------------------------------------------------
-
-
-def build_task_plan(topology: Topology, app_id: str) -> TaskPlan:
-    """Compile `topology` for `app_id` into per-sub-topology queries, or raise `TopologyError`."""
-    compiled = compile_topology(topology, app_id)
-    topo = compiled.topology
-    for node in topo.nodes.values():
-        # an operator the Spark engine cannot run says why (e.g. a sink choosing its topic)
-        if isinstance(node, ProcessorDef):
-            refusal = getattr(_processor_class(node), "spark_refusal", None)
-            if refusal:
-                raise TopologyError(f"node {node.name!r}: {refusal}")
-    subs = compiled.subtopologies
-    writers: dict[str, list[int]] = {}
-    for s in subs:
-        for t in s.sink_topics:
-            writers.setdefault(t, []).append(s.id)
-    feeds: dict[int, set[int]] = {s.id: set() for s in subs}  # writer -> its readers
-    for s in subs:
-        for t in s.source_topics:
-            for w in writers.get(t, ()):
-                feeds[w].add(s.id)
-    components = _components(sorted(feeds), feeds)
-    comp_of = {sid: i for i, comp in enumerate(components) for sid in comp}
-    # what feeds each sub-topology from outside the loop it is in (itself, when in none)
-    upstream: dict[int, set[int]] = {
-        sid: {w for w in feeds if sid in feeds[w] and comp_of[w] != comp_of[sid]} for sid in feeds
-    }
-    loops = [comp for comp in components if len(comp) > 1 or comp[0] in feeds[comp[0]]]
-    # upstream first, in waves (each wave: every component whose upstream is done, by id)
-    order: list[int] = []
-    left = sorted(components)
-    while left:
-        done = set(order)
-        wave = [c for c in left if all(u in done for sid in c for u in upstream[sid])]
-        order.extend(sid for c in wave for sid in c)
-        left = [c for c in left if c not in wave]
-    stateful: set[int] = set()
-    internal = set(compiled.repartition_topics)
-    for s in subs:
-        if internal & set(s.source_topics):
-            # its input is what this runner's sink wrote: a batch the sink aborted before a
-            # crash may still be shown, so the task keeps the provenance high marks in state
-            stateful.add(s.id)
-            continue
-        if len(s.source_topics) > 1:
-            # a task merges its partitions' records by timestamp (Kafka Streams' order): the
-            # read tasks each read one topic partition, so the merge needs the task's grouping
-            stateful.add(s.id)
-            continue
-        for n in s.nodes:
-            node = topo.nodes[n]
-            if not isinstance(node, ProcessorDef):
-                continue
-            if node.stores or _processor_class(node) not in _STATELESS:
-                stateful.add(s.id)
-                break
-    plan = TaskPlan(
-        app_id,
-        compiled,
-        order,
-        {s.id: list(s.source_topics) for s in subs},
-        {s.id: list(s.sink_topics) for s in subs},
-        stateful,
-        sorted(compiled.global_topics),
-        upstream,
-        loops=loops,
-    )
-    try:
-        loads(plan.blob())
-    except Exception as e:
-        raise TopologyError(
-            f"the topology cannot be sent to Spark's Python workers: {type(e).__name__}: {e} "
-            "(functions and serdes in it must pickle)"
-        ) from e
-    return plan
-
-
-def _components(nodes: list[int], feeds: Mapping[int, set[int]]) -> list[list[int]]:
-    """The strongly connected components of the graph `feeds` (node -> the nodes it feeds),
-    upstream first, each's nodes sorted (Tarjan's algorithm, iterative)."""
-    index: dict[int, int] = {}
-    low: dict[int, int] = {}
-    on_stack: set[int] = set()
-    stack: list[int] = []
-    out: list[list[int]] = []
-    for root in nodes:
-        if root in index:
-            continue
-        work = [(root, iter(sorted(feeds[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(feeds[child]))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                comp = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    comp.append(member)
-                    if member == node:
-                        break
-                out.append(sorted(comp))
-    out.reverse()  # Tarjan finds a component after every one it feeds
-    return out
-
-
-def _processor_class(node: ProcessorDef) -> type | None:
-    f = node.factory
-    if isinstance(f, type):
-        return f
-    cls = getattr(f, "processor_class", None)
-    return cls if isinstance(cls, type) else None
-
-
-# --- running one task (workers) ---------------------------------------------------------------
-
-
-class _Collector:
-    """Where the task's sinks write: rows of `wire.ROW_SCHEMA`, provenance kept.
-
-    The rows are ready for the sink's slots as they are (packed per slot, `TransactionalSink`
-    needs no window to rank them): `ptopic`, `ppart`, `poff` and `seq` make the row's
-    provenance id, and `part` is the partition the row goes to wherever it is known (its own,
-    else its key's).
-
-    A row's id is its input record's (topic, partition, offset) and its rank among the rows of
-    that record, but ids must grow, per source partition, in the order the task writes them:
-    a reader of what this task wrote (the next sub-topology's task, `HighMarks`) drops an id at
-    or below the highest it has seen from that partition as a repeat. Some rows carry the
-    context of an older record than others written before them: an update a record cache or
-    a suppress buffer held back, a window closing, a join result found late, or a batch taken
-    through one child of a node before the next. Such a row takes the next id after the highest
-    this task has written for its source partition (`high`, kept in the task's metadata across
-    batches), so ids grow in write order and a replay gives the same ones.
-    """
-
-    def __init__(
-        self,
-        partitions: Mapping[str, int],
-        partition: int = 0,
-        look_up: Callable[[str], int] | None = None,
-        high: Mapping[tuple[str, int], tuple[int, int]] | None = None,
-    ) -> None:
-        # the topics counted at start-up, and those a topic chooser named since (`look_up`)
-        self.partitions = dict(partitions)
-        self.look_up = look_up
-        self.cols: dict[str, list[Any]] = {n: [] for n in ROW_ARROW_SCHEMA.names}
-        self.task: Any = None
-        # outputs of no input record (a punctuation before any record): the task's own id
-        self.fallback: tuple[str, int, int] = ("", partition, 0)
-        # the highest (offset, rank) of the ids written per source (topic, partition)
-        self.high: dict[tuple[str, int], tuple[int, int]] = dict(high or {})
-
-    def send(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        timestamp: int,
-        headers: Headers,
-        partition: int | None,
-    ) -> None:
-        src = self.task.source() if self.task is not None else None
-        self._row(
-            src if src is not None else self.fallback,
-            topic,
-            key,
-            value,
-            timestamp,
-            headers,
-            partition,
-        )
-
-    def dead_letter(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        timestamp: int,
-        headers: Headers,
-        origin: Origin,
-    ) -> None:
-        """A dead-letter copy of the failed record `origin`: its provenance is that record's."""
-        t, part, off = origin
-        prov = (t, part, off) if t is not None and part is not None and off is not None else None
-        self._row(prov or self.fallback, topic, key, value, timestamp, headers, None)
-
-    def _row(
-        self,
-        prov: tuple[str, int, int],
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        timestamp: int,
-        headers: Headers,
-        partition: int | None,
-    ) -> None:
-        src_topic, src_part, offset = prov
-        last = self.high.get((src_topic, src_part))
-        if last is None or offset > last[0]:
-            rank = 0
-        else:  # at or below an id already written for this partition: the next one after it
-            offset, rank = last[0], last[1] + 1
-        self.high[(src_topic, src_part)] = (offset, rank)
-        if partition is None:
-            placed = destination(topic, key, None, self.partitions)
-            n = self.partitions.get(topic)
-            if placed < 0 and key is None and n:
-                # no key (a left foreign-key join's row without a foreign key, a stream's
-                # keyless record): Kafka's producer picks any partition, so the task picks its
-                # own (modulo the count). Left to the producer, the row could land in a
-                # partition another write slot writes in the same batch, in another
-                # transaction: the ids in that partition would no longer grow in write order
-                # and a reader (`HighMarks`) would drop the later ones as repeats.
-                placed = self.fallback[1] % n
-            # a topic counted nowhere (a missing sink topic) is left to the producer's
-            # partitioner, as on the native runtime
-            partition = placed if placed >= 0 else None
-        c = self.cols
-        c["topic"].append(topic)
-        c["k"].append(key)
-        c["v"].append(value)
-        c["ts"].append(timestamp)
-        c["part"].append(partition)
-        c["ptopic"].append(src_topic)
-        c["ppart"].append(src_part)
-        c["poff"].append(offset)
-        c["seq"].append(rank)
-        c["h"].append(_outgoing_headers(headers))
-
-    def partitions_for(self, topic: str) -> int:
-        """The partition count of `topic`: counted at start-up for the topology's topics; a
-        topic only a topic chooser names is looked up (`chosen_topic_partitions`) and counted
-        from then on, as the native runtime's collector does (so its records are placed by
-        their keys here, and each partition is written by one slot)."""
-        n = self.partitions.get(topic)
-        if n is None:
-            n = self.partitions[topic] = self.look_up(topic) if self.look_up is not None else 1
-        return n
-
-    def take(self) -> dict[str, list[Any]]:
-        out, self.cols = self.cols, {n: [] for n in ROW_ARROW_SCHEMA.names}
-        return out
-
-
-_CHOSEN: dict[tuple[str, str], int] = {}
-
-
-def chosen_topic_partitions(plan: TaskPlan, topic: str) -> int:
-    """The partition count of a topic a topic chooser named (`KStream.to(chooser)`) that the
-    plan did not count at start-up: looked up once per Python worker through a producer's
-    metadata, as the native runtime's collector looks it up (on a broker that creates topics
-    on demand, that request creates it, as a Kafka Streams producer's does). Raises
-    TopicError naming the topic if the cluster does not have it."""
-    key = (plan.bootstrap_servers, topic)
-    n = _CHOSEN.get(key)
-    if n is None:
-        n = _CHOSEN[key] = _look_up_topic(plan, topic)
-    return n
-
-
-def _look_up_topic(plan: TaskPlan, topic: str) -> int:
-    supplier = plan.client_supplier or KafkaClientSupplier()
-    producer = supplier.producer(ClientConfig(plan.bootstrap_servers, plan.kafka))
-    try:
-        return partitions_from_metadata(producer, topic, 30.0)
-    finally:
-        producer.close()
 
 
 def _memory_store(spec: Any, partition: int, data: Mapping[bytes, bytes] | None) -> Any:
@@ -555,7 +177,7 @@ class TaskRun:
         from kstream.topology.task import Task
 
         self.plan = plan
-        self.collector = _Collector(
+        self.collector = TaskRows(
             plan.partitions,
             partition,
             lambda topic: chosen_topic_partitions(plan, topic),
@@ -632,8 +254,11 @@ class TaskRun:
                     self.global_task.process(recs)
             self.global_task.flush_stores()
         self.policy.remember(records)
-        # a repeat is told by its input partition's marks, so each queue is checked alone
-        ordered = self.task.order_queues([self._drop_seen(q) for q in partition_queues(records)])
+        queues = partition_queues(records)
+        if self.plan.provenance:
+            # a repeat is told by its input partition's marks, so each queue is checked alone
+            queues = [self._drop_seen(q) for q in queues]
+        ordered = self.task.order_queues(queues)
         if ordered:
             last = ordered[-1]
             self.collector.fallback = (last.topic or "", last.partition or 0, last.offset or 0)
@@ -688,13 +313,6 @@ class TaskRun:
             self.global_task.close()
 
 
-def _outgoing_headers(headers: Headers) -> bytes | None:
-    """The headers a sink record keeps (encoded): the sink adds its own provenance id."""
-    if not headers:
-        return None
-    return encode_headers([h for h in headers if h[0] != HEADER])
-
-
 def stateless_function(
     blob: bytes, sub: int, slots: int
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -704,7 +322,7 @@ def stateless_function(
     """
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        plan = _plan(blob)
+        plan = plan_of(blob)
         tasks: dict[int, TaskRun] = {}
         try:
             with in_worker():

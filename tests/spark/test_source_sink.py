@@ -101,7 +101,7 @@ def test_sink_writes_each_batch_once(bootstrap_servers: str, unique_name: Names)
         "part": [None, None, None],
         "dest": [None] * 3,
     }
-    sink = TransactionalSink(app, bootstrap_servers)
+    sink = TransactionalSink(app, bootstrap_servers, provenance=True)
     try:
         sink.write(cols, 0)
         sink.write(cols, 0)  # replayed batch
@@ -121,3 +121,83 @@ def test_sink_writes_each_batch_once(bootstrap_servers: str, unique_name: Names)
 
     ids = [provenance.from_headers(list(r.headers)) for r in got]
     assert ids == [("in", 0, 7, 0), ("in", 0, 7, 1), ("in", 1, 3, 0)]
+
+
+def _plain_read_committed(bootstrap: str, topic: str, expected: int) -> list[bytes]:
+    """Every value of `topic`'s partition 0 as a plain confluent-kafka read_committed consumer
+    sees it (no kstream code), waiting until `expected` have come or 60 s have passed."""
+    import time
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"{topic}-plain",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(got) < expected and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+        for _ in range(4):  # anything more that is there (a duplicate) comes now
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+        return got
+    finally:
+        c.close()
+
+
+def test_a_kept_slot_writer_fenced_by_another_worker_writes_each_batch_once(
+    bootstrap_servers: str, unique_name: Callable[[str], str]
+) -> None:
+    """A Python worker keeps its writer of a slot from batch to batch (`cached_writer`) and
+    trusts its own last marker while its producer is not fenced. Two writers of one slot take
+    turns, as two workers may: each start fences the other's producer, whose next batch fails
+    at the marker (sent before any record) and is retried with a new producer that reads the
+    marker again, writing a batch not yet written and skipping one already written. A plain
+    read_committed consumer reads each batch's record once."""
+    from kstream.kafka.admin import Admin
+    from kstream.spark.sink import SlotWriter, ensure_marker_topic
+
+    app, out = unique_name("kept"), unique_name("kept-out")
+    create_topics(bootstrap_servers, {out: 1})
+    with Admin(bootstrap_servers) as admin:
+        ensure_marker_topic(admin, app, 1)
+
+    def batch(i: int) -> dict[str, list[Any]]:
+        return {
+            "ptopic": ["in"],
+            "ppart": [0],
+            "poff": [i],
+            "seq": [0],
+            "k": [b"k"],
+            "topic": [out],
+            "v": [str(i).encode()],
+            "ts": [100 + i],
+            "part": [0],
+            "h": [None],
+        }
+
+    a = SlotWriter(app, bootstrap_servers, {}, 0)
+    b = SlotWriter(app, bootstrap_servers, {}, 0)
+    try:
+        assert a.write(batch(0), 0) == 1
+        assert a.write(batch(1), 1) == 1  # the kept producer, no marker read
+        assert b.write(batch(2), 2) == 1  # another worker: fences a's producer
+        assert a.write(batch(2), 2) == -1  # a replay on a: fenced, retried, skipped
+        assert a.write(batch(3), 3) == 1
+        assert b.write(batch(3), 3) == -1  # b was fenced by a's retry: skipped again
+        assert b.write(batch(4), 4) == 1
+        assert a.write(batch(0), 0) == -1  # an old batch: at or below a's own marker
+    finally:
+        a.close()
+        b.close()
+    assert _plain_read_committed(bootstrap_servers, out, 5) == [b"0", b"1", b"2", b"3", b"4"]

@@ -428,16 +428,16 @@ def test_a_tasks_provenance_ids_grow_in_the_order_it_writes() -> None:
     highest written for its source partition, across batches too (the task's metadata), so
     the next sub-topology's repeat check (`HighMarks`) never takes it for a repeat."""
     from kstream.broker_compat import HighMarks
-    from kstream.spark.tasks import _Collector
+    from kstream.spark.task_rows import TaskRows
     from kstream.state import provenance
 
-    def written(collector: _Collector, sources: list[tuple[str, int, int]]) -> list[Any]:
+    def written(collector: TaskRows, sources: list[tuple[str, int, int]]) -> list[Any]:
         for src in sources:
             collector._row(src, "out", b"k", b"v", 1, (), 0)
         cols = collector.take()
         return list(zip(cols["ptopic"], cols["ppart"], cols["poff"], cols["seq"], strict=True))
 
-    first = _Collector({"out": 1})
+    first = TaskRows({"out": 1})
     ids = written(first, [("in", 0, 5), ("in", 0, 3), ("in", 1, 2), ("in", 0, 5), ("in", 0, 7)])
     assert ids == [
         ("in", 0, 5, 0),
@@ -446,7 +446,7 @@ def test_a_tasks_provenance_ids_grow_in_the_order_it_writes() -> None:
         ("in", 0, 5, 2),
         ("in", 0, 7, 0),
     ]
-    later = _Collector({"out": 1}, high=first.high)  # the next batch: a held-back update of 6
+    later = TaskRows({"out": 1}, high=first.high)  # the next batch: a held-back update of 6
     ids += written(later, [("in", 0, 6), ("in", 0, 9)])
     assert ids[-2:] == [("in", 0, 7, 1), ("in", 0, 9, 0)]
     marks = HighMarks()
@@ -459,10 +459,10 @@ def test_a_row_without_a_key_goes_to_the_tasks_own_partition() -> None:
     slot writes in the same batch, and the ids in that partition would not grow in write
     order (a reader drops the later ones as repeats). Keyed rows go by their key."""
     from kstream.spark.sink import destination
-    from kstream.spark.tasks import _Collector
+    from kstream.spark.task_rows import TaskRows
 
     for task in range(5):
-        c = _Collector({"subs": 2, "out": 3}, partition=task)
+        c = TaskRows({"subs": 2, "out": 3}, partition=task)
         c._row(("in", task, 1), "subs", None, b"v", 1, (), None)
         c._row(("in", task, 2), "out", None, b"v", 1, (), None)
         c._row(("in", task, 3), "out", b"k", b"v", 1, (), None)
