@@ -134,7 +134,8 @@ def test_a_second_instance_exits_2_naming_the_directory_and_the_holder(app: Fixt
         nowhere = f"127.0.0.1:{free_port()}"
         for bootstrap in (None, nowhere):
             err = app.refused(*app.args(bootstrap=bootstrap), code=2)
-            assert err.startswith(f"kstreamd run: error: state_dir: {app.app_dir} is locked by "), err
+            locked = f"kstreamd run: error: state_dir: {app.app_dir} is locked by "
+            assert err.startswith(locked), err
             assert f"pid {first.pid} " in err and len(err.strip().splitlines()) == 1, err
         # reset would delete the directory under the running instance: refused, --force or not
         reset = [*KSTREAMD, "reset", "--app-id", app.app_id, "--bootstrap-servers", app.bootstrap]
