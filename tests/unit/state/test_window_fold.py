@@ -384,27 +384,30 @@ def test_batches_that_cannot_fold_go_record_by_record(tmp_path: Path) -> None:
         plain.task.close()
 
 
-def test_batches_with_about_a_record_per_window_go_record_by_record_for_a_while(
-    tmp_path: Path,
-) -> None:
+def test_batches_with_about_a_record_per_window_go_record_by_record(tmp_path: Path) -> None:
     folded = Run(tmp_path / "a", 100_000, True, WINDOWS["tumbling"], "reduce")
     plain = Run(tmp_path / "b", 100_000, False, WINDOWS["tumbling"], "reduce")
-    fold = folded.window_fold
-    fold.min_records_per_window = 2
+    del folded.window_fold.min_records_per_window  # the class's threshold, not the tests' 0
     one = DOUBLE.to_bytes(1.0)
 
-    def batch(keys: list[str], at: int) -> list[Record]:
-        return [Record(STR.to_bytes(k), one, at, [], "in", 0, at) for k in keys]
+    def batch(keys: list[str], times: list[int]) -> list[Record]:
+        return [
+            Record(STR.to_bytes(k), one, t, [], "in", 0, i)
+            for i, (k, t) in enumerate(zip(keys, times, strict=True))
+        ]
 
-    sparse = batch(["a", "b", "c"], 1)  # a record per window: not folded, 8 batches skip
-    dense = batch(["a", "a", "b", "b"], 2)  # two records per window: folded
+    batches = [
+        batch(["a", "b", "c"], [1, 1, 1]),  # a record per key: not planned
+        batch(["a", "b", "a", "b"], [5, 5, 105, 105]),  # two per key, one per window: planned
+        batch(["a", "a", "b", "b"], [160, 170, 180, 190]),  # two per window: folded
+    ]
     try:
-        for i, b in enumerate([sparse] + [dense] * (fold.retry_after + 1)):
+        for i, b in enumerate(batches):
             folded.process(b)
             plain.process(b)
             assert folded.state() == plain.state(), f"batch {i}"
             assert folded.sent.records == plain.sent.records
-        assert folded.folds == 1  # the dense batch after the skipped ones
+        assert folded.folds == 1
     finally:
         folded.task.close()
         plain.task.close()
