@@ -49,7 +49,11 @@ class AppStates:
     """The current state of one app, its listeners, and waiting for a state.
 
     `changed(new)` is the owner's own reaction (metrics, the slow-rebalance watch), called
-    before the user's listeners, from the thread that moved the state.
+    before the user's listeners, from the thread that moved the state. Reactions run in the
+    order of the moves, one at a time: the stream thread's REBALANCING and a `close()` on
+    another thread would otherwise react in either order, and a watch started after the
+    close's NOT_RUNNING had stopped it would warn about a rebalance that ended. (The user's
+    listeners run outside every lock, as Kafka Streams calls its state listener.)
     """
 
     def __init__(self, app_id: str, changed: Callable[[AppState], None]) -> None:
@@ -57,6 +61,7 @@ class AppStates:
         self._changed = changed
         self._state = AppState.CREATED
         self._lock = threading.Condition()
+        self._reacting = threading.Lock()
         self._listeners: list[Listener] = []
 
     @property
@@ -66,13 +71,14 @@ class AppStates:
     def move(self, new: AppState | str) -> None:
         """Move to `new` if the current state allows it; else nothing happens."""
         new = AppState(new)
-        with self._lock:
-            old = self._state
-            if new == old or new not in ALLOWED[old]:
-                return
-            self._state = new
-            self._lock.notify_all()
-        self._changed(new)
+        with self._reacting:
+            with self._lock:
+                old = self._state
+                if new == old or new not in ALLOWED[old]:
+                    return
+                self._state = new
+                self._lock.notify_all()
+            self._changed(new)
         log.info("app %r: %s -> %s", self._app_id, old.value, new.value)
         for listener in list(self._listeners):
             try:
