@@ -219,7 +219,7 @@ class AppProcesses:
             self._begin()
             self._supervise()
         elif self._thread is not None:
-            from kstream.runtime.app import graceful_signals
+            from kstream.runtime.signals import graceful_signals
 
             assert self._supervisor is not None
             with graceful_signals(self._supervisor.stop.set, f"app {self.app_id!r}"):

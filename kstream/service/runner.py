@@ -17,7 +17,7 @@ import threading
 from typing import Any, TextIO
 
 from kstream.errors import ConfigError
-from kstream.runtime.app import graceful_signals
+from kstream.runtime.signals import graceful_signals
 from kstream.service.settings import Settings
 
 log = logging.getLogger("kstream.service")

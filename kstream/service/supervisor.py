@@ -56,7 +56,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from kstream.config import Config, app_state_dir, validate_app_id
 from kstream.errors import ConfigError
-from kstream.runtime.app import graceful_signals
+from kstream.runtime.signals import graceful_signals
 from kstream.runtime.state_lock import StateDirLock
 from kstream.runtime.workers import parse_processes
 from kstream.service.gateway import Gateway, WorkerView
