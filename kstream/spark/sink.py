@@ -185,7 +185,8 @@ class SlotWriter:
     batch: starting a transactional producer (InitProducerId), a consumer for the group's
     metadata, and reading the marker cost round trips every batch paid. While its producer is
     not fenced, no other writer has started with the slot's transactional id since its last
-    commit, so the marker is the one it committed itself (`_last`) and is not read again. Each
+    commit, so the marker is the one it committed itself (`_last`) and is not read again (on
+    Apache Kafka; under `broker_compat`, whose broker may not fence, it is read every batch). Each
     transaction sends the marker offset first, before any row: a producer fenced meanwhile (the
     slot was written by another worker) fails there, having produced nothing, and the retry
     starts a new one and reads the marker.
@@ -281,7 +282,10 @@ class SlotWriter:
             producer.flush()
             self._timed(t0, t1, t2)
             return len(rows)
-        marker = self.committed() if self._last is None else self._last
+        # under broker_compat the broker may not fence an older producer of the id, so the
+        # writer's own last marker proves nothing there: read it every batch
+        own = None if self.provenance else self._last
+        marker = own if own is not None else self.committed()
         if batch_id < marker:
             self._last = marker
             return -1
