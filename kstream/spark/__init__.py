@@ -13,7 +13,8 @@ from kstream._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from kstream.spark.plan import TaskPlan, build_task_plan
-    from kstream.spark.runner import TaskQueries, run, start
+    from kstream.spark.queries import TaskQueries
+    from kstream.spark.runner import run, start
     from kstream.spark.session import spark_session
 
 __all__ = [
@@ -26,7 +27,7 @@ __all__ = [
 ]
 
 _EXPORTS = {
-    "TaskQueries": "kstream.spark.runner",
+    "TaskQueries": "kstream.spark.queries",
     "TaskPlan": "kstream.spark.plan",
     "build_task_plan": "kstream.spark.plan",
     "run": "kstream.spark.runner",

@@ -30,7 +30,7 @@ class TaskPlan:
 
     `order` lists sub-topology ids upstream first, `upstream` the sub-topologies each one reads
     from (through repartition topics) outside the loop it is in, `loops` the sub-topologies that
-    feed one another (see `kstream.spark.runner.TaskQueries`); `stateful` those that need Spark
+    feed one another (see `kstream.spark.queries.TaskQueries`); `stateful` those that need Spark
     state
     (stores, global stores, a processor that is not a built-in stateless one, or several input
     topics, whose records a task merges by timestamp). `partitions`
