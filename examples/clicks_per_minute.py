@@ -5,7 +5,7 @@ minute has closed, how many clicks each user made in it to `clicks-per-minute` (
 time-windowed string key, i.e. the user id followed by the window start as an 8-byte long;
 value: the count as a Java long). Clicks up to 10 seconds late still count; later ones are
 dropped. A minute also closes when clicks stop coming: after about a second of wall-clock
-silence, stream time follows the wall clock (see `kstream.dsl.windowed_processors`).
+silence, stream time follows the wall clock (see `kstream.dsl.processors.windowed`).
 
 Run it with `kstreamd run examples.clicks_per_minute:topology`.
 """

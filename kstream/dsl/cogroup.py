@@ -42,6 +42,9 @@ from kstream.dsl.processors.cogroup import (
     CogroupTimeWindowAggregateProcessor,
 )
 from kstream.dsl.processors.getter import ValueGetter, WindowedValueGetter
+from kstream.dsl.processors.windowed import (
+    stream_time_store,
+)
 from kstream.dsl.windowed import (
     _add_stream_time_store,
     _timestamped,
@@ -49,9 +52,6 @@ from kstream.dsl.windowed import (
     check_window_store,
     session_windowed_serde,
     time_windowed_serde,
-)
-from kstream.dsl.windowed_processors import (
-    stream_time_store,
 )
 from kstream.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from kstream.errors import TopologyError

@@ -39,6 +39,7 @@ from __future__ import annotations
 from kstream.dsl.graph import AUTO, InternalBuilder, processor_factory
 from kstream.dsl.handles import TableT
 from kstream.dsl.processors.suppress import SuppressedValueGetter, SuppressProcessor
+from kstream.dsl.processors.windowed import _WindowedAggregate
 from kstream.dsl.suppressed import (
     BufferConfig,
     BufferFullError,
@@ -46,7 +47,6 @@ from kstream.dsl.suppressed import (
     Suppressed,
 )
 from kstream.dsl.versioned import versioned_upstream
-from kstream.dsl.windowed_processors import _WindowedAggregate
 from kstream.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from kstream.errors import TopologyError
 

@@ -4,7 +4,7 @@ Results are tables keyed by `Windowed(key, start, end)`, materialized in a windo
 and sliding windows) or a session store, so they can be queried. They follow Kafka Streams
 record for record: keys, values, result timestamps (the largest record timestamp of the
 window) and the order of updates. How windows close, what is late and how `emit="final"` also
-closes windows on the wall clock is described in `kstream.dsl.windowed_processors`.
+closes windows on the wall clock is described in `kstream.dsl.processors.windowed`.
 
 The window store of a time or sliding aggregation keeps each window's largest record
 timestamp next to its aggregate (`kstream.state.window.TimestampedSerde`); queries of the
@@ -25,7 +25,7 @@ from kstream.dsl import processors as p
 from kstream.dsl.graph import InternalBuilder, StoreLike, processor_factory
 from kstream.dsl.handles import GroupedHandle, TableT
 from kstream.dsl.processors.getter import WindowedValueGetter
-from kstream.dsl.windowed_processors import (
+from kstream.dsl.processors.windowed import (
     SessionWindowAggregateProcessor,
     SlidingWindowAggregateProcessor,
     TimeWindowAggregateProcessor,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kstream.dsl.windowed_processors import (
+from kstream.dsl.processors.windowed import (
     SessionWindowAggregateProcessor,
     SlidingWindowAggregateProcessor,
     TimeWindowAggregateProcessor,

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from kstream.dsl import StreamBuilder
-from kstream.dsl.windowed_processors import TimeWindowAggregateProcessor
+from kstream.dsl.processors.windowed import TimeWindowAggregateProcessor
 from kstream.dsl.windows import TimeWindows
 from kstream.errors import ProcessingError
 from kstream.records import Record

@@ -46,13 +46,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kstream.dsl.processors import (
-    BuiltinProcessor,
-    UpdateSink,
-    _tuple_new,
-    cached_forwarding,
-    new_change,
-)
+from kstream.dsl.processors.base import BuiltinProcessor, _tuple_new, new_change
+from kstream.dsl.processors.cache import UpdateSink, cached_forwarding
 from kstream.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from kstream.records import Record, Windowed, derive
 from kstream.state.window_fold import WindowFold, fold_for
