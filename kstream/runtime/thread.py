@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from kstream.config import Config
 from kstream.errors import KafkaClientError
@@ -50,6 +50,8 @@ from kstream.runtime.thread_metrics import ThreadMetrics
 from kstream.runtime.watchdog import Watchdog
 
 log = logging.getLogger("kstream.runtime")
+
+_T = TypeVar("_T")
 
 
 def consumer_settings(cfg: Config) -> dict[str, Any]:
@@ -264,24 +266,15 @@ class StreamThread:
             self.join_watch.subscribed(time.monotonic())
         if tm.awaiting_seek and not tm.rebalancing:
             tm.apply_seeks()
-        try:
-            # while tasks restore, the poll does not wait: the turn's restore slice is the work
-            msgs = self.consumer.consume_batch(self._max, 0 if tm.restoring else self._wait_s)
-        except KafkaClientError as e:
+        failed = self._gc_paused(self._take_batch, tm)
+        if failed is not None:
             if self.error is not None:  # a rebalance callback gave up (_on_assign)
                 raise self.error from None
             # The broker is away or the group is moving: librdkafka reconnects by itself.
-            log.warning("consumer: %s (retrying)", e)
-            if not self.outage.wait_out(e):
+            log.warning("consumer: %s (retrying)", failed)
+            if not self.outage.wait_out(failed):
                 self.backoff(0.2)
             return
-        if self.error is not None:
-            raise self.error
-        self.join_watch.check(self.consumer, time.monotonic())
-        if self.globals is not None:
-            self.globals.poll(0)
-        if msgs:
-            self._process(msgs)
         tm.process_idle()
         # asked once a turn: each asks the client for its group metadata (a call that takes
         # librdkafka's group lock while holding the GIL)
@@ -315,12 +308,33 @@ class StreamThread:
             log.warning("standby tasks: %s; closing them (placed again from their checkpoints)", e)
             self.standbys.close()
 
-    def _process(self, msgs: list[Any]) -> None:
-        """Run a batch through its tasks (`TaskManager.process`) with the cyclic garbage
-        collector paused (`_gc_paused`)."""
-        self._gc_paused(self._process_batch, msgs)
+    def _take_batch(self, tm: TaskManager) -> KafkaClientError | None:
+        """Poll a batch and run it through its tasks (`TaskManager.process`); the consumer's
+        error if the poll failed (`run_once` waits it out, with the collector running).
 
-    def _gc_paused(self, fn: Callable[..., None], *args: Any) -> None:
+        `run_once` calls this with the cyclic garbage collector paused (`_gc_paused`) from the
+        consume call on, not from processing only: the client builds a message object per
+        record, each tracked by the collector, so a batch arriving with collections on ran a
+        young-generation scan every 700 messages and promoted the messages still alive into
+        the older generations (bringing on the full collections over the whole heap sooner).
+        Paused, the messages and records die by reference counting, here, before the
+        collector resumes."""
+        assert self.consumer is not None
+        try:
+            # while tasks restore, the poll does not wait: the turn's restore slice is the work
+            msgs = self.consumer.consume_batch(self._max, 0 if tm.restoring else self._wait_s)
+        except KafkaClientError as e:
+            return e
+        if self.error is not None:
+            raise self.error
+        self.join_watch.check(self.consumer, time.monotonic())
+        if self.globals is not None:
+            self.globals.poll(0)
+        if msgs:
+            self._process_batch(msgs)
+        return None
+
+    def _gc_paused(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run `fn(*args)` (a batch, a restore slice) with the cyclic garbage collector paused.
 
         A batch allocates a few objects per record (records, decoded values, keys) that
@@ -335,11 +349,10 @@ class StreamThread:
         if self._gc_pause and gc.isenabled():
             gc.disable()
             try:
-                fn(*args)
+                return fn(*args)
             finally:
                 gc.enable()
-        else:
-            fn(*args)
+        return fn(*args)
 
     def _process_batch(self, msgs: list[Any]) -> None:
         t0 = time.perf_counter()
