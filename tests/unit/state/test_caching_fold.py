@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.sent import Sent
 
 from kstream.dsl import StreamBuilder
 from kstream.dsl.processors import AggregateProcessor
@@ -25,25 +26,6 @@ from kstream.topology.nodes import ProcessorNode
 from kstream.topology.task import Task
 
 STR, LONG, JSON = serde("str"), serde("long"), serde("json")
-
-
-class Sent:
-    def __init__(self) -> None:
-        self.records: list[tuple[Any, ...]] = []
-
-    def send(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        timestamp: int,
-        headers: Any,
-        partition: int | None,
-    ) -> None:
-        self.records.append((topic, key, value, timestamp, list(headers or ())))
-
-    def partitions_for(self, topic: str) -> int:
-        return 1
 
 
 class Run:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.sent import Sent
 
 from kstream.dsl import StreamBuilder
 from kstream.dsl.processors.windowed import TimeWindowAggregateProcessor
@@ -32,25 +33,6 @@ from kstream.topology.nodes import ProcessorNode
 from kstream.topology.task import Task
 
 STR, LONG, DOUBLE = serde("str"), serde("long"), serde("double")
-
-
-class Sent:
-    def __init__(self) -> None:
-        self.records: list[tuple[Any, ...]] = []
-
-    def send(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        timestamp: int,
-        headers: Any,
-        partition: int | None,
-    ) -> None:
-        self.records.append((topic, key, value, timestamp, list(headers or ())))
-
-    def partitions_for(self, topic: str) -> int:
-        return 1
 
 
 class Ops:
