@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.encoded_batches import encoded
 from support.sent import Sent
 
 from kstream.dsl import StreamBuilder
@@ -100,24 +101,6 @@ def events(rnd: random.Random, n: int, keys: list[Any]) -> list[list[Record]]:
     return batches
 
 
-def encoded(batches: list[list[Record]], key_serde: Any) -> list[list[Record]]:
-    return [
-        [
-            Record(
-                key_serde.to_bytes(r.key),
-                LONG.to_bytes(r.value),
-                r.timestamp,
-                r.headers,
-                r.topic,
-                r.partition,
-                r.offset,
-            )
-            for r in batch
-        ]
-        for batch in batches
-    ]
-
-
 def entry(key: str) -> int:
     return len(key.encode()) + 16 + ENTRY_OVERHEAD
 
@@ -129,7 +112,7 @@ def test_folded_batches_leave_what_record_by_record_leaves(
 ) -> None:
     rnd = random.Random(seed)
     keys = [f"k{i}" for i in range(12)]
-    batches = encoded(events(rnd, 600, keys), STR)
+    batches = encoded(events(rnd, 600, keys), STR, LONG)
     budget = budget_entries * entry("k0")
     folded = Run(tmp_path / "a", budget, fold=True)
     plain = Run(tmp_path / "b", budget, fold=False)

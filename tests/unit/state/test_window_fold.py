@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.encoded_batches import encoded
 from support.sent import Sent
 
 from kstream.dsl import StreamBuilder
@@ -201,21 +202,7 @@ def events(rnd: random.Random, n: int, keys: list[str], spread: int) -> list[lis
             batch.append(Record(k, value, ts, [("h", str(offset).encode())], "in", 0, offset))
             offset += 1
         batches.append(batch)
-    return [
-        [
-            Record(
-                STR.to_bytes(r.key),
-                DOUBLE.to_bytes(r.value),
-                r.timestamp,
-                r.headers,
-                r.topic,
-                r.partition,
-                r.offset,
-            )
-            for r in batch
-        ]
-        for batch in batches
-    ]
+    return encoded(batches, STR, DOUBLE)
 
 
 def entry_bytes(key: str) -> int:
