@@ -30,6 +30,11 @@ process keeps memory an earlier run or read left it). On local[2] the JVM also r
 executors (their state stores included); on the cluster it is the driver alone, and
 `memory_by_batch_size` shows whether the driver's memory follows the batch size (it should
 not: no batch is collected to the driver).
+`cpu_s` is the CPU (user + system, every thread) the engine's processes used over `seconds`,
+from /proc (bench/spark_cpu.py): for Spark this process, its JVM, the executors' Python workers
+and, with `--cluster`, the cluster's JVMs (the broker's processes left out); for the native
+engine this process alone. `cores_used` = `cpu_s` / `seconds`; `records_per_core_s` = records /
+`cpu_s` (the records/s of one fully used core); `per_core_spark_vs_native` compares those.
 Before the measured runs each workload runs once on both engines over `--warmup` records
 (by default two batches of the largest `--batch`), unmeasured: otherwise the first Spark run
 alone pays for starting the executors' Python workers and for the JVM compiling its hot code.
@@ -80,6 +85,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from brokers import add_broker_argument, default_compat, read_output, start_broker  # noqa: E402
+from spark_cpu import TreeCpu, per_core  # noqa: E402
 
 PARTITIONS = 2
 USERS = 1000
@@ -206,7 +212,14 @@ def rss_mb(pid: int) -> float | None:
 
 
 def run_spark(
-    spark: Any, bootstrap: str, name: str, src: str, batch: int, tmp: str, slug: str
+    spark: Any,
+    bootstrap: str,
+    name: str,
+    src: str,
+    batch: int,
+    tmp: str,
+    slug: str,
+    broker_pid: int | None = None,
 ) -> dict:
     from kstream.spark import start
 
@@ -217,7 +230,7 @@ def run_spark(
 
     t0 = time.perf_counter()
     restarts = 0
-    with PeakRss() as rss:
+    with PeakRss() as rss, TreeCpu(skip=[broker_pid]) as cpu:
         while True:
             q = start(
                 WORKLOADS[name](src, out),
@@ -277,6 +290,7 @@ def run_spark(
         "jvm_rss_mb": round(rss.jvm_mb),
         "driver_rss_growth_mb": round(rss.python_mb - rss.python_start_mb),
         "jvm_rss_growth_mb": round(rss.jvm_mb - rss.jvm_start_mb),
+        **per_core(rows, cpu.cpu_s, elapsed),
         "_digest": digest,
     }
 
@@ -380,7 +394,15 @@ def records_read(progress: Any) -> int:
 # --- native ----------------------------------------------------------------------------------
 
 
-def run_native(bootstrap: str, name: str, src: str, records: int, tmp: str, slug: str) -> dict:
+def run_native(
+    bootstrap: str,
+    name: str,
+    src: str,
+    records: int,
+    tmp: str,
+    slug: str,
+    broker_pid: int | None = None,
+) -> dict:
     from kstream.spark.tasks import build_task_plan
 
     out, app_id = f"bench-{slug}-out-native", f"bench-{slug}-native"
@@ -391,17 +413,19 @@ def run_native(bootstrap: str, name: str, src: str, records: int, tmp: str, slug
     ordered = [t for sid in plan.order for t in plan.sources[sid]]
     ends = input_ends(bootstrap, src)
     app = App(topology, app_id, bootstrap, "exactly_once", {"state_dir": tmp})
+    cpu = TreeCpu(skip=[broker_pid], descend=False)
     t0 = time.perf_counter()
-    app.start()
     try:
-        if not app.wait_for(AppState.RUNNING, AppState.ERROR, timeout=120):
-            raise RuntimeError(f"the native app did not start: {app.state}")
-        running = time.perf_counter()
-        while not processed_all(bootstrap, app_id, ordered, {src: ends}):
-            if app.state == AppState.ERROR:
-                raise RuntimeError(f"the native app failed: {app.error}")
-            time.sleep(0.05)
-        done = time.perf_counter()
+        with cpu:
+            app.start()
+            if not app.wait_for(AppState.RUNNING, AppState.ERROR, timeout=120):
+                raise RuntimeError(f"the native app did not start: {app.state}")
+            running = time.perf_counter()
+            while not processed_all(bootstrap, app_id, ordered, {src: ends}):
+                if app.state == AppState.ERROR:
+                    raise RuntimeError(f"the native app failed: {app.error}")
+                time.sleep(0.05)
+            done = time.perf_counter()
     finally:
         app.close()
     written, digest = final_results(bootstrap, out, name)
@@ -422,6 +446,7 @@ def run_native(bootstrap: str, name: str, src: str, records: int, tmp: str, slug
         "records_written": written,
         "driver_rss_mb": None,
         "jvm_rss_mb": None,
+        **per_core(records, cpu.cpu_s, done - t0),
         "_digest": digest,
     }
 
@@ -504,7 +529,7 @@ def main() -> None:
         bs = broker.bootstrap_servers
         warm_batch = max(batches)
         warm_records = 2 * warm_batch if args.warmup is None else args.warmup
-        warm = warm_up(spark, bs, chosen, warm_records, warm_batch, tmp)
+        warm = warm_up(spark, bs, chosen, warm_records, warm_batch, tmp, broker.pid)
         sources, spark_rows = {}, {}
         for name, k in runs:
             slug = f"{name.replace(' ', '-')}-{k}"
@@ -514,18 +539,33 @@ def main() -> None:
             produce(bs, src, args.records, k)
             for batch in batches:
                 row = run_spark(
-                    spark, bs, name, src, batch, os.path.join(tmp, "spark"), f"{slug}-{batch}"
+                    spark,
+                    bs,
+                    name,
+                    src,
+                    batch,
+                    os.path.join(tmp, "spark"),
+                    f"{slug}-{batch}",
+                    broker.pid,
                 )
                 spark_rows[(name, k, batch)] = {**row, "keys": k, "master": master}
         spark.stop()
         for name, src in warm.items():
             slug = f"warm-{name.replace(' ', '-')}"
-            run_native(bs, name, src, warm_records, os.path.join(tmp, "warm-native"), slug)
+            run_native(
+                bs, name, src, warm_records, os.path.join(tmp, "warm-native"), slug, broker.pid
+            )
         native_rows = {}
         for name, k in runs:
             slug = f"{name.replace(' ', '-')}-{k}"
             row = run_native(
-                bs, name, sources[(name, k)], args.records, os.path.join(tmp, "native"), slug
+                bs,
+                name,
+                sources[(name, k)],
+                args.records,
+                os.path.join(tmp, "native"),
+                slug,
+                broker.pid,
             )
             native_rows[(name, k)] = {**row, "keys": k, "master": None}
     results = []
@@ -533,6 +573,7 @@ def main() -> None:
         native_row = native_rows[(name, k)]
         digest = native_row.pop("_digest")
         native_row["spark_vs_native"] = native_row["steady_spark_vs_native"] = None
+        native_row["per_core_spark_vs_native"] = None
         native_row["state_keys"] = min(k, args.records) if name in STATEFUL else None
         for batch in batches:
             spark_row = spark_rows[(name, k, batch)]
@@ -543,6 +584,11 @@ def main() -> None:
             )
             spark_row["steady_spark_vs_native"] = round(
                 (spark_row["steady_records_per_s"] or 0) / native_row["steady_records_per_s"], 3
+            )
+            spark_row["per_core_spark_vs_native"] = (
+                round(spark_row["records_per_core_s"] / native_row["records_per_core_s"], 3)
+                if spark_row["records_per_core_s"] and native_row["records_per_core_s"]
+                else None
             )
             spark_row["state_keys"] = native_row["state_keys"]
             results.append(spark_row)
@@ -564,6 +610,9 @@ def main() -> None:
         "driver_rss_mb",
         "jvm_rss_mb",
         "spark_vs_native",
+        "cores_used",
+        "records_per_core_s",
+        "per_core_spark_vs_native",
     ]
     width = {c: max(len(c), 9) for c in cols}
     print(f"Spark on {master}")
@@ -607,7 +656,13 @@ def main() -> None:
 
 
 def warm_up(
-    spark: Any, bs: str, chosen: list[str], records: int, batch: int, tmp: str
+    spark: Any,
+    bs: str,
+    chosen: list[str],
+    records: int,
+    batch: int,
+    tmp: str,
+    broker_pid: int | None = None,
 ) -> dict[str, str]:
     """Run each workload once on Spark over `records` records in batches of `batch`, unmeasured,
     so the first measured run does not pay alone for starting the executors' Python workers and
@@ -623,7 +678,7 @@ def warm_up(
         with Admin(bs) as admin:
             admin.create_topic(src, PARTITIONS)
         produce(bs, src, records, 100)
-        run_spark(spark, bs, name, src, batch, os.path.join(tmp, "warm"), slug)
+        run_spark(spark, bs, name, src, batch, os.path.join(tmp, "warm"), slug, broker_pid)
     return sources
 
 

@@ -1,0 +1,59 @@
+"""bench/spark_cpu.py's accounting: which processes count as an engine's (the broker's tree
+never), how a process's CPU over the window is taken (growth for one seen at the start, all of
+it for one started later), and the per-core figures bench/spark.py reports. The last test reads
+this process's own /proc."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "..", "bench")
+sys.path.insert(0, os.path.abspath(BENCH))
+
+from spark_cpu import TreeCpu, cpu_in_window, descendants, per_core  # noqa: E402
+
+# a driver (1) with its JVM (2), whose Python daemon (3) forked two workers (4, 5), and the
+# broker's wrapper (6) with its java (7)
+TREE = {1: [2, 6], 2: [3], 3: [4, 5], 6: [7]}
+
+
+def test_descendants_leave_out_the_broker_tree() -> None:
+    got = descendants(1, lambda p: TREE.get(p, []), skip={6})
+    assert sorted(got) == [1, 2, 3, 4, 5]
+
+
+def test_descendants_of_a_leaf_is_itself() -> None:
+    assert descendants(5, lambda p: TREE.get(p, []), skip=set()) == [5]
+
+
+def test_cpu_counts_growth_and_whole_life_of_later_processes() -> None:
+    start = {1: 10.0, 2: 100.0}
+    # 1 grew by 2 s, 2 by 30 s, worker 4 started in the window and used 5 s
+    last = {1: 12.0, 2: 130.0, 4: 5.0}
+    assert cpu_in_window(start, last) == 37.0
+
+
+def test_cpu_never_negative_for_a_reused_pid() -> None:
+    # a pid seen at the start, ended, and reused by a younger process with less CPU
+    assert cpu_in_window({9: 50.0}, {9: 1.0}) == 0.0
+
+
+def test_per_core_figures() -> None:
+    got = per_core(400_000, 40.0, 20.0)
+    assert got == {"cpu_s": 40.0, "cores_used": 2.0, "records_per_core_s": 10_000}
+
+
+def test_per_core_without_cpu_or_time() -> None:
+    assert per_core(10, 0.0, 0.0) == {"cpu_s": 0.0, "cores_used": None, "records_per_core_s": None}
+
+
+def test_tree_cpu_sees_this_process_work() -> None:
+    with TreeCpu(descend=False) as cpu:
+        end = time.process_time() + 0.3
+        while time.process_time() < end:
+            pass
+    # the busy loop's 0.3 s of this process's CPU, read through /proc (whose clock ticks are
+    # 10 ms)
+    assert cpu.cpu_s >= 0.25
