@@ -140,8 +140,9 @@ def value_of(i: int) -> tuple[bytes, bool]:
     return v, refund
 
 
-def produce_input(bs: str, topic: str, n: int) -> int:
-    """Produce the input; returns how many records P1 keeps (the non-refunds).
+def produce_input(bs: str, topic: str, n: int, base_ts: int = BASE_TS) -> int:
+    """Produce the input, event times from `base_ts` over `SPAN_MS`; returns how many records
+    P1 keeps (the non-refunds).
 
     Idempotent, so that each partition holds its records in the order produced (event time
     ascending): a plain producer's retries reorder batches, and a fresh Kafka topic's first
@@ -159,7 +160,7 @@ def produce_input(bs: str, topic: str, n: int) -> int:
     for i in range(n):
         v, refund = value_of(i)
         kept += not refund
-        ts = BASE_TS + i * SPAN_MS // n
+        ts = base_ts + i * SPAN_MS // n
         while True:
             try:
                 p.produce(topic, v, b"user-%d" % (i % KEYS), timestamp=ts)
