@@ -48,8 +48,9 @@ follows the same steps, through the `InternalBuilder` that every `KStream`/`KTab
 
 Operators implemented in another module are plain functions that the handle methods call:
 `KStream.join` -> `kstream.dsl.joins.join_stream`, `KTable.join` -> `joins.join_tables`,
-`KGroupedStream.windowed_by` -> `kstream.dsl.windowed.windowed_by`, `KTable.group_by` ->
-`kstream.dsl.grouped_table.group_table`, `KStream.deduplicate` -> `kstream.dsl.dedup.deduplicate`.
+`KGroupedStream.windowed_by` -> `kstream.dsl.windowed_ops.windowed_by`, `KTable.group_by` ->
+`kstream.dsl.grouped_table_ops.group_table`, `KStream.deduplicate` ->
+`kstream.dsl.dedup.deduplicate`.
 They import downward only (this module, kstream.dsl.handles, the processors), at module
 level; the handles' modules import them.
 """

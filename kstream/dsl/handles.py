@@ -6,8 +6,9 @@ so their types are tied; their modules still import one way because nothing belo
 `kstream.dsl.api` names the final `KStream` or `KTable`: an operator that returns a handle
 of the kind it was given makes one with `type(handle)(...)`, and one that returns the other
 kind asks the handle it has for that kind's class (`StreamHandle._tables`,
-`TableHandle._streams`), which `kstream.dsl.api` defines. The grouped and windowed handles are
-generic in the table kind they make (`TableT`), inferred from the table class they are given.
+`TableHandle._streams`), which `kstream.dsl.api` defines. The operator bases of the grouped,
+windowed and cogrouped handles are generic in the classes they make (`TableT`, ...); the
+classes users name, bound to `KTable` and to one another, are defined in `kstream.dsl.api`.
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ class TableHandle(Handle, Generic[StreamT]):
 
 class GroupedHandle(Handle, Generic[TableT]):
     """A grouped stream's state: whether its records must be repartitioned before they are
-    aggregated, and the table class its aggregations make (`tables`)."""
+    aggregated, the name of that repartition topic if the user gave one, and the table class
+    its aggregations make (`tables`)."""
 
     def __init__(
         self,
@@ -91,19 +93,27 @@ class GroupedHandle(Handle, Generic[TableT]):
         value_serde: Serde | None,
         repartition_required: bool,
         tables: type[TableT],
+        repartition_name: str | None = None,
     ) -> None:
         super().__init__(builder, node, key_serde, value_serde)
         self._repartition_required = repartition_required
         self._table_class = tables
+        self._repartition_name = repartition_name
 
     def _tables(self) -> type[TableT]:
         """The table class the aggregations make (`kstream.dsl.api.KTable`)."""
         return self._table_class
 
     def _source(self, base: str) -> str:
-        """The node to aggregate from, through `<base>-repartition` when the key changed."""
+        """The node to aggregate from, through `<base>-repartition` when the key changed, or
+        `<repartition_name>-repartition` when the grouping was named (Kafka's `Grouped.as`,
+        GroupedStreamAggregateBuilder: the user's name, else the store's), so the topic keeps
+        its name when operators are added upstream."""
         if not self._repartition_required:
             return self._node
         return self._builder.repartition(
-            self._node, base, key_serde=self._key_serde, value_serde=self._value_serde
+            self._node,
+            base if self._repartition_name is None else self._repartition_name,
+            key_serde=self._key_serde,
+            value_serde=self._value_serde,
         )

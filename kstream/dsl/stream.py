@@ -4,17 +4,16 @@ Streams' KStream). The class users see, `kstream.dsl.api.KStream`, binds the tab
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Generic, Self
 
 from kstream.dsl import graph as _graph  # its processor_factory: a parameter shadows the name
 from kstream.dsl import processors as p
-from kstream.dsl.branched import BranchedKStream
+from kstream.dsl.branched_ops import BranchedT
 from kstream.dsl.dedup import deduplicate as _deduplicate
 from kstream.dsl.graph import StoreLike, processor_factory
-from kstream.dsl.grouped import KGroupedStream
+from kstream.dsl.grouped_ops import GroupedStreamT
 from kstream.dsl.handles import TableT
 from kstream.dsl.materialized import source_table
-from kstream.dsl.named_grouping import NamedKGroupedStream
 from kstream.dsl.processors.topic_chooser import TopicChooserSinkProcessor, TopicNameExtractor
 from kstream.dsl.stream_joins import StreamJoins
 from kstream.dsl.versioned import versioned_spec
@@ -32,10 +31,21 @@ def _opt_serde(s: SerdeLike) -> Serde | None:
     return None if s is None else serde(s)
 
 
-class StreamOps(StreamJoins[TableT]):
+class StreamOps(StreamJoins[TableT], Generic[TableT, GroupedStreamT, BranchedT]):
     """`KStream`'s operators. A stream's records are facts, not updates; every operator returns
     a new handle (of the stream's own class: `Self`) and adds its nodes to the builder's
-    topology at once. `TableT` is the table class `to_table` and the aggregations make."""
+    topology at once. `TableT` is the table class `to_table` and the aggregations make,
+    `GroupedStreamT` the grouped stream `group_by_key`/`group_by` make, `BranchedT` the
+    splitter `split` makes."""
+
+    def _grouped(self) -> type[GroupedStreamT]:
+        """The grouped-stream class this stream's groupings make
+        (`kstream.dsl.api.KGroupedStream`)."""
+        raise NotImplementedError(f"{type(self).__name__} makes no grouped streams")
+
+    def _branched(self) -> type[BranchedT]:
+        """The splitter class `split` makes (`kstream.dsl.api.BranchedKStream`)."""
+        raise NotImplementedError(f"{type(self).__name__} makes no splitters")
 
     def _then(
         self,
@@ -291,7 +301,7 @@ class StreamOps(StreamJoins[TableT]):
             )
         return out
 
-    def split(self, name: str | None = None) -> BranchedKStream[Self]:
+    def split(self, name: str | None = None) -> BranchedT:
         """Split the stream into named branches, the Kafka 4 way (`BranchedKStream`): chain
         `.branch(predicate, Branched...)` calls and end with `.default_branch()` or
         `.no_default_branch()`, which return the branches by name.
@@ -310,7 +320,7 @@ class StreamOps(StreamJoins[TableT]):
             >>> sorted(parts)
             ['orders-0', 'orders-big']
         """
-        return BranchedKStream(self, name)
+        return self._branched()(self, name)
 
     def merge(self, other: Self, name: str | None = None) -> Self:
         """One stream of the records of both, in the order they are processed (no ordering between
@@ -552,7 +562,7 @@ class StreamOps(StreamJoins[TableT]):
 
     def group_by_key(
         self, key_serde: SerdeLike = None, value_serde: SerdeLike = None, name: str | None = None
-    ) -> KGroupedStream[TableT]:
+    ) -> GroupedStreamT:
         """Group by the current key, for `count`, `reduce`, `aggregate` or `windowed_by`.
 
         Nothing is added to the topology yet: the aggregation repartitions first only if the key
@@ -573,9 +583,7 @@ class StreamOps(StreamJoins[TableT]):
         ks = _opt_serde(key_serde) or self._key_serde
         vs = _opt_serde(value_serde) or self._value_serde
         b, node, req = self._builder, self._node, self._repartition_required
-        if name is None:
-            return KGroupedStream(b, node, ks, vs, req, self._tables())
-        return NamedKGroupedStream(b, node, ks, vs, req, self._tables(), name)
+        return self._grouped()(b, node, ks, vs, req, self._tables(), name)
 
     def group_by(
         self,
@@ -583,7 +591,7 @@ class StreamOps(StreamJoins[TableT]):
         key_serde: SerdeLike = None,
         value_serde: SerdeLike = None,
         name: str | None = None,
-    ) -> KGroupedStream[TableT]:
+    ) -> GroupedStreamT:
         """Group by a new key `fn(key, value)`: `select_key(fn)` then `group_by_key()`.
 
         The aggregation reads through a repartition topic keyed by the new key; records whose new

@@ -9,11 +9,11 @@ reaches `to_stream()` as a tombstone.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Self, overload
+from typing import TYPE_CHECKING, Any, Generic, Self, overload
 
 from kstream.dsl.fk_join import JoinArgs, join_on_foreign_key, parse_join_args
 from kstream.dsl.graph import InternalBuilder, StoreLike, processor_factory
-from kstream.dsl.grouped_table import KGroupedTable, group_table
+from kstream.dsl.grouped_table_ops import GroupedTableT, group_table
 from kstream.dsl.handles import StreamT, TableHandle, TableT
 from kstream.dsl.joins import join_tables
 from kstream.dsl.materialized import materialize_node, table_store, value_serde_of
@@ -36,10 +36,14 @@ if TYPE_CHECKING:
     from kstream.state.spec import StoreSpec
 
 
-class TableOps(TableHandle[StreamT]):
+class TableOps(TableHandle[StreamT], Generic[StreamT, GroupedTableT]):
     """`KTable`'s operators. Every operator returns a new handle (of the table's own class:
     `Self`) and adds its nodes to the builder's topology at once; `StreamT` is the stream class
-    `to_stream` makes."""
+    `to_stream` makes, `GroupedTableT` the grouped table `group_by` makes."""
+
+    def _grouped_tables(self) -> type[GroupedTableT]:
+        """The grouped-table class `group_by` makes (`kstream.dsl.api.KGroupedTable`)."""
+        raise NotImplementedError(f"{type(self).__name__} makes no grouped tables")
 
     @property
     def store_name(self) -> str:
@@ -526,7 +530,7 @@ class TableOps(TableHandle[StreamT]):
         key_serde: SerdeLike = None,
         value_serde: SerdeLike = None,
         name: str | None = None,
-    ) -> KGroupedTable[Self]:
+    ) -> GroupedTableT:
         """Regroup the rows by `selector(key, value) -> (new_key, new_value)`, for `count`, `reduce`
         or `aggregate` with an adder and a subtractor.
 
@@ -548,7 +552,7 @@ class TableOps(TableHandle[StreamT]):
             (1, 1)
         """
 
-        return group_table(self, selector, key_serde, value_serde, name)
+        return group_table(self, self._grouped_tables(), selector, key_serde, value_serde, name)
 
 
 def _joined(table: TableT, materialized: StoreLike) -> TableT:

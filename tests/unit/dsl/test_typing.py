@@ -69,14 +69,14 @@ EXPECTED = [
     "kstream.dsl.api.KStream",  # filter
     "kstream.dsl.api.KStream",  # map_values
     "kstream.dsl.api.KStream",  # select_key
-    "kstream.dsl.grouped.KGroupedStream[kstream.dsl.api.KTable]",  # group_by_key
-    "kstream.dsl.windowed.TimeWindowedKStream[kstream.dsl.api.KTable]",  # windowed_by(TimeWindows)
+    "kstream.dsl.api.KGroupedStream",  # group_by_key
+    "kstream.dsl.api.TimeWindowedKStream",  # windowed_by(TimeWindows)
     "kstream.dsl.api.KTable",  # count
     "kstream.dsl.api.KStream",  # to_stream
     "kstream.dsl.api.KStream",  # map
     "None",  # to
     "kstream.dsl.api.KTable",  # table
-    "kstream.dsl.grouped_table.KGroupedTable[kstream.dsl.api.KTable]",  # KTable.group_by
+    "kstream.dsl.api.KGroupedTable",  # KTable.group_by
     "kstream.dsl.api.KTable",  # KGroupedTable.count
     "kstream.dsl.api.KTable",  # table-table join
     "kstream.dsl.api.KStream",  # stream-table join
@@ -84,7 +84,7 @@ EXPECTED = [
     "kstream.dsl.global_table.GlobalKTable",  # global_table
     "kstream.dsl.api.KStream",  # stream-global-table left join
     # windowed_by(SessionWindows)
-    "kstream.dsl.windowed.SessionWindowedKStream[kstream.dsl.api.KTable]",
+    "kstream.dsl.api.SessionWindowedKStream",
     "kstream.dsl.api.KTable",  # aggregate
     "list[kstream.dsl.api.KStream]",  # branch
     "kstream.dsl.api.KStream",  # deduplicate
