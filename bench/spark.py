@@ -35,6 +35,8 @@ from /proc (bench/spark_cpu.py): for Spark this process, its JVM, the executors'
 and, with `--cluster`, the cluster's JVMs (the broker's processes left out); for the native
 engine this process alone. `cores_used` = `cpu_s` / `seconds`; `records_per_core_s` = records /
 `cpu_s` (the records/s of one fully used core); `per_core_spark_vs_native` compares those.
+`--stages` turns Spark's UI on and adds `stages_p50_ms` to each Spark row: per query, each
+stage of its batch jobs (wall ms, the tasks' summed run and CPU ms; bench/spark_stages.py).
 Before the measured runs each workload runs once on both engines over `--warmup` records
 (by default two batches of the largest `--batch`), unmeasured: otherwise the first Spark run
 alone pays for starting the executors' Python workers and for the JVM compiling its hot code.
@@ -50,7 +52,7 @@ store, so this measures what a batch pays for the keys it touches, not for the s
 from the previous results file.
 
     python bench/spark.py [--cluster] [--records 400000] [--batch 50000 --batch 10000]
-        [--keys 1000 --keys 100000] [--workload "windowed count"]
+        [--keys 1000 --keys 100000] [--workload "windowed count"] [--stages]
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ sys.path.insert(0, HERE)
 
 from brokers import add_broker_argument, default_compat, read_output, start_broker  # noqa: E402
 from spark_cpu import TreeCpu, per_core  # noqa: E402
+from spark_stages import fetch, summarize  # noqa: E402
 
 PARTITIONS = 2
 USERS = 1000
@@ -220,6 +223,7 @@ def run_spark(
     tmp: str,
     slug: str,
     broker_pid: int | None = None,
+    stages: bool = False,
 ) -> dict:
     from kstream.spark import start
 
@@ -228,6 +232,8 @@ def run_spark(
         admin.create_topic(out, PARTITIONS)
     from kstream.spark.runner import transient
 
+    ui = spark.sparkContext.uiWebUrl if stages else None
+    after_job = max((j["jobId"] for j in fetch(ui)[0]), default=-1) if ui else -1
     t0 = time.perf_counter()
     restarts = 0
     with PeakRss() as rss, TreeCpu(skip=[broker_pid]) as cpu:
@@ -258,6 +264,7 @@ def run_spark(
     queries = list(q.queries)
     reports = [list(query.recentProgress) for query in queries]
     slot_timings = [list(getattr(sink, "timings", ())) for sink in q.sinks]
+    stage_p50 = summarize(*fetch(ui), [str(x.runId) for x in queries], after_job) if ui else None
     q.close()
     per_query = [[batch_of(p) for p in rs] for rs in reports]
     latencies = [t for batches in per_query for t, _ in batches]
@@ -286,6 +293,7 @@ def run_spark(
         "max_records_per_batch": batch,
         "batch_phases_p50_ms": phases_p50(reports),
         "slot_p50_ms": slot_p50(slot_timings),
+        **({"stages_p50_ms": stage_p50} if stage_p50 is not None else {}),
         "driver_rss_mb": round(rss.python_mb),
         "jvm_rss_mb": round(rss.jvm_mb),
         "driver_rss_growth_mb": round(rss.python_mb - rss.python_start_mb),
@@ -509,6 +517,11 @@ def main() -> None:
         action="store_true",
         help="run Spark on a standalone cluster of two one-core workers started here, not local[2]",
     )
+    ap.add_argument(
+        "--stages",
+        action="store_true",
+        help="turn Spark's UI on and report each Spark run's stages (bench/spark_stages.py)",
+    )
     add_broker_argument(ap)
     args = ap.parse_args()
     # before Spark starts, so that its Python workers get it too
@@ -523,7 +536,7 @@ def main() -> None:
         for k in (keys if name in STATEFUL else keys[:1])
     ]
     with contextlib.ExitStack() as stack:
-        master, spark = start_spark(stack, args.cluster)
+        master, spark = start_spark(stack, args.cluster, args.stages)
         broker = stack.enter_context(start_broker(args.broker))
         tmp = stack.enter_context(tempfile.TemporaryDirectory())
         bs = broker.bootstrap_servers
@@ -547,6 +560,7 @@ def main() -> None:
                     os.path.join(tmp, "spark"),
                     f"{slug}-{batch}",
                     broker.pid,
+                    args.stages,
                 )
                 spark_rows[(name, k, batch)] = {**row, "keys": k, "master": master}
         spark.stop()
@@ -682,11 +696,14 @@ def warm_up(
     return sources
 
 
-def start_spark(stack: contextlib.ExitStack, cluster: bool) -> tuple[str, Any]:
-    """(master, session): local[2], or a standalone cluster of two one-core workers."""
+def start_spark(stack: contextlib.ExitStack, cluster: bool, ui: bool = False) -> tuple[str, Any]:
+    """(master, session): local[2], or a standalone cluster of two one-core workers; with
+    `ui`, Spark's UI (and its REST API) on."""
     from kstream.spark import spark_session
 
     conf = {"spark.sql.shuffle.partitions": str(PARTITIONS)}
+    if ui:
+        conf["spark.ui.enabled"] = "true"
     if not cluster:
         return "local[2]", spark_session(conf=conf)
     from kstream.spark.local_cluster import LocalCluster
