@@ -83,6 +83,8 @@ closed, how many windows it falls in."""
 
 _new_windowed = Windowed._make
 _key_of = operator.attrgetter("key")
+_time_of = operator.attrgetter("timestamp")
+_record_of = operator.itemgetter(0)
 
 
 class WindowFold:
@@ -285,7 +287,7 @@ class WindowFold:
         finally:
             # the records processed (all, or up to one whose on_error raised) move stream
             # time and their windows are written, as record by record
-            self._advance_time([s[0] for s in steps[: done + (done < len(steps))]])
+            self._advance_time(steps[: done + (done < len(steps))])
             self._write(windows)
             if task is not None:
                 task.current = r
@@ -294,14 +296,18 @@ class WindowFold:
             task.current = None
         proc.ctx.forward_batch([])
 
-    def _advance_time(self, records: list[Record]) -> None:
+    def _advance_time(self, steps: list[_Step]) -> None:
+        """Move the processor's record time and observed stream time to the largest
+        timestamp of the records of `steps`, as the records one by one would: both are
+        running maxima, so the batch's maximum (found in C) moves them alike."""
+        if not steps:
+            return
         proc = self.proc
-        for r in records:
-            t = r.timestamp
-            if t > proc.record_time:
-                proc.record_time = t
-            if t > proc.observed:
-                proc.observed = t
+        t = max(map(_time_of, map(_record_of, steps)))
+        if t > proc.record_time:
+            proc.record_time = t
+        if t > proc.observed:
+            proc.observed = t
 
     def _write(self, windows: list[list[Any]]) -> None:
         """One store write per window written in the batch, in the order of their first
