@@ -34,7 +34,8 @@ not: no batch is collected to the driver).
 from /proc (bench/spark_cpu.py): for Spark this process, its JVM, the executors' Python workers
 and, with `--cluster`, the cluster's JVMs (the broker's processes left out); for the native
 engine this process alone. `cores_used` = `cpu_s` / `seconds`; `records_per_core_s` = records /
-`cpu_s` (the records/s of one fully used core); `per_core_spark_vs_native` compares those.
+`cpu_s` (the records/s of one fully used core); `per_core_spark_vs_native` compares those;
+`cpu_s_by_kind` splits a Spark run's `cpu_s` into its JVMs' and its Python processes'.
 `--stages` turns Spark's UI on and adds `stages_p50_ms` to each Spark row: per query, each
 stage of its batch jobs (wall ms, the tasks' summed run and CPU ms; bench/spark_stages.py).
 Before the measured runs each workload runs once on both engines over `--warmup` records
@@ -299,6 +300,7 @@ def run_spark(
         "driver_rss_growth_mb": round(rss.python_mb - rss.python_start_mb),
         "jvm_rss_growth_mb": round(rss.jvm_mb - rss.jvm_start_mb),
         **per_core(rows, cpu.cpu_s, elapsed),
+        "cpu_s_by_kind": cpu.by_kind,
         "_digest": digest,
     }
 

@@ -45,6 +45,26 @@ def cpu_in_window(start: Mapping[int, float], last: Mapping[int, float]) -> floa
     return sum(max(0.0, cpu - start.get(pid, 0.0)) for pid, cpu in last.items())
 
 
+def cpu_by_kind(
+    start: Mapping[int, float], last: Mapping[int, float], kinds: Mapping[int, str]
+) -> dict[str, float]:
+    """`cpu_in_window` per kind of process (`kinds`: pid -> "jvm", "python", ...), rounded."""
+    out: dict[str, float] = {}
+    for pid, cpu in last.items():
+        kind = kinds.get(pid, "other")
+        out[kind] = out.get(kind, 0.0) + max(0.0, cpu - start.get(pid, 0.0))
+    return {k: round(v, 2) for k, v in sorted(out.items())}
+
+
+def kind_of(name: str) -> str:
+    """A process's kind from its /proc `comm`: "jvm" (java), "python", or the name itself."""
+    if name == "java":
+        return "jvm"
+    if name.startswith("python"):
+        return "python"
+    return name
+
+
 def per_core(records: int, cpu_s: float, seconds: float) -> dict[str, float | None]:
     """The run's CPU figures: `cpu_s`, `cores_used` (CPU seconds over wall seconds) and
     `records_per_core_s` (records per CPU second: the records/s one fully used core gives)."""
@@ -80,6 +100,7 @@ class TreeCpu:
     def __init__(self, skip: Iterable[int | None] = (), descend: bool = True) -> None:
         self._skip = {p for p in skip if p}
         self._descend = descend
+        self.kinds: dict[int, str] = {}
         self.start = self._read()
         self.last = dict(self.start)
         self._stop = threading.Event()
@@ -92,6 +113,8 @@ class TreeCpu:
             cpu = stat_cpu_s(f"/proc/{p}/stat")
             if cpu is not None:
                 out[p] = cpu
+                if p not in self.kinds:
+                    self.kinds[p] = kind_of(comm(p))
         return out
 
     def _run(self) -> None:
@@ -110,3 +133,16 @@ class TreeCpu:
     @property
     def cpu_s(self) -> float:
         return cpu_in_window(self.start, self.last)
+
+    @property
+    def by_kind(self) -> dict[str, float]:
+        """CPU seconds per kind of process: the JVMs' and the Python processes'."""
+        return cpu_by_kind(self.start, self.last, self.kinds)
+
+
+def comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return "gone"

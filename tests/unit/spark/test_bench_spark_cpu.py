@@ -12,7 +12,14 @@ import time
 BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "..", "bench")
 sys.path.insert(0, os.path.abspath(BENCH))
 
-from spark_cpu import TreeCpu, cpu_in_window, descendants, per_core  # noqa: E402
+from spark_cpu import (  # noqa: E402
+    TreeCpu,
+    cpu_by_kind,
+    cpu_in_window,
+    descendants,
+    kind_of,
+    per_core,
+)
 
 # a driver (1) with its JVM (2), whose Python daemon (3) forked two workers (4, 5), and the
 # broker's wrapper (6) with its java (7)
@@ -57,3 +64,19 @@ def test_tree_cpu_sees_this_process_work() -> None:
     # the busy loop's 0.3 s of this process's CPU, read through /proc (whose clock ticks are
     # 10 ms)
     assert cpu.cpu_s >= 0.25
+
+
+def test_cpu_by_kind_splits_jvm_and_python() -> None:
+    start = {1: 10.0, 2: 100.0}
+    last = {1: 12.0, 2: 130.0, 4: 5.0, 5: 1.5}
+    kinds = {1: "python", 2: "jvm", 4: "python"}
+    assert cpu_by_kind(start, last, kinds) == {"jvm": 30.0, "other": 1.5, "python": 7.0}
+
+
+def test_kind_of_comm_names() -> None:
+    assert [kind_of(n) for n in ("java", "python3.11", "python", "bash")] == [
+        "jvm",
+        "python",
+        "python",
+        "bash",
+    ]
