@@ -113,8 +113,9 @@ class TreeCpu:
             cpu = stat_cpu_s(f"/proc/{p}/stat")
             if cpu is not None:
                 out[p] = cpu
-                if p not in self.kinds:
-                    self.kinds[p] = kind_of(comm(p))
+                # read each time: a process forked by a JVM thread carries the thread's name
+                # until it execs
+                self.kinds[p] = kind_of(comm(p))
         return out
 
     def _run(self) -> None:
