@@ -43,7 +43,7 @@ from kstream.broker_compat import (
 from kstream.config import Config
 from kstream.errors import KafkaClientError
 from kstream.guarantee import AT_LEAST_ONCE, EXACTLY_ONCE, EXACTLY_ONCE_V2
-from kstream.kafka.producer import Producer
+from kstream.kafka.producer import UNASSIGNED, Producer
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.metrics import STORE_TIMING_SAMPLE_EVERY
 from kstream.records import KAFKA_TIMESTAMP_TYPES, Record
@@ -633,11 +633,23 @@ class RuntimeTask:
             self.task.flush_caches()
         app_id = self.ctx.app_id
         produce = self.producer.produce
+        # the client's produce call for the common case, as the collector's (positionally, see
+        # kstream.kafka.producer.UNASSIGNED); what it raises (a full queue, a client error)
+        # goes to the full call, which retries or names the error
+        fast = getattr(self.producer, "client_produce", None)
         for store in self.task.stores.values():
             if not store.spec.changelog or not store.has_pending():
                 continue
-            for rec in changelog_records(store, app_id, provenance=self.collector.stamp):
-                produce(rec.topic, rec.value, rec.key, rec.partition, rec.timestamp, rec.headers)
+            records = changelog_records(store, app_id, provenance=self.collector.stamp)
+            for topic, partition, key, value, headers, ts in records:
+                if fast is not None:
+                    try:
+                        part = UNASSIGNED if partition is None else partition
+                        fast(topic, value, key, part, None, None, ts or 0, headers or None)
+                        continue
+                    except Exception:
+                        pass
+                produce(topic, value, key, partition, ts, headers)
 
     def apply(self, delivered: Mapping[TP, int]) -> None:
         """Apply the write caches with their changelog checkpoints (after the commit)."""

@@ -59,6 +59,12 @@ class ChangelogRecord(NamedTuple):
     producer replaces with its wall clock."""
 
 
+_new_tuple: Any = tuple.__new__
+"""Builds a named tuple from a tuple of all its fields in C (`_new_tuple(Class, fields)`):
+the class's own constructor is a Python function, which took 0.33 us a record against 0.14,
+twice per changelog record at every commit."""
+
+
 class ChangeLoggingStore(StoreLayer):
     """The change-logging layer around one typed store.
 
@@ -78,10 +84,11 @@ class ChangeLoggingStore(StoreLayer):
         to_changelog = self.inner._to_changelog
         timestamp = self.inner.changelog_timestamp
         out: list[ChangelogEntry] = []
+        keep, new = out.append, _new_tuple  # the class built from C: see `_new_tuple`
         for pk, v, source in self.inner.pending_writes():
             logged = to_changelog(pk, v)
             if logged is not None:
-                out.append(ChangelogEntry(logged[0], logged[1], source, timestamp(pk, v)))
+                keep(new(ChangelogEntry, (logged[0], logged[1], source, timestamp(pk, v))))
         return out
 
     def changelog_records(
@@ -100,21 +107,21 @@ class ChangeLoggingStore(StoreLayer):
         part = inner.partition
         counters: dict[Source, int] = {}
         out: list[ChangelogRecord] = []
+        keep, new = out.append, _new_tuple
         now = time.time_ns() // 1_000_000
-        for e in entries:
+        for key, value, source, ts in entries:
             headers: list[tuple[str, bytes | None]] = []
-            if provenance and e.source is not None:
-                idx = counters.get(e.source, 0)
-                counters[e.source] = idx + 1
-                headers.append((HEADER, encode(e.source[0], e.source[1], e.source[2], idx)))
+            if provenance and source is not None:
+                idx = counters.get(source, 0)
+                counters[source] = idx + 1
+                headers.append((HEADER, encode(source[0], source[1], source[2], idx)))
             elif provenance:
                 headers.append((HEADER, NO_SOURCE))
             # a time ahead of the wall clock is sent as 0 (the producer's clock): Kafka 4 brokers
             # refuse CreateTime records more than an hour ahead (message.timestamp.after.max.ms),
             # which would fail every commit of the task
-            ts = e.timestamp
             stamp = ts if 0 < ts <= now else 0
-            out.append(ChangelogRecord(topic, part, e.key, e.value, headers, stamp))
+            keep(new(ChangelogRecord, (topic, part, key, value, headers, stamp)))
         return out
 
     def flush(self, checkpoint: dict[str, Any] | None = None) -> list[ChangelogEntry]:
