@@ -87,6 +87,11 @@ _time_of = operator.attrgetter("timestamp")
 _record_of = operator.itemgetter(0)
 
 
+def _latest(steps: list[_Step]) -> int:
+    """The largest timestamp of the records of `steps` (found in C); -1 for none."""
+    return max(map(_time_of, map(_record_of, steps)), default=-1)
+
+
 class WindowFold:
     """The per-batch path of one `TimeWindowAggregateProcessor` (see the module docstring).
 
@@ -141,9 +146,10 @@ class WindowFold:
 
     # --- before any step: can the batch fold? ---------------------------------------------------
 
-    def _plan(self, records: Sequence[Record]) -> tuple[list[_Step], list[list[Any]]] | None:
-        """The batch's steps and the states of its windows (in first-seen order) with their
-        store keys and values before the batch; None when the batch must go record by record
+    def _plan(self, records: Sequence[Record]) -> tuple[list[_Step], list[list[Any]], int] | None:
+        """The batch's steps, the states of its windows (in first-seen order) with their
+        store keys and values before the batch, and the batch's largest timestamp (-1 if none
+        is larger: no record moves time then); None when the batch must go record by record
         (nothing done but reads)."""
         proc, encode, size = self.proc, self.encode, self.size
         grace, observed = proc.grace, proc.observed
@@ -153,6 +159,7 @@ class WindowFold:
         # the window store's own stream time (the largest start written) and retention: it
         # drops a write past retention, and the cache forwards that write at once, mid-batch
         typed_observed, retention = self.typed.observed, self.typed.retention
+        hi = -1
         for r in records:
             k = r.key
             if k is None or r.value is None:
@@ -164,6 +171,8 @@ class WindowFold:
             t = r.timestamp
             if t > observed:
                 observed = t
+            if t > hi:
+                hi = t
             if tumbling:
                 start = t - t % size
                 if t < 0:  # in no window
@@ -201,7 +210,7 @@ class WindowFold:
             return None
         if windows and not self._prepare(windows):
             return None
-        return steps, windows
+        return steps, windows, hi
 
     def _prepare(self, windows: list[list[Any]]) -> bool:
         """Check that the batch's windows can be written once each as record by record would
@@ -238,7 +247,7 @@ class WindowFold:
 
     # --- the batch, folded ----------------------------------------------------------------------
 
-    def _run(self, steps: list[_Step], windows: list[list[Any]]) -> None:
+    def _run(self, steps: list[_Step], windows: list[list[Any]], hi: int) -> None:
         proc = self.proc
         task, on_error, dropped, step = proc.task, proc.ctx.on_error, proc.dropped, proc.step
         encode_value, decode_value = self.typed.encode_timestamped, self.typed.decode_timestamped
@@ -287,7 +296,9 @@ class WindowFold:
         finally:
             # the records processed (all, or up to one whose on_error raised) move stream
             # time and their windows are written, as record by record
-            self._advance_time(steps[: done + (done < len(steps))])
+            ran = done + (done < len(steps))
+            # all of them: the plan's largest timestamp, without another pass over the records
+            self._advance_time(hi if ran == len(steps) else _latest(steps[:ran]))
             self._write(windows)
             if task is not None:
                 task.current = r
@@ -296,14 +307,11 @@ class WindowFold:
             task.current = None
         proc.ctx.forward_batch([])
 
-    def _advance_time(self, steps: list[_Step]) -> None:
-        """Move the processor's record time and observed stream time to the largest
-        timestamp of the records of `steps`, as the records one by one would: both are
-        running maxima, so the batch's maximum (found in C) moves them alike."""
-        if not steps:
-            return
+    def _advance_time(self, t: int) -> None:
+        """Move the processor's record time and observed stream time to `t`, the largest
+        timestamp of the records processed, as the records one by one would: both are
+        running maxima, so the batch's maximum moves them alike."""
         proc = self.proc
-        t = max(map(_time_of, map(_record_of, steps)))
         if t > proc.record_time:
             proc.record_time = t
         if t > proc.observed:
