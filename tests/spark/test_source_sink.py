@@ -192,7 +192,9 @@ def test_a_kept_slot_writer_fenced_by_another_worker_writes_each_batch_once(
         assert a.write(batch(0), 0) == 1
         assert a.write(batch(1), 1) == 1  # the kept producer, no marker read
         assert b.write(batch(2), 2) == 1  # another worker: fences a's producer
+        assert a.retries == 0 and b.retries == 0
         assert a.write(batch(2), 2) == -1  # a replay on a: fenced, retried, skipped
+        assert a.retries == 1
         assert a.write(batch(3), 3) == 1
         assert b.write(batch(3), 3) == -1  # b was fenced by a's retry: skipped again
         assert b.write(batch(4), 4) == 1
