@@ -21,7 +21,8 @@ from kstream.runtime.commit import CommitProtocol
 from kstream.runtime.failures import Recovery, route
 from kstream.runtime.partitions import TaskPartitions
 from kstream.runtime.retries import RetryBudget
-from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask, restore_tasks
+from kstream.runtime.task_restore import restore_tasks
+from kstream.runtime.tasks import TP, RuntimeContext, RuntimeTask
 
 log = logging.getLogger("kstream.runtime")
 

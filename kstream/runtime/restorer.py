@@ -10,11 +10,11 @@ that was kept keeps its records flowing while a new one restores, and no store i
 two threads.
 
 The new tasks of one assignment restore together with one consumer (`_Group`, as
-`tasks.restore_tasks` does); a task is created only when its group is restored. Until then its
-input partitions are paused (the task manager's), no commit covers it (it is no task yet), and
-no standby is placed by the thread. A task revoked while it restores is dropped: its stores
-close where their last batch left them (records and checkpoint are applied together), and the
-other tasks of its group go on in a new group from the stores they have open.
+`task_restore.restore_tasks` does); a task is created only when its group is restored. Until
+then its input partitions are paused (the task manager's), no commit covers it (it is no task
+yet), and no standby is placed by the thread. A task revoked while it restores is dropped: its
+stores close where their last batch left them (records and checkpoint are applied together), and
+the other tasks of its group go on in a new group from the stores they have open.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from kstream.errors import StoreLostError
-from kstream.runtime.tasks import TP, RestorePlan, RuntimeContext, restore_plan, restore_tasks
+from kstream.runtime.task_restore import RestorePlan, restore_plan, restore_tasks
+from kstream.runtime.tasks import TP, RuntimeContext
 from kstream.state import Store
 from kstream.state.restore import ChangelogRestore, RestoreResult, open_for_restore
 
@@ -115,7 +116,7 @@ class _Group:
     def step(self) -> int:
         """One changelog batch; the records applied. A store that lost its data while being
         restored sends the group to the blocking restore, which wipes and restores it again
-        (`tasks.restore_tasks`, as a rebuild does)."""
+        (`task_restore.restore_tasks`, as a rebuild does)."""
         try:
             return self.session.step()
         except StoreLostError as e:

@@ -45,7 +45,8 @@ from kstream.kafka.consumer import Consumer, to_end_settings
 from kstream.kafka.supplier import ClientConfig
 from kstream.metrics import Metrics
 from kstream.runtime.placement import TaskId, place_standbys, standbys_for
-from kstream.runtime.tasks import TP, RuntimeContext, task_store_parts
+from kstream.runtime.task_restore import task_store_parts
+from kstream.runtime.tasks import TP, RuntimeContext
 from kstream.state import Store
 from kstream.state.restore import Restoring, apply_batch, open_for_restore
 

@@ -119,7 +119,7 @@ def test_an_app_asks_for_each_role_and_restores_through_the_restore_consumer(
     assert set(supplier.roles()) == {"admin", "consumer", "producer", "restore_consumer"}
     # the restore consumer reads the changelog to its end; before it, under exactly-once, two
     # restore-role clients ask the changelog's ends, one per isolation level
-    # (kstream.runtime.tasks.await_stable_changelogs)
+    # (kstream.runtime.task_restore.await_stable_changelogs)
     restores = [c for role, c in supplier.asked if role == "restore_consumer"]
     (restore,) = [c for c in restores if c.kafka.get("enable.partition.eof") is True]
     assert sorted(c.kafka.get("isolation.level") for c in restores if c is not restore) == [

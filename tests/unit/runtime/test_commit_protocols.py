@@ -152,7 +152,7 @@ def test_a_rebalance_restores_every_store_with_one_consumer_and_counts_what_it_a
         r.turn(3)
         # the group's consumer, and one restore consumer for both tasks (0_0: its marks; 1_0:
         # the counts and its marks); on Apache Kafka two clients first ask the changelogs'
-        # ends (kstream.runtime.tasks.await_stable_changelogs)
+        # ends (kstream.runtime.task_restore.await_stable_changelogs)
         assert len(r.supplier.consumers) == 1 + 1 + ends
         # empty changelogs: every store's series, at zero
         expected = {"counts": 0}

@@ -1,6 +1,6 @@
 """A task that moves to a new owner under exactly-once restores every transaction whose input
 offsets it starts after, even when the group's committed offsets become readable before the
-previous owner's last transaction's markers reach the changelog (kstream.runtime.tasks,
+previous owner's last transaction's markers reach the changelog (kstream.runtime.task_restore,
 `await_stable_changelogs`).
 
 On Apache Kafka the group coordinator writes a transaction's offsets and the data partitions'
@@ -21,7 +21,7 @@ from support.mock_runtime import DST, SRC, running
 from kstream.dsl import StreamBuilder
 from kstream.kafka.consumer import Consumer
 from kstream.kafka.supplier import ClientConfig
-from kstream.runtime import tasks as runtime_tasks
+from kstream.runtime import task_restore
 from kstream.serde import serde
 from kstream.testing import MockCluster, MockProducer
 from kstream.testing.mock_consumer import MockConsumer
@@ -101,7 +101,7 @@ def _running_counts(cluster: MockCluster) -> dict[str, list[int]]:
 def test_a_new_owner_restores_the_last_transaction_whose_markers_are_late(
     tmp_path: Path, guarantee: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(runtime_tasks, "_STABLE_POLL_S", 0.0)
+    monkeypatch.setattr(task_restore, "_STABLE_POLL_S", 0.0)
     cluster = MockCluster()
     cluster.create_topic(SRC, 1)
     cluster.create_topic(DST, 1)
@@ -147,7 +147,7 @@ def test_the_wait_ends_when_the_markers_land_or_at_its_bound(
     """The wait reads each partition's high watermark once and its last stable offset until
     it gets there; a transaction still open at the bound (a previous owner's that never ends)
     does not hold the restore longer: it goes on, saying so."""
-    monkeypatch.setattr(runtime_tasks, "_STABLE_POLL_S", 0.0)
+    monkeypatch.setattr(task_restore, "_STABLE_POLL_S", 0.0)
     cluster = MockCluster()
     cluster.create_topic(SRC, 1)
     cluster.create_topic(DST, 1)
@@ -167,8 +167,8 @@ def test_the_wait_ends_when_the_markers_land_or_at_its_bound(
         ctx.client_supplier = supplier
         tp = (CHANGELOG, 0)
         supplier.view = MarkersInFlight(cluster, {tp: end - 1}, lands_after=2)
-        assert runtime_tasks.await_stable_changelogs(ctx, [tp], wait_s=60) == {}
+        assert task_restore.await_stable_changelogs(ctx, [tp], wait_s=60) == {}
         assert supplier.view.lso == {}  # it asked until the markers landed
         supplier.view = MarkersInFlight(cluster, {tp: end - 1}, lands_after=10**9)
-        assert runtime_tasks.await_stable_changelogs(ctx, [tp], wait_s=0.05) == {tp: end}
+        assert task_restore.await_stable_changelogs(ctx, [tp], wait_s=0.05) == {tp: end}
         assert "still hold an open transaction" in caplog.text

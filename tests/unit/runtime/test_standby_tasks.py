@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.mock_runtime import Runner, cluster_with_input, send
 
 from kstream.runtime.instances import InstanceInfo
-from kstream.runtime.tasks import restore_tasks
+from kstream.runtime.task_restore import restore_tasks
 from kstream.service.http import HttpServer
 from kstream.service.probe import attach
 from kstream.service.query import AppService
