@@ -27,9 +27,9 @@ def is_unfinished_write(name: str) -> bool:
     return name.startswith(".") and (name.endswith(".tmp") or name.endswith(".tmp.crc"))
 
 
-def clear_unfinished_start(spark: Any, location: str) -> list[str]:
-    """Remove the temporary files in `location`'s logs when no batch was ever logged there;
-    the paths removed. Works on any file system Spark's Hadoop configuration reaches."""
+def _listings(spark: Any, location: str) -> tuple[Any, dict[str, list[Any]]]:
+    """The file system of `location` and the paths in its logs (any file system Spark's Hadoop
+    configuration reaches)."""
     jvm = spark.sparkContext._jvm
     root = jvm.org.apache.hadoop.fs.Path(location)
     fs = root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
@@ -37,6 +37,18 @@ def clear_unfinished_start(spark: Any, location: str) -> list[str]:
     for name in LOGS:
         d = jvm.org.apache.hadoop.fs.Path(root, name)
         listings[name] = [s.getPath() for s in fs.listStatus(d)] if fs.exists(d) else []
+    return fs, listings
+
+
+def has_logged_batch(spark: Any, location: str) -> bool:
+    """Whether a query with its checkpoint at `location` ever logged a batch."""
+    return any(p.getName().isdigit() for p in _listings(spark, location)[1]["offsets"])
+
+
+def clear_unfinished_start(spark: Any, location: str) -> list[str]:
+    """Remove the temporary files in `location`'s logs when no batch was ever logged there;
+    the paths removed."""
+    fs, listings = _listings(spark, location)
     if any(p.getName().isdigit() for p in listings["offsets"]):
         return []
     removed = []

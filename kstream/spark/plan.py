@@ -1,9 +1,11 @@
 """How a topology becomes Spark queries: the task plan, made on the driver.
 
 The topology is compiled for the app id, exactly as the native runtime compiles it; every
-sub-topology becomes one streaming query. `build_task_plan` finds which sub-topologies need
-Spark state (`TaskPlan.stateful`), which feed one another (`loops`: a foreign-key join's two
-sides) and the order their queries start in under `availableNow` (`order`, `upstream`). The plan
+sub-topology becomes one streaming query, but for a re-keying one that feeds a stateful one
+through a repartition topic only it writes, which runs in that one's query (`fused`:
+`kstream.spark.fusion`). `build_task_plan` finds which sub-topologies need Spark state
+(`TaskPlan.stateful`), which feed one another (`loops`: a foreign-key join's two sides) and
+the order their queries start in under `availableNow` (`order`, `upstream`). The plan
 travels to Spark's Python workers pickled (`TaskPlan.blob`) and is unpickled once per worker
 (`plan_of`).
 """
@@ -21,7 +23,7 @@ from kstream.spark.wire import dumps, loads
 from kstream.topology.compiled import CompiledTopology, compile_topology
 from kstream.topology.topology import ProcessorDef, Topology
 
-__all__ = ["TaskPlan", "build_task_plan", "plan_of"]
+__all__ = ["TaskPlan", "build_task_plan", "fusable", "plan_of"]
 
 
 @dataclass
@@ -62,6 +64,13 @@ class TaskPlan:
     # `broker_compat` on: outputs stamped with provenance ids, repeats dropped by high marks
     # (kstream.broker_compat); Apache Kafka needs neither (docs/spark.md, "Exactly-once")
     provenance: bool = False
+    # a stateful sub-topology -> the stateless one that feeds it through a repartition topic
+    # in its own query's read tasks, the hop being Spark's shuffle (`kstream.spark.fusion`)
+    fused: dict[int, int] = field(default_factory=dict)
+
+    def read_topics(self, sid: int) -> list[str]:
+        """The topics sub-topology `sid`'s query reads: its upstream's when fused."""
+        return self.sources[self.fused.get(sid, sid)]
 
     @property
     def repartition_topics(self) -> list[str]:
@@ -75,6 +84,16 @@ class TaskPlan:
     def user_sink_topics(self) -> list[str]:
         internal = set(self.compiled.repartition_topics)
         return sorted({t for s in self.sinks.values() for t in s if t not in internal})
+
+    def unfuse(self, upstream: set[int]) -> None:
+        """Give the fused sub-topologies in `upstream` their own query again (before the one
+        they feed), as a checkpoint written before their hop was fused has it."""
+        for sid, up in list(self.fused.items()):
+            if up in upstream:
+                del self.fused[sid]
+                self.order.insert(self.order.index(sid), up)
+                self.upstream[up] = self.upstream[sid]
+                self.upstream[sid] = {up}
 
     def blob(self) -> bytes:
         """The plan as bytes for Spark's workers (see `dumps`)."""
@@ -98,7 +117,8 @@ def plan_of(blob: bytes) -> TaskPlan:
 
 
 def build_task_plan(topology: Topology, app_id: str) -> TaskPlan:
-    """Compile `topology` for `app_id` into per-sub-topology queries, or raise `TopologyError`."""
+    """Compile `topology` for `app_id` into per-sub-topology queries, or raise `TopologyError`.
+    A repartition hop that Spark's shuffle can do is fused (`fusable`)."""
     compiled = compile_topology(topology, app_id)
     topo = compiled.topology
     for node in topo.nodes.values():
@@ -165,6 +185,10 @@ def build_task_plan(topology: Topology, app_id: str) -> TaskPlan:
         upstream,
         loops=loops,
     )
+    for sid, up in fusable(plan).items():
+        plan.fused[sid] = up
+        plan.order.remove(up)
+        plan.upstream[sid] = plan.upstream.pop(up)
     try:
         loads(plan.blob())
     except Exception as e:
@@ -173,6 +197,41 @@ def build_task_plan(topology: Topology, app_id: str) -> TaskPlan:
             "(functions and serdes in it must pickle)"
         ) from e
     return plan
+
+
+def fusable(plan: TaskPlan) -> dict[int, int]:
+    """Each stateful sub-topology whose repartition hop can be Spark's shuffle -> the stateless
+    sub-topology that feeds it (`kstream.spark.fusion`): its only input is one repartition
+    topic, which one stateless sub-topology writes (and nothing else) and nobody else reads,
+    neither of them in a loop, the upstream reading only external topics."""
+    internal = set(plan.repartition_topics)
+    writers: dict[str, list[int]] = {}
+    readers: dict[str, list[int]] = {}
+    for sid, topics in plan.sinks.items():
+        for t in topics:
+            writers.setdefault(t, []).append(sid)
+    for sid, topics in plan.sources.items():
+        for t in topics:
+            readers.setdefault(t, []).append(sid)
+    looped = {sid for loop in plan.loops for sid in loop}
+    out: dict[int, int] = {}
+    for sid in plan.order:
+        topics = plan.sources.get(sid, [])
+        if sid not in plan.stateful or sid in looped or len(topics) != 1:
+            continue
+        (topic,) = topics
+        if topic not in internal or readers.get(topic) != [sid]:
+            continue
+        ups = writers.get(topic, [])
+        if len(ups) != 1:
+            continue
+        (up,) = ups
+        if up == sid or up in plan.stateful or up in looped or plan.sinks.get(up) != [topic]:
+            continue
+        if any(t in writers for t in plan.sources.get(up, [])):
+            continue  # it reads what another sub-topology writes: keep its query's turn
+        out[sid] = up
+    return out
 
 
 def _components(nodes: list[int], feeds: Mapping[int, set[int]]) -> list[list[int]]:

@@ -112,7 +112,7 @@ class TaskQueries:
         if not self._sequential:
             return
         written = {t for sinks in self.plan.sinks.values() for t in sinks}
-        topics = sorted(t for t in self.plan.sources.get(sid, ()) if t in written)
+        topics = sorted(t for t in self.plan.read_topics(sid) if t in written)
         if topics:
             self._settled(topics, lambda: self._stopped)
 

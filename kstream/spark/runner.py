@@ -31,7 +31,7 @@ from kstream.errors import ConfigError, TopologyError
 from kstream.guarantee import AT_LEAST_ONCE, DEFAULT_GUARANTEE, EXACTLY_ONCE, parse_guarantee
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.runtime.policies import ensure_dlq_topic
-from kstream.spark.checkpoint import clear_unfinished_start
+from kstream.spark.checkpoint import clear_unfinished_start, has_logged_batch
 from kstream.spark.policy import policy_config
 from kstream.spark.queries import TaskQueries, settle
 from kstream.topology.topology import Topology
@@ -210,6 +210,28 @@ def _start_tasks(
 ) -> TaskQueries:
     """Create the internal topics; start one query per sub-topology (`kstream.spark.tasks`)."""
     supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
+    own_session = spark is None
+    if spark is None:
+        from kstream.spark.session import spark_session
+
+        spark = spark_session()
+    else:
+        from kstream.spark.session import register
+
+        register(spark)
+    if checkpoint_dir is None:
+        checkpoint_dir = os.path.join(cfg.state_dir, plan.app_id, "spark-checkpoint")
+    # a checkpoint from before a hop was fused: its upstream's query goes on as it was
+    unfused = {
+        up for up in plan.fused.values() if has_logged_batch(spark, _location(checkpoint_dir, up))
+    }
+    if unfused:
+        log.info(
+            "app %s: sub-topologies %s keep their own query (their checkpoints have batches)",
+            plan.app_id,
+            sorted(unfused),
+        )
+        plan.unfuse(unfused)
     slots, widest_input = _prepare_topics(plan, bootstrap_servers, cfg, supplier)
     plan.bootstrap_servers = bootstrap_servers
     plan.kafka = dict(cfg.kafka)
@@ -217,17 +239,8 @@ def _start_tasks(
     plan.policies = policy_config(cfg)
     plan.cache_max_bytes = cfg.cache_max_bytes
     plan.provenance = compat_of(cfg).provenance
-    if spark is None:
-        from kstream.spark.session import spark_session
-
-        spark = spark_session()
+    if own_session:
         spark.conf.set("spark.sql.shuffle.partitions", str(widest_input))
-    else:
-        from kstream.spark.session import register
-
-        register(spark)
-    if checkpoint_dir is None:
-        checkpoint_dir = os.path.join(cfg.state_dir, plan.app_id, "spark-checkpoint")
     queries = _SubTopologyQueries(
         plan,
         plan.blob(),
@@ -323,7 +336,7 @@ class _SubTopologyQueries:
             client_supplier=self.client_supplier,
             provenance=plan.provenance,
         )
-        location = os.path.join(self.checkpoint_dir, f"subtopology-{sid}")
+        location = _location(self.checkpoint_dir, sid)
         clear_unfinished_start(self.spark, location)
         query = (
             out.writeStream.queryName(query_app.replace("-", "_").replace(".", "_"))
@@ -339,16 +352,21 @@ class _SubTopologyQueries:
         """The sub-topology's input: packed records for a stateful one's tasks, or a stateless
         one's outputs, computed inside the source."""
         from kstream.spark import packing, source, tasks
+        from kstream.spark.fusion import fused_function
 
         plan = self.plan
-        transform = (
-            (packing.pack_input, packing.INPUT_SCHEMA)
-            if sid in plan.stateful
-            else (tasks.stateless_function(self.blob, sid, self.slots[sid]), packing.OUTPUT_SCHEMA)
-        )
+        if sid in plan.fused:
+            transform = (fused_function(self.blob, plan.fused[sid], sid), packing.INPUT_SCHEMA)
+        elif sid in plan.stateful:
+            transform = (packing.pack_input, packing.INPUT_SCHEMA)
+        else:
+            transform = (
+                tasks.stateless_function(self.blob, sid, self.slots[sid]),
+                packing.OUTPUT_SCHEMA,
+            )
         options = source.options(
             plan.bootstrap_servers,
-            plan.sources[sid],
+            plan.read_topics(sid),
             kafka=self.cfg.kafka,
             max_records_per_batch=self.max_records_per_batch,
             client_supplier=self.client_supplier,
@@ -406,6 +424,11 @@ def _fence(
         supplier.producer(
             ClientConfig(plan.bootstrap_servers, cfg.kafka, transactional_id=tid)
         ).close()
+
+
+def _location(checkpoint_dir: str, sub: int) -> str:
+    """Where sub-topology `sub`'s query keeps its checkpoint."""
+    return os.path.join(checkpoint_dir, f"subtopology-{sub}")
 
 
 def _query_app(app_id: str, sub: int) -> str:

@@ -28,9 +28,9 @@ from typing import Any
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from kstream.errors import TopologyError
-from kstream.records import Record
 from kstream.spark.buckets import BucketedMap
 from kstream.spark.failure import in_worker
+from kstream.spark.fusion import fused_input
 from kstream.spark.packing import pack_by_slot, unpack_input
 from kstream.spark.plan import plan_of
 from kstream.spark.state_client import SparkMap
@@ -79,11 +79,19 @@ class TaskProcessor(StatefulProcessor):
 
         plan = plan_of(self.blob)
         partition = self.partition_of[int(key[0])]
-        records: list[Record] = []
+        blobs: list[bytes] = []
         for pdf in rows:
-            records.extend(unpack_input(pdf["rows"].tolist()))
+            blobs.extend(pdf["rows"].tolist())
         got = self.meta.get() if self.meta.exists() else None
         saved: dict[str, Any] = {} if got is None else pickle.loads(bytes(got[0]))
+        passing: dict[str, list[Any]] | None = None
+        fused_next: dict[tuple[str, int], int] = dict(saved.get("fused_next", {}))
+        if self.sub in plan.fused:
+            # the upstream's outputs, handed over by Spark's shuffle (`kstream.spark.fusion`)
+            got_input = fused_input(blobs, set(plan.sources[self.sub]), fused_next)
+            records, passing = got_input.records, got_input.passing
+        else:
+            records = unpack_input(blobs)
         if saved and self.maps and saved.get("layout") != LAYOUT:
             raise TopologyError(
                 f"sub-topology {self.sub}'s Spark state was written by a kstream that kept its "
@@ -120,9 +128,13 @@ class TaskProcessor(StatefulProcessor):
             meta["layout"] = LAYOUT
             if guessless:
                 meta["prefetch_off"] = sorted(guessless)
+            if fused_next:
+                meta["fused_next"] = fused_next
             self.meta.update((pickle.dumps(meta, protocol=5),))
         finally:
             task.close()
+        if passing is not None and passing["seq"]:
+            cols = {name: passing[name] + cols[name] for name in cols}
         packed = pack_by_slot(cols, self.slots)
         if packed:  # pyspark cannot convert an empty frame of this schema
             slots = sorted(packed)

@@ -33,17 +33,50 @@ def test_a_stateless_topology_is_one_query_in_the_read_tasks() -> None:
     assert plan.repartition_topics == []
 
 
-def test_word_count_splits_at_its_repartition_topic() -> None:
-    """The re-keying runs in the read tasks, the count in tasks with Spark state."""
+def test_word_count_is_one_query_its_repartition_hop_spark_s_shuffle() -> None:
+    """The re-keying runs in the read tasks of the count's query, whose tasks (Spark state)
+    get what the repartition topic would have held through Spark's shuffle; a checkpoint
+    written with two queries keeps them (`unfuse`)."""
     from kstream.spark.tasks import build_task_plan
 
     plan = build_task_plan(word_count("lines", "counts"), "app")
     rekey = plan.compiled.subtopology_for_topic("lines").id
-    [count] = [sid for sid in plan.order if sid != rekey]
-    assert plan.order == [rekey, count]
+    [hop] = plan.repartition_topics
+    [count] = [s.id for s in plan.compiled.subtopologies if hop in s.source_topics]
+    assert plan.order == [count]
+    assert plan.fused == {count: rekey}
+    assert plan.read_topics(count) == ["lines"]
     assert plan.stateful == {count}
-    assert plan.upstream == {rekey: set(), count: {rekey}}
+    assert plan.upstream == {count: set()}
     assert plan.user_sink_topics == ["counts"]
+    plan.unfuse({rekey})
+    assert plan.order == [rekey, count] and plan.fused == {}
+    assert plan.upstream == {rekey: set(), count: {rekey}}
+    assert plan.read_topics(count) == [hop]
+
+
+def test_a_hop_is_fused_only_where_spark_s_shuffle_is_all_it_is() -> None:
+    """Not fused: a re-keyed stream joined with a table (the task merges two topics), a
+    repartition topic that two sub-topologies write, and one whose writer also writes an
+    output topic."""
+    from kstream.spark.tasks import build_task_plan
+
+    b = StreamBuilder()
+    table = b.table("users", key_serde="string", value_serde="string")
+    b.stream("clicks").select_key(lambda _k, v: v).join(table, lambda c, u: u).to("out")
+    assert build_task_plan(b.build(), "app").fused == {}
+
+    b = StreamBuilder()
+    one = b.stream("a").select_key(lambda _k, v: v)
+    two = b.stream("b").select_key(lambda _k, v: v)
+    one.merge(two).group_by_key().count().to_stream().to("out")
+    assert build_task_plan(b.build(), "app").fused == {}
+
+    b = StreamBuilder()
+    keyed = b.stream("a").select_key(lambda _k, v: v)
+    keyed.to("copy")
+    keyed.group_by_key().count().to_stream().to("out")
+    assert build_task_plan(b.build(), "app").fused == {}
 
 
 def test_user_processors_and_chained_aggregations_keep_spark_state() -> None:
@@ -125,6 +158,8 @@ def test_available_now_starts_a_query_once_its_upstream_finished_and_others_side
     builder.stream("lines").group_by(lambda _k, v: v).count(store="counts").to_stream().to("out")
     builder.stream("clicks").group_by_key().count(store="clicks").to_stream().to("cpm")
     plan = build_task_plan(builder.build(), "app")
+    # the re-keying's own query, as a checkpoint from before its hop was fused keeps it
+    plan.unfuse(set(plan.fused.values()))
     rekey = plan.compiled.subtopology_for_topic("lines").id
     count = next(sid for sid in plan.order if plan.upstream.get(sid))
     other = plan.compiled.subtopology_for_topic("clicks").id

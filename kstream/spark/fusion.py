@@ -1,0 +1,157 @@
+"""A repartition topic's hop done by Spark's own shuffle: two sub-topologies in one query.
+
+A re-keying step followed by a stateful one (`group_by(...).count()`, a windowed aggregation
+after `select_key`) compiles into two sub-topologies joined by a repartition topic, which
+Kafka Streams writes and reads back. On Spark each sub-topology was a query of its own: the
+first wrote the topic through its write slots (a transaction per slot and batch), the second
+read it back, decoded it and shuffled it to its tasks. Spark already moves records between
+its stages by key, so where nothing else writes or reads the topic the hop is Spark's shuffle:
+the first sub-topology runs in the read tasks of the second's query and hands each record to
+the task of the partition the repartition topic would have put it in.
+
+`plan.fusable` says where (`TaskPlan.fused`): a stateful sub-topology whose only input is one
+repartition topic, written by one stateless sub-topology (run in the read tasks) that writes
+nothing but that topic, and read by nobody else. A task then sees what its partition of the
+topic would have held, in the order the topic's write slot would have written it
+(`slot_writer.write_order`: each upstream read task's records in its order, interleaved by
+timestamp), so its results are those of the two queries. The records' offsets are their
+positions in that sequence, counted per partition in the task's metadata (`fused_next`), since
+no Kafka offset exists for them. What the upstream sends elsewhere (a dead-letter copy of a
+record it could not read) passes through the task to the query's sink.
+
+Exactly-once holds as for any query: the source offsets of the external topic and the task's
+state are in one checkpoint, and the outputs are written by the sink's slots. A checkpoint
+started before the hop was fused (the upstream sub-topology has a query checkpoint of its
+own) keeps the two queries (`runner`), so what that query wrote and the next did not yet read
+is not skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from kstream.records import Record
+from kstream.spark.failure import in_worker
+from kstream.spark.plan import plan_of
+from kstream.spark.slot_writer import write_order
+from kstream.spark.wire import ROW_ARROW_SCHEMA, decode_headers, pack, unpack
+
+__all__ = ["FusedInput", "fused_function", "fused_input"]
+
+_INPUT = pa.schema([("partition", pa.int32()), ("rows", pa.binary())])
+
+
+def fused_function(
+    blob: bytes, upstream: int, sub: int
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The read tasks' function of a fused query: sub-topology `upstream` runs on each
+    partition's records (as a stateless query's read tasks run it), and its outputs leave as
+    input rows of `sub`'s tasks (`packing.INPUT_SCHEMA`), one per destination partition, each
+    a packed batch of `wire.ROW_ARROW_SCHEMA` rows in the order the upstream wrote them."""
+    from kstream.spark.tasks import TaskRun
+    from kstream.spark.wire import input_records
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        plan = plan_of(blob)
+        hop = set(plan.sources[sub])
+        width = max(plan.partitions[t] for t in hop)
+        tasks: dict[int, Any] = {}
+        try:
+            with in_worker():
+                for batch in batches:
+                    by_part: dict[int, list[Record]] = {}
+                    for r in input_records(batch):
+                        by_part.setdefault(r.partition or 0, []).append(r)
+                    for part, records in by_part.items():
+                        task = tasks.get(part)
+                        if task is None:
+                            task = tasks[part] = TaskRun(plan, upstream, part, {})
+                        cols = task.run(records)
+                        if cols["seq"]:
+                            yield _by_destination(cols, hop, part % width)
+        finally:
+            for task in tasks.values():
+                task.close()
+
+    return run
+
+
+def _by_destination(cols: Mapping[str, list[Any]], hop: set[str], own: int) -> pa.RecordBatch:
+    """Output rows packed per partition of the hop's topic they go to; rows for any other
+    topic (a dead-letter copy) go with the upstream task's own partition's."""
+    dest: dict[int, list[int]] = {}
+    for i, (topic, part) in enumerate(zip(cols["topic"], cols["part"], strict=True)):
+        p = part if topic in hop and part is not None else own
+        dest.setdefault(p, []).append(i)
+    batch = pa.RecordBatch.from_pydict(dict(cols), schema=ROW_ARROW_SCHEMA)
+    parts = sorted(dest)
+    blobs = [
+        pack(batch if len(dest) == 1 else batch.take(pa.array(dest[p], pa.int32()))) for p in parts
+    ]
+    return pa.RecordBatch.from_arrays(
+        [pa.array(parts, pa.int32()), pa.array(blobs, pa.binary())], schema=_INPUT
+    )
+
+
+class FusedInput:
+    """A fused task's input of one batch: `records` for the task, and `passing` (columns of
+    `wire.ROW_ARROW_SCHEMA`) for the query's sink as they are."""
+
+    def __init__(self, records: list[Record], passing: dict[str, list[Any]]) -> None:
+        self.records = records
+        self.passing = passing
+
+
+def fused_input(
+    blobs: Iterable[bytes], hop: set[str], next_offset: dict[tuple[str, int], int]
+) -> FusedInput:
+    """The records a task reads through a fused hop, from its packed input rows.
+
+    Blobs arrive in the shuffle's order; each holds what one upstream read task wrote for this
+    task in order, so they are put in (upstream partition, first input offset) order, and the
+    rows for each partition of the hop's topic in the order its write slot would write them
+    (`write_order`). Each record's offset is the next of `next_offset` (updated)."""
+    tables = [t for t in (unpack(b, ROW_ARROW_SCHEMA) for b in blobs) if t.num_rows]
+    tables.sort(key=_first_input)
+    empty: dict[str, list[Any]] = {n: [] for n in ROW_ARROW_SCHEMA.names}
+    if not tables:
+        return FusedInput([], empty)
+    cols = pa.Table.from_batches(tables, schema=ROW_ARROW_SCHEMA).to_pydict()
+    rows = zip(
+        cols["ptopic"],
+        cols["ppart"],
+        cols["poff"],
+        cols["seq"],
+        cols["k"],
+        cols["topic"],
+        cols["v"],
+        cols["ts"],
+        cols["part"],
+        cols["h"],
+        strict=True,
+    )
+    into: dict[tuple[str, int], list[tuple[Any, ...]]] = {}
+    passing = empty
+    for i, row in enumerate(rows):
+        if row[5] in hop and row[8] is not None:
+            into.setdefault((row[5], row[8]), []).append(row)
+        else:
+            for name in ROW_ARROW_SCHEMA.names:
+                passing[name].append(cols[name][i])
+    records: list[Record] = []
+    for tp in sorted(into):
+        offset = next_offset.get(tp, 0)
+        topic, part = tp
+        for _pt, _pp, _po, _seq, k, _t, v, ts, _part, h in write_order(into[tp]):
+            records.append(Record(k, v, ts, decode_headers(h), topic, part, offset))
+            offset += 1
+        next_offset[tp] = offset
+    return FusedInput(records, passing)
+
+
+def _first_input(t: pa.RecordBatch) -> tuple[int, int]:
+    part, off = t.column("ppart")[0].as_py(), t.column("poff")[0].as_py()
+    return (-1 if part is None else part, -1 if off is None else off)
