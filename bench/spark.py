@@ -23,7 +23,10 @@ over `seconds`; `steady_records_per_s` leaves out the start-up (Spark: each quer
 after its first, rows over trigger time, the queries of the sub-topologies in
 series; native: from RUNNING, i.e. partitions assigned, until done); batch
 latency is Spark's trigger execution time per micro-batch (first batch apart; p50, p99 and max
-of the rest); `us_per_record` = 1e6 / steady records/s. `driver_rss_mb` and `jvm_rss_mb`: the
+of the rest: `batch_p50_s` is the median over every query's batches, so with two queries a
+median of two kinds of batch); `pipeline_batch_p50_s` is the time a batch's records take
+through every query: the sum over the run's queries of each one's p50 (with one query, its
+p50); `us_per_record` = 1e6 / steady records/s. `driver_rss_mb` and `jvm_rss_mb`: the
 peak RSS of this (driver) Python process and of its Spark JVM during the run, sampled every
 0.2 s, and (`*_growth_mb`) how far each rose above what it held when the run started (a
 process keeps memory an earlier run or read left it). On local[2] the JVM also runs the
@@ -286,6 +289,7 @@ def run_spark(
         "steady_records_per_s": round(steady_rate) if steady_rate else None,
         "first_batch_s": round(latencies[0], 2) if latencies else None,
         "batch_p50_s": round(statistics.median(steady), 3) if steady else None,
+        "pipeline_batch_p50_s": pipeline_batch_p50(per_query),
         "batch_p99_s": round(percentile(steady, 0.99), 3) if steady else None,
         "batch_max_s": round(max(steady), 3) if steady else None,
         "us_per_record": round(1e6 / steady_rate, 1) if steady_rate else None,
@@ -351,6 +355,19 @@ def slot_p50(timings: list[list[list[dict[str, float]]]]) -> dict[str, dict[str,
                 k: round(statistics.median(t[k] for t in slots), 1) for k in slots[0]
             }
     return out
+
+
+def pipeline_batch_p50(per_query: list[list[tuple[float, int]]]) -> float | None:
+    """The time a batch's records take through every query: per query, the median trigger time
+    of its batches after the first (its only batch if it ran one), summed over the queries
+    (one per sub-topology, run in series: the re-keying query, then the count). With one
+    query it is that query's p50; None if no query ran a batch."""
+    p50s = [
+        statistics.median(t for t, _ in (batches[1:] if len(batches) > 1 else batches))
+        for batches in per_query
+        if batches
+    ]
+    return round(sum(p50s), 3) if p50s else None
 
 
 def steady_seconds_per_record(per_query: list[list[tuple[float, int]]]) -> float | None:
@@ -450,6 +467,7 @@ def run_native(
         "steady_records_per_s": round(records / (done - running)),
         "first_batch_s": None,
         "batch_p50_s": None,
+        "pipeline_batch_p50_s": None,
         "batch_p99_s": None,
         "batch_max_s": None,
         "us_per_record": round(1e6 * (done - running) / records, 1),
@@ -621,6 +639,7 @@ def main() -> None:
         "steady_records_per_s",
         "first_batch_s",
         "batch_p50_s",
+        "pipeline_batch_p50_s",
         "batch_p99_s",
         "us_per_record",
         "driver_rss_mb",
