@@ -9,7 +9,9 @@ it forwards the same updates as the native engine:
   sub-topology becomes one streaming query that reads the sub-topology's source topics (external
   ones and repartition topics) and writes through the transactional sink; repartition topics are
   real Kafka topics (`<app_id>-<name>`, created with the partition count the native runtime
-  gives them), so the hop between sub-topologies is the same as in Kafka Streams;
+  gives them), so the hop between sub-topologies is the same as in Kafka Streams, but where a
+  re-keying sub-topology only feeds one stateful sub-topology: the two are one query and the
+  hop is Spark's shuffle (`kstream.spark.fusion`);
 - a stateful sub-topology groups its input by Kafka partition (`transformWithStateInPandas`,
   the partition mapped to a label that Spark spreads evenly over its cores): each group is one
   task (sub-topology, partition). `kstream.spark.task_processor` builds a `Task` whose stores

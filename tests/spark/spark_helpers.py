@@ -208,6 +208,7 @@ def finish_native(app: App, bootstrap: str, deadline_s: float = 120.0) -> None:
     from kstream.spark.tasks import build_task_plan
 
     plan = build_task_plan(app.topology, app.app_id)
+    plan.unfuse(set(plan.fused.values()))  # the native runtime runs every sub-topology
     topics = [t for sid in plan.order for t in plan.sources[sid]]
     end = time.monotonic() + deadline_s
     try:

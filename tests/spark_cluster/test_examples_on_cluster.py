@@ -63,7 +63,7 @@ def lines_query(app: str, topology: Topology, lines_topic: str) -> str:
     from kstream.spark.tasks import build_task_plan
 
     plan = build_task_plan(topology, app)
-    (sid,) = (s for s in plan.order if lines_topic in plan.sources[s])
+    (sid,) = (s for s in plan.order if lines_topic in plan.read_topics(s))
     return f"{app}-subtopology-{sid}"
 
 

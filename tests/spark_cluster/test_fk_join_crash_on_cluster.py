@@ -106,7 +106,7 @@ def query_app(app: str, topic: str, topics: tuple[str, str, str, str]) -> str:
     from kstream.spark.tasks import build_task_plan
 
     plan = build_task_plan(fk_join_and_windows(*topics), app)
-    (sid,) = (s for s in plan.order if topic in plan.sources[s])
+    (sid,) = (s for s in plan.order if topic in plan.read_topics(s))
     return f"{app}-subtopology-{sid}"
 
 
