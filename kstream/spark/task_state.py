@@ -32,8 +32,10 @@ Before the task runs, `prefetch` reads the entries of the batch's record keys to
 
 from __future__ import annotations
 
+import gc
 import pickle
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from kstream.state.keys import TERM, esc
@@ -109,6 +111,27 @@ class DictMap:
                 self.put(k, v)
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic collector held off while a batch's entries are read or written in bulk.
+
+    `prefetch` and `sync` create tens of thousands of objects that live until the batch ends
+    (each key's entries, its segments, the requests), none of them in a reference cycle. Left
+    running, the collector scans the young ones every 700 allocations and then, as they keep
+    surviving, the whole heap: with 1,000,000 keys that was about 40% of the state path's CPU
+    (bench/spark_state_path.py). Paused, it runs after, as the native runtime pauses it per batch
+    (`kstream.runtime.thread`). A collector someone else turned off stays off.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 SEGMENTED = frozenset({"window", "session", "dedup", VERSIONED})
 """Store kinds whose physical keys start with a time segment (kstream.state.segments)."""
 
@@ -122,6 +145,23 @@ def user_key(kind: str, pk: bytes) -> bytes:
     if kind == "dedup":
         return pk[8:]
     return pk
+
+
+def _segments(group: dict[bytes, bytes]) -> bytes:
+    """The segments (8-byte prefixes) of a user key's entries, sorted, as one bytes object.
+
+    Kept for every key a batch reads, to tell at `sync` which segments' directories gain it:
+    bytes rather than a set, because the collector never tracks bytes, and tens of thousands of
+    sets living through a batch made its collections scan them again and again."""
+    if len(group) == 1:
+        for pk in group:
+            return pk[:8]
+    return b"".join(sorted({pk[:8] for pk in group}))
+
+
+def _split(segments: bytes) -> set[bytes]:
+    """The segments `_segments` joined."""
+    return {segments[i : i + 8] for i in range(0, len(segments), 8)}
 
 
 def _in(k: bytes, lo: bytes | None, hi: bytes | None) -> bool:
@@ -145,7 +185,8 @@ class MapBackend(BatchedPoints):
         self.dirs: dict[bytes, list[int]] = {} if dirs is None else dirs
         # user key -> {physical key: value} as read (segmented), or key -> value | None (kv)
         self._entries: dict[bytes, Any] = {}
-        self._segs_read: dict[bytes, set[bytes]] = {}
+        # user key -> the segments it has entries in, as stored (`_segments`)
+        self._segs_read: dict[bytes, bytes] = {}
         self._dirty: set[bytes] = set()
         self._meta: bytes | None = None
         self._meta_state = 0  # 0 unread, 1 read, 2 changed
@@ -173,7 +214,7 @@ class MapBackend(BatchedPoints):
     def _keep_group(self, uk: bytes, raw: bytes | None) -> dict[bytes, bytes]:
         got: dict[bytes, bytes] = {} if raw is None else pickle.loads(raw)
         self._entries[uk] = got
-        self._segs_read[uk] = {pk[:8] for pk in got}
+        self._segs_read[uk] = _segments(got)
         return got
 
     def _read_groups(self, uks: list[bytes]) -> None:
@@ -204,6 +245,10 @@ class MapBackend(BatchedPoints):
         `prefetch_missed` tells whether the guess was wrong."""
         if self.kind == "dedup":
             return
+        with gc_paused():
+            self._prefetch(record_keys)
+
+    def _prefetch(self, record_keys: Iterable[bytes]) -> None:
         wanted = list(
             dict.fromkeys(
                 uk
@@ -357,6 +402,10 @@ class MapBackend(BatchedPoints):
 
     def sync(self) -> None:
         """Write what this batch changed back to Spark's state (entries, directories, meta)."""
+        with gc_paused():
+            self._sync()
+
+    def _sync(self) -> None:
         ops: list[tuple[bytes, bytes | None]] = []
         if not self.segmented:
             ops.extend((_DATA + k, self._entries[k]) for k in self._dirty)
@@ -365,9 +414,10 @@ class MapBackend(BatchedPoints):
             for uk in sorted(self._dirty):
                 group = self._entries[uk]
                 ops.append((_DATA + uk, pickle.dumps(group, protocol=5) if group else None))
-                before = self._segs_read[uk]
-                for seg in {pk[:8] for pk in group} - before:
-                    added.setdefault(seg, []).append(uk)
+                before, now = self._segs_read[uk], _segments(group)
+                if now != before:
+                    for seg in _split(now) - _split(before):
+                        added.setdefault(seg, []).append(uk)
             self._drop_empty_directories(added, ops)
             for seg in sorted(added):
                 self._append(seg, added[seg], ops)
@@ -375,7 +425,7 @@ class MapBackend(BatchedPoints):
                 ops.append((_META, self._meta))
                 self._meta_state = 1
             for uk in self._dirty:  # what the store now holds of the keys written
-                self._segs_read[uk] = {pk[:8] for pk in self._entries[uk]}
+                self._segs_read[uk] = _segments(self._entries[uk])
         if ops:
             self.state.write_many(ops)
         self._dirty.clear()
