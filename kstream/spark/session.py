@@ -7,8 +7,11 @@ The master comes from the launcher, as for any PySpark job: `spark-submit --mast
 
 The Python workers Spark starts must run this interpreter and import the user's modules:
 functions in a topology are pickled by reference, so the workers need the same `sys.path`.
-Both go through the environment, which only takes effect for a JVM started after it is set (on
-a cluster, the workers' own environment or a shipped virtualenv provides them).
+Their path also holds `WORKER_SITE`, whose `sitecustomize` has every Python process Spark
+starts import pyspark from the installed package rather than from Spark's zip of it (no
+compiling pyspark from source at every query's start). These go through the environment, which
+only takes effect for a JVM started after it is set (on a cluster, the workers' own environment
+or a shipped virtualenv provides them).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from typing import Any
 
 STATE_STORE_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 LOCAL_MASTER = "local[2]"
+# kstream.spark.worker_site: a directory holding only the workers' sitecustomize
+WORKER_SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker_site")
 
 DEFAULTS: dict[str, str] = {
     "spark.ui.enabled": "false",
@@ -144,7 +149,10 @@ def worker_environment() -> Iterator[None]:
 
 
 def prepare_environment() -> None:
-    """Point Spark's Python workers at this interpreter and this `sys.path`."""
+    """Point Spark's Python workers at this interpreter and this `sys.path`, with
+    `WORKER_SITE` after the entries `PYTHONPATH` already had: its `sitecustomize` is the one
+    Python runs unless the user's `PYTHONPATH` brings their own, and it runs the one of the
+    environment (site-packages) after it."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     paths = [p for p in sys.path if p and os.path.isdir(p)]
@@ -152,6 +160,8 @@ def prepare_environment() -> None:
     if cwd not in paths:
         paths.insert(0, cwd)
     existing = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if WORKER_SITE not in existing:
+        existing.append(WORKER_SITE)
     merged = existing + [p for p in paths if p not in existing]
     os.environ["PYTHONPATH"] = os.pathsep.join(merged)
 
