@@ -18,7 +18,8 @@ Spark run first, then every native run:
   process. Done when the app's committed offsets cover every record of its source topics.
 
 Columns: `seconds` from start to the last output committed (Spark: the query's wall time;
-native: `App.start()` until done, consumer-group join included), `records_per_s` = input records
+native: `App.start()` until done, consumer-group join included; done is checked every 50 ms,
+with one consumer kept for the run: `Completion`), `records_per_s` = input records
 over `seconds`; `steady_records_per_s` leaves out the start-up (Spark: each query's batches
 after its first, rows over trigger time, the queries of the sub-topologies in
 series; native: from RUNNING, i.e. partitions assigned, until done); batch
@@ -80,6 +81,7 @@ from confluent_kafka import TopicPartition  # noqa: E402
 
 from kstream.broker_compat.reader import caught_up  # noqa: E402
 from kstream.dsl import StreamBuilder  # noqa: E402
+from kstream.errors import KafkaClientError  # noqa: E402
 from kstream.kafka.admin import Admin  # noqa: E402
 from kstream.kafka.consumer import Consumer, to_end_settings  # noqa: E402
 from kstream.kafka.producer import Producer  # noqa: E402
@@ -440,15 +442,17 @@ def run_native(
     ordered = [t for sid in plan.order for t in plan.sources[sid]]
     ends = input_ends(bootstrap, src)
     app = App(topology, app_id, bootstrap, "exactly_once", {"state_dir": tmp})
+    # its consumer started before the CPU count starts
+    completion = Completion(bootstrap, app_id, ordered, {src: ends})
     cpu = TreeCpu(skip=[broker_pid], descend=False)
     t0 = time.perf_counter()
     try:
-        with cpu:
+        with completion, cpu:
             app.start()
             if not app.wait_for(AppState.RUNNING, AppState.ERROR, timeout=120):
                 raise RuntimeError(f"the native app did not start: {app.state}")
             running = time.perf_counter()
-            while not processed_all(bootstrap, app_id, ordered, {src: ends}):
+            while not completion.done():
                 if app.state == AppState.ERROR:
                     raise RuntimeError(f"the native app failed: {app.error}")
                 time.sleep(0.05)
@@ -488,25 +492,56 @@ def input_ends(bootstrap: str, topic: str) -> dict[int, int]:
     return {int(p): e for p, e in ends.items()}
 
 
-def processed_all(
-    bootstrap: str, group: str, topics: list[str], known: dict[str, dict[int, int]]
-) -> bool:
-    """True when `group` has committed past every record of `topics` (in upstream order).
+class Completion:
+    """Whether the native app's group has committed past every record of `topics` (in
+    upstream order), checked every 50 ms while it runs, in the measured process.
 
     Where the end is known (the input) the committed offset must reach it; elsewhere (topics
-    written in transactions, which end with a commit marker) no record may follow it.
+    written in transactions, which end with a commit marker) no record may follow it, which
+    only reading to the end shows (`caught_up`, two consumers of its own). So one consumer,
+    kept for the run, reads the committed offsets; the read to the end runs only once every
+    earlier topic is done and the topic's committed offsets stood still since the previous
+    check (while they move, the app is still at work). A consumer made at every check cost
+    the native engine's `cpu_s` its start and connection 20 times a second.
     """
-    with Consumer(bootstrap, group_id=group) as meta:
-        for topic in topics:
-            parts = meta.partitions_for(topic)
-            committed = meta.committed([TopicPartition(topic, p) for p in parts])
-            offsets = {tp.partition: max(tp.offset, 0) for tp in committed}
-            if topic in known:
-                if any(offsets[p] < e for p, e in known[topic].items()):
-                    return False
-            elif not caught_up(bootstrap, group, topic):
+
+    def __init__(
+        self, bootstrap: str, group: str, topics: list[str], known: dict[str, dict[int, int]]
+    ) -> None:
+        self._bootstrap, self._group = bootstrap, group
+        self._topics, self._known = topics, known
+        self._meta = Consumer(bootstrap, group_id=group)
+        self._parts: dict[str, list[int]] = {}  # asked when first needed: the app creates some
+        self._last: dict[str, dict[int, int]] = {}
+
+    def __enter__(self) -> Completion:
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self._meta.close()
+
+    def done(self) -> bool:
+        for topic in self._topics:
+            parts = self._parts.get(topic) or self._meta.partitions_for(topic)
+            if not parts:
                 return False
-    return True
+            self._parts[topic] = parts
+            try:
+                committed = self._meta.committed([TopicPartition(topic, p) for p in parts])
+            except KafkaClientError as e:
+                if e.retriable:  # the group's coordinator moving or loading: ask again
+                    return False
+                raise
+            offsets = {tp.partition: max(tp.offset, 0) for tp in committed}
+            if topic in self._known:
+                if any(offsets[p] < e for p, e in self._known[topic].items()):
+                    return False
+                continue
+            still = self._last.get(topic) == offsets
+            self._last[topic] = offsets
+            if not still or not caught_up(self._bootstrap, self._group, topic):
+                return False
+        return True
 
 
 # --- main ------------------------------------------------------------------------------------
