@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import pickle
 import zlib
-from collections.abc import Iterable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from typing import Any
 
 LOAD = 64
@@ -72,12 +72,25 @@ class BucketedMap:
     def buckets(self) -> int:
         return (FIRST << self.layout["level"]) + self.layout["split"]
 
+    def _bucketer(self) -> Callable[[bytes], int]:
+        """`bucket_of` under the layout as it is now, for many keys in a row."""
+        n = FIRST << self.layout["level"]
+        low, high, split, crc32 = n - 1, 2 * n - 1, self.layout["split"], zlib.crc32
+
+        def bucket(key: bytes) -> int:
+            h = crc32(key)
+            b = h & low
+            return h & high if b < split else b
+
+        return bucket
+
     def _mine(self, key: bytes) -> bool:
         return key.startswith(self.prefix)
 
     def _read(self, buckets: Iterable[int]) -> None:
         """Read the buckets not read yet, in one round."""
-        missing = sorted({b for b in buckets if b not in self._buckets})
+        have = self._buckets
+        missing = sorted({b for b in buckets if b not in have})
         if not missing:
             return
         raws = self.inner.get_many([bucket_key(b) for b in missing])
@@ -105,31 +118,36 @@ class BucketedMap:
             self.write_many([(key, None)])
 
     def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
-        other = [k for k in keys if not self._mine(k)]
-        found = dict(zip(other, self.inner.get_many(other), strict=True)) if other else {}
-        self._read(self.bucket_of(k) for k in keys if self._mine(k))
-        return [
-            self._buckets[self.bucket_of(k)].get(k) if self._mine(k) else found[k] for k in keys
-        ]
+        # each key's bucket computed once (-1: not ours); a prefetch asks for thousands
+        prefix, bucket = self.prefix, self._bucketer()
+        bs = [bucket(k) if k.startswith(prefix) else -1 for k in keys]
+        found: dict[bytes, bytes | None] = {}
+        if -1 in bs:
+            other = [k for k, b in zip(keys, bs, strict=True) if b < 0]
+            found = dict(zip(other, self.inner.get_many(other), strict=True))
+        self._read(b for b in bs if b >= 0)
+        buckets = self._buckets
+        return [buckets[b].get(k) if b >= 0 else found[k] for k, b in zip(keys, bs, strict=True)]
 
     def write_many(self, ops: Sequence[tuple[bytes, bytes | None]]) -> None:
         """Apply the ops to the buckets, split buckets while there are more than `LOAD` keys
         per bucket, and write every changed bucket (and the other keys' ops) in one round."""
-        out = [(k, v) for k, v in ops if not self._mine(k)]
-        mine = [(k, v) for k, v in ops if self._mine(k)]
-        self._read(self.bucket_of(k) for k, _ in mine)
+        prefix, bucket = self.prefix, self._bucketer()
+        out = [op for op in ops if not op[0].startswith(prefix)]
+        mine = [op for op in ops if op[0].startswith(prefix)] if out else ops
+        bs = [bucket(k) for k, _ in mine]
+        self._read(bs)
         changed: set[int] = set()
         keys = self.layout["keys"]
-        for k, v in mine:
-            b = self.bucket_of(k)
-            bucket = self._buckets[b]
+        for b, (k, v) in zip(bs, mine, strict=True):
+            held = self._buckets[b]
             if v is None:
-                if bucket.pop(k, None) is not None:
+                if held.pop(k, None) is not None:
                     keys -= 1
                     changed.add(b)
             else:
-                keys += k not in bucket
-                bucket[k] = v
+                keys += k not in held
+                held[k] = v
                 changed.add(b)
         self.layout["keys"] = keys
         self._grow(changed)

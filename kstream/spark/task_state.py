@@ -164,6 +164,13 @@ def _split(segments: bytes) -> set[bytes]:
     return {segments[i : i + 8] for i in range(0, len(segments), 8)}
 
 
+def _gained(now: bytes, before: bytes) -> Iterable[bytes]:
+    """The segments in `now` and not in `before` (both `_segments`)."""
+    if not before:  # a key new to the store (the usual case of a large state): all of them
+        return (now,) if len(now) == 8 else _split(now)
+    return _split(now) - _split(before)
+
+
 def _in(k: bytes, lo: bytes | None, hi: bytes | None) -> bool:
     return (lo is None or k >= lo) and (hi is None or k <= hi)
 
@@ -411,21 +418,22 @@ class MapBackend(BatchedPoints):
             ops.extend((_DATA + k, self._entries[k]) for k in self._dirty)
         else:
             added: dict[bytes, list[bytes]] = {}
+            entries, segs_read, dumps = self._entries, self._segs_read, pickle.dumps
             for uk in sorted(self._dirty):
-                group = self._entries[uk]
-                ops.append((_DATA + uk, pickle.dumps(group, protocol=5) if group else None))
-                before, now = self._segs_read[uk], _segments(group)
+                group = entries[uk]
+                ops.append((_DATA + uk, dumps(group, protocol=5) if group else None))
+                now = _segments(group)
+                before = segs_read[uk]
                 if now != before:
-                    for seg in _split(now) - _split(before):
+                    for seg in _gained(now, before):
                         added.setdefault(seg, []).append(uk)
+                    segs_read[uk] = now  # what the store holds of the key once written
             self._drop_empty_directories(added, ops)
             for seg in sorted(added):
                 self._append(seg, added[seg], ops)
             if self._meta_state == 2:
                 ops.append((_META, self._meta))
                 self._meta_state = 1
-            for uk in self._dirty:  # what the store now holds of the keys written
-                self._segs_read[uk] = _segments(self._entries[uk])
         if ops:
             self.state.write_many(ops)
         self._dirty.clear()
