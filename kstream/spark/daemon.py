@@ -17,8 +17,9 @@ for each of them the stock daemon pays:
 And it imports, once and before it forks any worker, what every worker imports at its first
 task (`PRELOAD`: pyspark's worker, pandas, pyarrow and kstream's task modules), so that each
 forked worker inherits them instead of importing them again (in a windowed count on local[2],
-about 0.8 CPU-seconds less per worker, for 0.4 more in the daemon, once). pyspark's own daemon imports the worker module after the
-fork, because pandas and pyarrow start threads when imported. Those threads are native pools
+about 0.8 CPU-seconds less per worker, for 0.4 more in the daemon, once). pyspark's own
+daemon imports the worker module after the fork, because pandas and pyarrow start threads when
+imported. Those threads are native pools
 that survive a fork as the library intends: OpenBLAS (numpy) stops its pool in a fork handler
 and restarts it in the child when needed; jemalloc (pyarrow's allocator) takes its locks
 around the fork and leaves the child without its background purging thread, purging on
