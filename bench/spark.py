@@ -439,6 +439,7 @@ def run_native(
         admin.create_topic(out, PARTITIONS)
     topology = WORKLOADS[name](src, out)
     plan = build_task_plan(WORKLOADS[name](src, out), app_id)  # source topics, upstream first
+    plan.unfuse(set(plan.fused.values()))  # the native runtime runs every sub-topology
     ordered = [t for sid in plan.order for t in plan.sources[sid]]
     ends = input_ends(bootstrap, src)
     app = App(topology, app_id, bootstrap, "exactly_once", {"state_dir": tmp})
