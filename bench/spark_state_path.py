@@ -99,9 +99,12 @@ def batches(plan: TaskPlan, sub: int, keys: int, records: int, count: int) -> li
 # --- a map-state server speaking PySpark's protocol ------------------------------------------
 
 
-def _serve(conn: socket.socket) -> None:
-    """Answer framed `StateRequest`s on `conn` one at a time, as Spark's state server does."""
+def _serve(conn: socket.socket, client: socket.socket) -> None:
+    """Answer framed `StateRequest`s on `conn` one at a time, as Spark's state server does,
+    until the client hangs up (`client`: its end, inherited by the fork and closed here)."""
     from pyspark.sql.streaming.proto import StateMessage_pb2 as m
+
+    client.close()
 
     data: dict[str, dict[bytes, bytes]] = {}
     f = conn.makefile("rwb", buffering=1 << 20)
@@ -162,7 +165,7 @@ class Server:
         conn, _ = listener.accept()
         listener.close()
         ctx = multiprocessing.get_context("fork")
-        self.proc = ctx.Process(target=_serve, args=(conn,), daemon=True)
+        self.proc = ctx.Process(target=_serve, args=(conn, self.sock), daemon=True)
         self.proc.start()
         conn.close()
 
