@@ -34,9 +34,8 @@ from typing import Any
 import pyarrow as pa
 
 from kstream.records import Record
-from kstream.spark.failure import in_worker
-from kstream.spark.plan import plan_of
-from kstream.spark.slot_writer import write_order
+from kstream.spark.plan import TaskPlan
+from kstream.spark.slot_writer import row_tuples, write_order
 from kstream.spark.wire import ROW_ARROW_SCHEMA, decode_headers, pack, unpack
 
 __all__ = ["FusedInput", "fused_function", "fused_input"]
@@ -51,32 +50,13 @@ def fused_function(
     partition's records (as a stateless query's read tasks run it), and its outputs leave as
     input rows of `sub`'s tasks (`packing.INPUT_SCHEMA`), one per destination partition, each
     a packed batch of `wire.ROW_ARROW_SCHEMA` rows in the order the upstream wrote them."""
-    from kstream.spark.tasks import TaskRun
-    from kstream.spark.wire import input_records
+    from kstream.spark.tasks import read_task_function
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        plan = plan_of(blob)
+    def hand_over(plan: TaskPlan, part: int, cols: dict[str, list[Any]]) -> pa.RecordBatch:
         hop = set(plan.sources[sub])
-        width = max(plan.partitions[t] for t in hop)
-        tasks: dict[int, Any] = {}
-        try:
-            with in_worker():
-                for batch in batches:
-                    by_part: dict[int, list[Record]] = {}
-                    for r in input_records(batch):
-                        by_part.setdefault(r.partition or 0, []).append(r)
-                    for part, records in by_part.items():
-                        task = tasks.get(part)
-                        if task is None:
-                            task = tasks[part] = TaskRun(plan, upstream, part, {})
-                        cols = task.run(records)
-                        if cols["seq"]:
-                            yield _by_destination(cols, hop, part % width)
-        finally:
-            for task in tasks.values():
-                task.close()
+        return _by_destination(cols, hop, part % max(plan.partitions[t] for t in hop))
 
-    return run
+    return read_task_function(blob, upstream, hand_over)
 
 
 def _by_destination(cols: Mapping[str, list[Any]], hop: set[str], own: int) -> pa.RecordBatch:
@@ -120,19 +100,7 @@ def fused_input(
     if not tables:
         return FusedInput([], empty)
     cols = pa.Table.from_batches(tables, schema=ROW_ARROW_SCHEMA).to_pydict()
-    rows = zip(
-        cols["ptopic"],
-        cols["ppart"],
-        cols["poff"],
-        cols["seq"],
-        cols["k"],
-        cols["topic"],
-        cols["v"],
-        cols["ts"],
-        cols["part"],
-        cols["h"],
-        strict=True,
-    )
+    rows = row_tuples(cols)
     into: dict[tuple[str, int], list[tuple[Any, ...]]] = {}
     passing = empty
     for i, row in enumerate(rows):

@@ -10,7 +10,7 @@ is skipped. A Python worker keeps its writers from batch to batch of a query's r
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
@@ -23,6 +23,7 @@ __all__ = [
     "cached_writer",
     "drop_writer",
     "marker_topic",
+    "row_tuples",
     "sink_group",
     "slot_transactional_id",
     "write_order",
@@ -41,6 +42,24 @@ def slot_transactional_id(app_id: str, slot: int) -> str:
     """The transactional id of a query's write slot: every writer of the slot, in any process
     and any run, uses it, so each fences the ones before it."""
     return f"{app_id}-spark-sink-{slot}"
+
+
+def row_tuples(cols: Mapping[str, Sequence[Any]]) -> Iterator[tuple[Any, ...]]:
+    """Rows given as columns (`wire.ROW_ARROW_SCHEMA`) as the tuples `write_order` takes."""
+    n = len(cols["seq"])
+    return zip(
+        cols["ptopic"],
+        cols["ppart"],
+        cols["poff"],
+        cols["seq"],
+        cols["k"],
+        cols["topic"],
+        cols["v"],
+        cols["ts"],
+        cols["part"],
+        cols.get("h") or [None] * n,
+        strict=True,
+    )
 
 
 def write_order(rows: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
@@ -146,21 +165,7 @@ class SlotWriter:
         self.timings = {"open_ms": 0.0, "produce_ms": 0.0, "commit_ms": 0.0}
         if not n:
             return 0
-        rows = write_order(
-            zip(
-                cols["ptopic"],
-                cols["ppart"],
-                cols["poff"],
-                cols["seq"],
-                cols["k"],
-                cols["topic"],
-                cols["v"],
-                cols["ts"],
-                cols["part"],
-                cols.get("h") or [None] * n,
-                strict=True,
-            )
-        )
+        rows = write_order(row_tuples(cols))
         t0 = time.perf_counter()
         try:
             return self._attempt(rows, batch_id)

@@ -80,6 +80,7 @@ __all__ = [
     "build_task_plan",
     "chosen_topic_partitions",
     "partition_queues",
+    "read_task_function",
     "stateless_function",
 ]
 
@@ -322,6 +323,19 @@ def stateless_function(
 
     Its outputs leave packed per write slot (`kstream.spark.packing.OUTPUT_SCHEMA`).
     """
+    return read_task_function(
+        blob, sub, lambda _plan, _part, cols: output_batch(pack_by_slot(cols, slots))
+    )
+
+
+def read_task_function(
+    blob: bytes,
+    sub: int,
+    hand_over: Callable[[TaskPlan, int, dict[str, list[Any]]], pa.RecordBatch],
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Sub-topology `sub` (without state) run inside the source's read tasks, a task per
+    partition; `hand_over(plan, partition, outputs)` makes the rows each batch of a partition
+    leaves as (for the sink's slots, or a fused query's tasks: `kstream.spark.fusion`)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         plan = plan_of(blob)
@@ -338,7 +352,7 @@ def stateless_function(
                             task = tasks[part] = TaskRun(plan, sub, part, {})
                         cols = task.run(records)
                         if cols["seq"]:
-                            yield output_batch(pack_by_slot(cols, slots))
+                            yield hand_over(plan, part, cols)
         finally:
             for task in tasks.values():
                 task.close()
