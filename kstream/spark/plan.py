@@ -64,6 +64,8 @@ class TaskPlan:
     # `broker_compat` on: outputs stamped with provenance ids, repeats dropped by high marks
     # (kstream.broker_compat); Apache Kafka needs neither (docs/spark.md, "Exactly-once")
     provenance: bool = False
+    # config `gc_pause`: Python's cyclic collector paused while a task runs a batch
+    gc_pause: bool = True
     # a stateful sub-topology -> the stateless one that feeds it through a repartition topic
     # in its own query's read tasks, the hop being Spark's shuffle (`kstream.spark.fusion`)
     fused: dict[int, int] = field(default_factory=dict)

@@ -239,6 +239,7 @@ def _start_tasks(
     plan.policies = policy_config(cfg)
     plan.cache_max_bytes = cfg.cache_max_bytes
     plan.provenance = compat_of(cfg).provenance
+    plan.gc_pause = cfg.gc_pause
     if own_session:
         spark.conf.set("spark.sql.shuffle.partitions", str(widest_input))
     queries = _SubTopologyQueries(

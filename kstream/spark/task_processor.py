@@ -32,9 +32,9 @@ from kstream.spark.buckets import BucketedMap
 from kstream.spark.failure import in_worker
 from kstream.spark.fusion import fused_input
 from kstream.spark.packing import pack_by_slot, unpack_input
-from kstream.spark.plan import plan_of
+from kstream.spark.plan import TaskPlan, plan_of
 from kstream.spark.state_client import SparkMap
-from kstream.spark.task_state import DATA_TAG, MapBackend
+from kstream.spark.task_state import DATA_TAG, MapBackend, gc_paused
 from kstream.spark.tasks import TaskRun
 
 META_STATE = "task"
@@ -75,9 +75,23 @@ class TaskProcessor(StatefulProcessor):
         }
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
+        """One batch of the task: its packed outputs, one row per write slot.
+
+        Python's cyclic collector is paused for the batch, as the native runtime pauses it
+        (config `gc_pause`): a batch allocates objects per record that reference counting
+        frees, and the collector's scans of them cost as much as the batch's own work
+        (bench/spark_state_path.py). It runs again before the rows leave."""
         import pandas as pd
 
         plan = plan_of(self.blob)
+        with gc_paused(plan.gc_pause):
+            packed = self._batch(plan, key, rows)
+        if packed:  # pyspark cannot convert an empty frame of this schema
+            slots = sorted(packed)
+            yield pd.DataFrame({"slot": slots, "rows": [packed[s] for s in slots]})
+
+    def _batch(self, plan: TaskPlan, key: Any, rows: Iterator[Any]) -> dict[int, bytes]:
+        """Run the batch of the task whose group key is `key`; its outputs packed per slot."""
         partition = self.partition_of[int(key[0])]
         blobs: list[bytes] = []
         for pdf in rows:
@@ -135,10 +149,7 @@ class TaskProcessor(StatefulProcessor):
             task.close()
         if passing is not None and passing["seq"]:
             cols = {name: passing[name] + cols[name] for name in cols}
-        packed = pack_by_slot(cols, self.slots)
-        if packed:  # pyspark cannot convert an empty frame of this schema
-            slots = sorted(packed)
-            yield pd.DataFrame({"slot": slots, "rows": [packed[s] for s in slots]})
+        return pack_by_slot(cols, self.slots)
 
     def close(self) -> None:
         return None

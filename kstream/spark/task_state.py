@@ -112,7 +112,7 @@ class DictMap:
 
 
 @contextmanager
-def gc_paused() -> Iterator[None]:
+def gc_paused(pause: bool = True) -> Iterator[None]:
     """Python's cyclic collector held off while a batch's entries are read or written in bulk.
 
     `prefetch` and `sync` create tens of thousands of objects that live until the batch ends
@@ -121,9 +121,10 @@ def gc_paused() -> Iterator[None]:
     surviving, the whole heap (bench/spark_state_path.py, 1,000,000 keys: a task ran in 15.5
     us per record with the collector off throughout, 25 with it on; pausing it here, on top of
     `_segments`, took 0.3-1.0 us more off). Paused, it runs after, as the native runtime pauses
-    it per batch (`kstream.runtime.thread`). A collector someone else turned off stays off.
+    it per batch (`kstream.runtime.thread`). A collector someone else turned off stays off;
+    `pause=False` (config `gc_pause` off) leaves it running.
     """
-    if not gc.isenabled():
+    if not pause or not gc.isenabled():
         yield
         return
     gc.disable()

@@ -68,6 +68,7 @@ from kstream.spark.packing import output_batch, pack_by_slot
 from kstream.spark.plan import TaskPlan, build_task_plan, plan_of
 from kstream.spark.policy import RecordPolicy
 from kstream.spark.task_rows import TaskRows, chosen_topic_partitions
+from kstream.spark.task_state import gc_paused
 from kstream.spark.wire import ROW_SCHEMA, input_records
 from kstream.state.caching import RecordCache
 from kstream.state.provenance import header_value
@@ -350,9 +351,12 @@ def read_task_function(
                         task = tasks.get(part)
                         if task is None:
                             task = tasks[part] = TaskRun(plan, sub, part, {})
-                        cols = task.run(records)
-                        if cols["seq"]:
-                            yield hand_over(plan, part, cols)
+                        # the collector paused for the batch, as in a stateful task
+                        with gc_paused(plan.gc_pause):
+                            cols = task.run(records)
+                            out = hand_over(plan, part, cols) if cols["seq"] else None
+                        if out is not None:
+                            yield out
         finally:
             for task in tasks.values():
                 task.close()
