@@ -31,7 +31,11 @@ from kstream.errors import ConfigError, TopologyError
 from kstream.guarantee import AT_LEAST_ONCE, DEFAULT_GUARANTEE, EXACTLY_ONCE, parse_guarantee
 from kstream.kafka.supplier import ClientConfig, ClientSupplier, KafkaClientSupplier
 from kstream.runtime.policies import ensure_dlq_topic
-from kstream.spark.checkpoint import clear_unfinished_start, has_logged_batch
+from kstream.spark.checkpoint import (
+    clear_unfinished_start,
+    has_logged_batch,
+    use_file_system_manager,
+)
 from kstream.spark.policy import policy_config
 from kstream.spark.queries import TaskQueries, settle
 from kstream.topology.topology import Topology
@@ -221,6 +225,8 @@ def _start_tasks(
         register(spark)
     if checkpoint_dir is None:
         checkpoint_dir = os.path.join(cfg.state_dir, plan.app_id, "spark-checkpoint")
+    if own_session:
+        use_file_system_manager(spark, checkpoint_dir)
     # a checkpoint from before a hop was fused: its upstream's query goes on as it was
     unfused = {
         up for up in plan.fused.values() if has_logged_batch(spark, _location(checkpoint_dir, up))

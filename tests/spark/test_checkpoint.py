@@ -53,3 +53,74 @@ def test_only_hidden_temporary_files_count() -> None:
     assert is_unfinished_write(TMP) and is_unfinished_write(f".{TMP}.crc")
     assert not is_unfinished_write("0") and not is_unfinished_write("0.tmp")
     assert not is_unfinished_write(".metadata.crc")
+
+
+def test_a_local_checkpoint_gets_the_file_system_manager_unless_one_is_set(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Spark's `FileSystem`-based checkpoint file manager for a checkpoint on the local disk
+    (its default renames through `FileContext`, which starts a `readlink` process twice a
+    rename); a class the session names, and other file systems, are left alone."""
+    from kstream.spark.checkpoint import FILE_MANAGER_KEY, use_file_system_manager
+
+    assert spark.conf.get(FILE_MANAGER_KEY, None) is None
+    try:
+        assert use_file_system_manager(spark, "hdfs://namenode:8020/cp") is None
+        assert spark.conf.get(FILE_MANAGER_KEY, None) is None
+        name = use_file_system_manager(spark, str(tmp_path / "cp"))
+        assert name is not None and name.endswith(".FileSystemBasedCheckpointFileManager")
+        spark.sparkContext._jvm.java.lang.Class.forName(name)  # a class this Spark has
+        assert spark.conf.get(FILE_MANAGER_KEY) == name
+        spark.conf.set(FILE_MANAGER_KEY, "com.example.Mine")
+        assert use_file_system_manager(spark, f"file://{tmp_path}/cp") is None
+        assert spark.conf.get(FILE_MANAGER_KEY) == "com.example.Mine"
+    finally:
+        spark.conf.unset(FILE_MANAGER_KEY)
+
+
+def test_a_query_checkpoints_through_the_file_system_manager(
+    spark: Any, bootstrap_servers: str, unique_name: Any, tmp_path: Path
+) -> None:
+    """A stateful query run twice over a checkpoint written through the `FileSystem`-based
+    manager: the second run resumes from it (reads only the new records)."""
+    from spark_helpers import create_topics, produce
+    from support.committed_reader import read_committed
+
+    from kstream.dsl import StreamBuilder
+    from kstream.spark import run
+    from kstream.spark.checkpoint import FILE_MANAGER_KEY, use_file_system_manager
+
+    inp, out = unique_name("in"), unique_name("out")
+    create_topics(bootstrap_servers, {inp: 1, out: 1})
+    b = StreamBuilder()
+    b.stream(inp, key_serde="string", value_serde="string").group_by_key().count().to_stream().to(
+        out, key_serde="string", value_serde="long"
+    )
+    app, cp = unique_name("fsman"), tmp_path / "cp"
+    try:
+        assert use_file_system_manager(spark, str(cp)) is not None
+        for n in (3, 2):
+            produce(
+                bootstrap_servers,
+                inp,
+                [("k", "v", 1_000 + i) for i in range(n)],
+                "string",
+                "string",
+            )
+            run(
+                b.build(),
+                app,
+                bootstrap_servers,
+                str(cp),
+                spark=spark,
+                config={"state_dir": str(tmp_path / "state")},
+            )
+    finally:
+        spark.conf.unset(FILE_MANAGER_KEY)
+    counts = [int.from_bytes(r.value or b"", "big") for r in read_committed(bootstrap_servers, out)]
+    assert counts == [1, 2, 3, 4, 5]
+    (sid,) = [d.name for d in cp.iterdir() if d.name.startswith("subtopology-")]
+    assert sorted(p.name for p in (cp / sid / "commits").iterdir() if p.name.isdigit()) == [
+        "0",
+        "1",
+    ]
