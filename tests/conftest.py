@@ -59,9 +59,10 @@ _SHARED_KAFKA: KafkaCluster | None = None
 # the tests are bound by CPU, not by peak JIT-compiled speed. Production jobs keep Spark's
 # defaults: these settings live only here.
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData"
-# A `sitecustomize` that has Spark's Python workers import pyspark from the installed package
-# (with its compiled bytecode) rather than from `pyspark.zip`: see its docstring.
-PYSPARK_FIRST = str(Path(__file__).resolve().parent / "support" / "pyspark_first")
+# kstream's `sitecustomize` for Spark's Python processes: they import pyspark from the installed
+# package (with its compiled bytecode) rather than from `pyspark.zip`; on the path of every
+# process the tests start, so it covers the sessions the tests start themselves too.
+PYSPARK_FIRST = str(Path(__file__).resolve().parent.parent / "kstream" / "spark" / "worker_site")
 SPARK_TEST_DEFAULTS = {
     "spark.driver.extraJavaOptions": TEST_JVM_OPTIONS,
     "spark.executor.extraJavaOptions": TEST_JVM_OPTIONS,

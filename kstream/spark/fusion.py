@@ -34,13 +34,12 @@ from typing import Any
 import pyarrow as pa
 
 from kstream.records import Record
+from kstream.spark.packing import INPUT_ARROW_SCHEMA
 from kstream.spark.plan import TaskPlan
 from kstream.spark.slot_writer import row_tuples, write_order
 from kstream.spark.wire import ROW_ARROW_SCHEMA, decode_headers, pack, unpack
 
 __all__ = ["FusedInput", "fused_function", "fused_input"]
-
-_INPUT = pa.schema([("partition", pa.int32()), ("rows", pa.binary())])
 
 
 def fused_function(
@@ -72,7 +71,7 @@ def _by_destination(cols: Mapping[str, list[Any]], hop: set[str], own: int) -> p
         pack(batch if len(dest) == 1 else batch.take(pa.array(dest[p], pa.int32()))) for p in parts
     ]
     return pa.RecordBatch.from_arrays(
-        [pa.array(parts, pa.int32()), pa.array(blobs, pa.binary())], schema=_INPUT
+        [pa.array(parts, pa.int32()), pa.array(blobs, pa.binary())], schema=INPUT_ARROW_SCHEMA
     )
 
 

@@ -34,6 +34,7 @@ from kstream.spark.wire import (
 )
 
 __all__ = [
+    "INPUT_ARROW_SCHEMA",
     "INPUT_SCHEMA",
     "OUTPUT_SCHEMA",
     "output_batch",
@@ -47,7 +48,7 @@ __all__ = [
 
 INPUT_SCHEMA = "partition int, rows binary"
 OUTPUT_SCHEMA = "slot int, rows binary"
-_INPUT = pa.schema([("partition", pa.int32()), ("rows", pa.binary())])
+INPUT_ARROW_SCHEMA = pa.schema([("partition", pa.int32()), ("rows", pa.binary())])
 
 
 def pack_input(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -59,7 +60,7 @@ def pack_input(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
                     pa.array([b.column("partition")[0].as_py()], pa.int32()),
                     pa.array([pack(b)], pa.binary()),
                 ],
-                schema=_INPUT,
+                schema=INPUT_ARROW_SCHEMA,
             )
 
 
