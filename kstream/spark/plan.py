@@ -23,7 +23,7 @@ from kstream.spark.wire import dumps, loads
 from kstream.topology.compiled import CompiledTopology, compile_topology
 from kstream.topology.topology import ProcessorDef, Topology
 
-__all__ = ["TaskPlan", "build_task_plan", "fusable", "plan_of"]
+__all__ = ["TaskPlan", "build_task_plan", "fusable", "plan_of", "tasks_write"]
 
 
 @dataclass
@@ -234,6 +234,34 @@ def fusable(plan: TaskPlan) -> dict[int, int]:
             continue  # it reads what another sub-topology writes: keep its query's turn
         out[sid] = up
     return out
+
+
+def tasks_write(plan: TaskPlan, sid: int) -> bool:
+    """Whether stateful sub-topology `sid`'s tasks can write their own outputs, each in a
+    transaction of its own, with no write-slot stage after them (`kstream.spark.sink`): the
+    app reads none of the topics it writes (no other sub-topology's source, no global table's,
+    no loop), and no sink of it picks its topic per record (a chooser may name any topic).
+
+    Write slots exist for the order within a partition that several tasks write: a slot merges
+    their rows by timestamp, as the next sub-topology of a Kafka Streams app would take them.
+    Where nothing in the app reads a topic, that order is nobody's input: Kafka Streams' own
+    tasks interleave their writes to a shared partition however their threads run."""
+    if sid not in plan.stateful or any(sid in loop for loop in plan.loops):
+        return False
+    read = {t for topics in plan.sources.values() for t in topics} | set(plan.global_topics)
+    if any(t in read for t in plan.sinks.get(sid, ())):
+        return False
+    topo = plan.compiled.topology
+    for sub in (sid, plan.fused.get(sid)):
+        if sub is None:
+            continue
+        for n in plan.compiled.subtopologies[sub].nodes:
+            node = topo.nodes[n]
+            if isinstance(node, ProcessorDef) and hasattr(
+                _processor_class(node), "topic_name_extractor"
+            ):
+                return False
+    return True
 
 
 def _components(nodes: list[int], feeds: Mapping[int, set[int]]) -> list[list[int]]:

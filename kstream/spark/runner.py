@@ -42,6 +42,7 @@ from kstream.topology.topology import Topology
 
 if TYPE_CHECKING:
     from kstream.spark.plan import TaskPlan
+    from kstream.spark.sink import TaskWriter
 
 _PROCESSING_TIME = re.compile(r"^processingTime=(.+)$")
 TASK_LABEL_MODULUS = 1024
@@ -328,11 +329,16 @@ class _SubTopologyQueries:
 
     def start(self, sid: int) -> tuple[Any, Any]:
         """Start sub-topology `sid`'s query; the query and its sink."""
-        from kstream.spark.sink import TransactionalSink
+        from kstream.spark.sink import TaskWriter, TransactionalSink
 
         plan, cfg = self.plan, self.cfg
-        out = self._tasks(sid, self._source(sid)) if sid in plan.stateful else self._source(sid)
         query_app = _query_app(plan.app_id, sid)
+        location = _location(self.checkpoint_dir, sid)
+        writer = None
+        if self._tasks_write(sid, location):
+            writer = TaskWriter(query_app, self.guarantee, cfg.kafka)
+        source = self._source(sid)
+        out = self._tasks(sid, source, writer) if sid in plan.stateful else source
         sink = TransactionalSink(
             query_app,
             plan.bootstrap_servers,
@@ -342,8 +348,8 @@ class _SubTopologyQueries:
             guarantee=self.guarantee,
             client_supplier=self.client_supplier,
             provenance=plan.provenance,
+            by_tasks=writer is not None,
         )
-        location = _location(self.checkpoint_dir, sid)
         clear_unfinished_start(self.spark, location)
         query = (
             out.writeStream.queryName(query_app.replace("-", "_").replace(".", "_"))
@@ -354,6 +360,29 @@ class _SubTopologyQueries:
             .start()
         )
         return query, sink
+
+    def _tasks_write(self, sid: int, location: str) -> bool:
+        """Whether `sid`'s tasks write their own outputs (`plan.tasks_write`): not when the
+        marker topic has fewer partitions than tasks (made for an older plan), nor when the
+        checkpoint's batches were written through write slots (their markers would not say
+        which of its batches the tasks wrote), as a checkpoint of an earlier kstream has it."""
+        from kstream.spark.plan import tasks_write
+        from kstream.spark.sink import committed_batches
+
+        plan = self.plan
+        if not tasks_write(plan, sid):
+            return False
+        if max(plan.partitions[t] for t in plan.sources[sid]) > self.slots[sid]:
+            return False  # a task's marker is the marker topic's partition of its number
+        if not has_logged_batch(self.spark, location):
+            return True
+        query_app = _query_app(plan.app_id, sid)
+        return (
+            committed_batches(
+                plan.bootstrap_servers, query_app, self.cfg.kafka, self.client_supplier
+            )
+            == 0
+        )
 
     def _source(self, sid: int) -> Any:
         """The sub-topology's input: packed records for a stateful one's tasks, or a stateless
@@ -382,7 +411,7 @@ class _SubTopologyQueries:
         )
         return self.spark.readStream.format(source.NAME).options(**options).load()
 
-    def _tasks(self, sid: int, raw: Any) -> Any:
+    def _tasks(self, sid: int, raw: Any, writer: TaskWriter | None) -> Any:
         """A stateful sub-topology's tasks over `raw`: one group per task, labelled so that
         Spark spreads them evenly over its partitions, each run by a TaskProcessor."""
         from pyspark.sql import functions as F
@@ -400,7 +429,7 @@ class _SubTopologyQueries:
             raw.withColumn("task", task)
             .groupBy("task")
             .transformWithStateInPandas(
-                TaskProcessor(self.blob, sid, labels, self.slots[sid]),
+                TaskProcessor(self.blob, sid, labels, self.slots[sid], writer),
                 packing.OUTPUT_SCHEMA,
                 "append",
                 "none",

@@ -31,10 +31,20 @@ a partition that several tasks write to would get each task's rows of the batch 
 where the slot merges them by timestamp. In a repartition topic that order is what the next
 sub-topology processes: a stream-table join downstream would see a table update before older
 stream records of the other task (the orders-enriched example gives other results).
+
+Where the app reads none of the topics a stateful query writes (`plan.tasks_write`), that order
+is nobody's input, and its tasks do write their own outputs (`TaskWriter`), with no write-slot
+stage: each task's rows of a batch are one transaction of the task's own transactional id,
+which commits the task's batch count (kept in its Spark state, as Spark does not tell a
+stateful processor the batch id) as the offset of marker partition `task` for the task sink
+group. A replayed batch runs over the state its predecessor left, so it has the same count and
+is skipped if written. The task hands the driver one small row (`WRITTEN_SLOT`) saying what it
+wrote. A checkpoint whose batches were written through slots keeps them (`runner`).
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 import zlib
 from collections import deque
@@ -50,6 +60,7 @@ from kstream.spark.slot_writer import (
     marker_topic,
     sink_group,
     slot_transactional_id,
+    task_sink_group,
     write_order,
 )
 from kstream.spark.wire import ROW_ARROW_SCHEMA, unpack
@@ -58,7 +69,9 @@ __all__ = [
     "COLUMNS",
     "GUARANTEES",
     "RESULT_SCHEMA",
+    "WRITTEN_SLOT",
     "SlotWriter",
+    "TaskWriter",
     "TransactionalSink",
     "committed_batches",
     "destination",
@@ -69,6 +82,7 @@ __all__ = [
     "slot_of",
     "slot_rows",
     "slot_transactional_id",
+    "task_sink_group",
     "write_function",
     "write_order",
 ]
@@ -79,6 +93,8 @@ RESULT_SCHEMA = "slot int, written long, skipped boolean, " + ", ".join(
     f"{t} double" for t in TIMERS
 )
 GUARANTEES = ("exactly_once", "at_least_once")
+# the slot of a task's row saying what it wrote itself (`TaskWriter`), packed by `written_row`
+WRITTEN_SLOT = -1
 
 
 def ensure_marker_topic(admin: Any, app_id: str, slots: int) -> int:
@@ -201,6 +217,61 @@ def write_function(
     return write
 
 
+def written_row(written: int, timings: Mapping[str, float]) -> bytes:
+    """What a task wrote itself (-1: its batch was written before) and its write's timers."""
+    return json.dumps({"written": written, **{t: timings.get(t, 0.0) for t in TIMERS}}).encode()
+
+
+def read_written_row(blob: bytes) -> dict[str, float]:
+    got: dict[str, float] = json.loads(blob)
+    return got
+
+
+class TaskWriter:
+    """Where a stateful query's tasks write their own outputs (`plan.tasks_write`): what each
+    task needs, pickled with its processor, for its worker's writer of the task
+    (`cached_writer` with `by_task`)."""
+
+    def __init__(self, app_id: str, guarantee: str, kafka: Mapping[str, Any]) -> None:
+        """`app_id`: the query's (its marker topic's); `kafka`: the writers' client settings."""
+        if guarantee not in GUARANTEES:
+            raise ValueError(f"guarantee must be one of {GUARANTEES}, got {guarantee!r}")
+        self.app_id = app_id
+        self.guarantee = guarantee
+        self.kafka = dict(kafka)
+        # this query run's: a worker's writers of an earlier run are not trusted
+        self.run = uuid.uuid4().hex
+
+    def write(
+        self,
+        partition: int,
+        cols: Mapping[str, list[Any]],
+        batch: int,
+        bootstrap_servers: str,
+        client_supplier: ClientSupplier | None,
+        provenance: bool,
+    ) -> bytes:
+        """Write task `partition`'s rows of its `batch`-th batch once; `written_row`."""
+        writer = cached_writer(
+            self.run,
+            self.app_id,
+            bootstrap_servers,
+            self.kafka,
+            partition,
+            self.guarantee,
+            client_supplier,
+            provenance,
+            by_task=True,
+        )
+        rows = {**cols, "h": cols.get("h") or [None] * len(cols["seq"])}
+        try:
+            n = writer.write(rows, batch)
+        except BaseException:
+            drop_writer(writer)
+            raise
+        return written_row(n, writer.timings)
+
+
 class TransactionalSink:
     """`foreachBatch` callable: the driver plans the write, executor tasks do it per slot.
 
@@ -224,10 +295,12 @@ class TransactionalSink:
         guarantee: str = "exactly_once",
         client_supplier: ClientSupplier | None = None,
         provenance: bool = False,
+        by_tasks: bool = False,
     ) -> None:
         """`client_supplier`: where the writers' clients come from (None: Kafka's; it must
         pickle, as it goes to the executors). `provenance`: stamp each record's provenance id
-        (`broker_compat` on)."""
+        (`broker_compat` on). `by_tasks`: the query's tasks write their own outputs
+        (`TaskWriter`); the sink runs the batch and counts what they wrote."""
         if guarantee not in GUARANTEES:
             raise ValueError(f"guarantee must be one of {GUARANTEES}, got {guarantee!r}")
         self.app_id = app_id
@@ -238,6 +311,7 @@ class TransactionalSink:
         self.guarantee = guarantee
         self.client_supplier = client_supplier
         self.provenance = provenance
+        self.by_tasks = by_tasks
         self._local: dict[int, SlotWriter] = {}
         # this sink's run (a query's start): the workers keep their writers per run
         self.run = uuid.uuid4().hex
@@ -249,6 +323,11 @@ class TransactionalSink:
         self.timings: deque[list[dict[str, float]]] = deque(maxlen=100)
 
     def __call__(self, df: Any, batch_id: int) -> None:
+        if self.by_tasks:
+            got = [read_written_row(r["rows"]) for r in df.collect() if r["slot"] == WRITTEN_SLOT]
+            self._count([(max(int(g["written"]), 0), g["written"] < 0) for g in got])
+            self.timings.append([{t: g[t] for t in TIMERS} for g in got if g["written"] > 0])
+            return
         fn = write_function(
             self.run,
             self.app_id,

@@ -5,6 +5,12 @@ batch id committed as the sink group's offset of marker partition `slot` in the 
 transaction (`kstream.spark.sink` says why); a replayed slot at or below its committed marker
 is skipped. A Python worker keeps its writers from batch to batch of a query's run
 (`cached_writer`).
+
+The same writer serves a stateful task that writes its own outputs (`by_task`: no topic it
+writes is read back by the app, `kstream.spark.sink.tasks_write`): then the "slot" is the
+task's partition, the batch id the task's own count of batches (kept in its state), and the
+transactional id and marker group are the task's (`task_transactional_id`, `task_sink_group`),
+so the two kinds of marker never mix.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ __all__ = [
     "row_tuples",
     "sink_group",
     "slot_transactional_id",
+    "task_sink_group",
+    "task_transactional_id",
     "write_order",
 ]
 
@@ -42,6 +50,18 @@ def slot_transactional_id(app_id: str, slot: int) -> str:
     """The transactional id of a query's write slot: every writer of the slot, in any process
     and any run, uses it, so each fences the ones before it."""
     return f"{app_id}-spark-sink-{slot}"
+
+
+def task_sink_group(app_id: str) -> str:
+    """The group whose offsets on the marker topic say which batches each task has written
+    itself (partition = the task's partition, offset = its batch count after the last one)."""
+    return f"{app_id}-spark-task-sink"
+
+
+def task_transactional_id(app_id: str, partition: int) -> str:
+    """The transactional id of a query's task that writes its own outputs: every attempt of
+    the task, in any process and any run, uses it, so each fences the ones before it."""
+    return f"{app_id}-spark-task-{partition}"
 
 
 def row_tuples(cols: Mapping[str, Sequence[Any]]) -> Iterator[tuple[Any, ...]]:
@@ -115,9 +135,12 @@ class SlotWriter:
         guarantee: str = "exactly_once",
         client_supplier: ClientSupplier | None = None,
         provenance: bool = False,
+        by_task: bool = False,
     ) -> None:
+        """`by_task`: `slot` is a task's partition, writing its own outputs (module doc)."""
         self.app_id = app_id
         self.provenance = provenance
+        self.by_task = by_task
         self.supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
         self.bootstrap_servers = bootstrap_servers
         self.kafka = dict(kafka)
@@ -138,18 +161,21 @@ class SlotWriter:
                 ClientConfig(
                     self.bootstrap_servers,
                     self.kafka,
-                    transactional_id=(
-                        slot_transactional_id(self.app_id, self.slot)
-                        if self.transactional
-                        else None
-                    ),
+                    transactional_id=self.transactional_id if self.transactional else None,
                 )
             )
         if self._consumer is None and self.transactional:
+            group = task_sink_group(self.app_id) if self.by_task else sink_group(self.app_id)
             self._consumer = self.supplier.consumer(
-                ClientConfig(self.bootstrap_servers, self.kafka, group_id=sink_group(self.app_id))
+                ClientConfig(self.bootstrap_servers, self.kafka, group_id=group)
             )
         return self._producer, self._consumer
+
+    @property
+    def transactional_id(self) -> str:
+        if self.by_task:
+            return task_transactional_id(self.app_id, self.slot)
+        return slot_transactional_id(self.app_id, self.slot)
 
     def committed(self) -> int:
         """The slot's marker: batches up to it (exclusive) are written or had no rows here."""
@@ -242,7 +268,7 @@ class SlotWriter:
                         raise
 
 
-_WRITERS: dict[tuple[str, str, int], tuple[str, SlotWriter]] = {}
+_WRITERS: dict[tuple[str, str, int, bool], tuple[str, SlotWriter]] = {}
 
 
 def cached_writer(
@@ -254,19 +280,23 @@ def cached_writer(
     guarantee: str,
     client_supplier: ClientSupplier | None,
     provenance: bool = False,
+    by_task: bool = False,
 ) -> SlotWriter:
-    """This Python worker's writer of `slot` for the sink `run` (one per started query): made
-    on first use, kept across the run's batches. A writer of another run of the same slot is
-    closed: a query restarted from its checkpoint (or a new one, the app's marker offsets
-    reset) reads the marker again rather than trust what an earlier run committed."""
-    key = (app_id, bootstrap_servers, slot)
+    """This Python worker's writer of `slot` (a task's partition: `by_task`) for the sink
+    `run` (one per started query): made on first use, kept across the run's batches. A writer
+    of another run of the same slot is closed: a query restarted from its checkpoint (or a new
+    one, the app's marker offsets reset) reads the marker again rather than trust what an
+    earlier run committed."""
+    key = (app_id, bootstrap_servers, slot, by_task)
     got = _WRITERS.get(key)
     if got is not None and got[0] == run:
         return got[1]
     if got is not None:
         del _WRITERS[key]
         got[1].close(abort=True)
-    w = SlotWriter(app_id, bootstrap_servers, kafka, slot, guarantee, client_supplier, provenance)
+    w = SlotWriter(
+        app_id, bootstrap_servers, kafka, slot, guarantee, client_supplier, provenance, by_task
+    )
     _WRITERS[key] = (run, w)
     return w
 

@@ -33,6 +33,7 @@ from kstream.spark.failure import in_worker
 from kstream.spark.fusion import fused_input
 from kstream.spark.packing import pack_by_slot, unpack_input
 from kstream.spark.plan import TaskPlan, plan_of
+from kstream.spark.sink import WRITTEN_SLOT, TaskWriter
 from kstream.spark.state_client import SparkMap
 from kstream.spark.task_state import DATA_TAG, MapBackend, gc_paused
 from kstream.spark.tasks import TaskRun
@@ -43,6 +44,10 @@ MAP_KEY_SCHEMA = "k binary"
 MAP_VALUE_SCHEMA = "v binary"
 LAYOUT = 2
 """How the stores sit in Spark's state: 2 = user keys in hash buckets (`BucketedMap`)."""
+BATCHES = "batches"
+"""The metadata's count of the batches a task that writes its own outputs has run: the marker
+of its next write. Counted whether or not a batch had outputs, so a replay that has outputs
+where the first run had none (a wall-clock punctuation) still writes them."""
 
 
 def store_state_name(store: str) -> str:
@@ -53,14 +58,25 @@ class TaskProcessor(StatefulProcessor):
     """Runs task (sub-topology `sub`, partition p) for the group whose key is `labels[p]`.
 
     Its input rows and its outputs are packed (`kstream.spark.packing`): records in, one row
-    per packed source batch; out, one row per write slot of the query's `slots`.
+    per packed source batch; out, one row per write slot of the query's `slots`. With `writer`
+    (`plan.tasks_write`) the task writes its outputs itself, in a transaction of its own marked
+    with its count of batches (`BATCHES`, in its metadata), and hands over one `WRITTEN_SLOT`
+    row saying what it wrote.
     """
 
-    def __init__(self, blob: bytes, sub: int, labels: Sequence[int], slots: int) -> None:
+    def __init__(
+        self,
+        blob: bytes,
+        sub: int,
+        labels: Sequence[int],
+        slots: int,
+        writer: TaskWriter | None = None,
+    ) -> None:
         self.blob = blob
         self.sub = sub
         self.labels = list(labels)
         self.slots = slots
+        self.writer = writer
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         plan = plan_of(self.blob)
@@ -144,12 +160,27 @@ class TaskProcessor(StatefulProcessor):
                 meta["prefetch_off"] = sorted(guessless)
             if fused_next:
                 meta["fused_next"] = fused_next
-            self.meta.update((pickle.dumps(meta, protocol=5),))
         finally:
             task.close()
         if passing is not None and passing["seq"]:
             cols = {name: passing[name] + cols[name] for name in cols}
-        return pack_by_slot(cols, self.slots)
+        if self.writer is None:
+            self.meta.update((pickle.dumps(meta, protocol=5),))
+            return pack_by_slot(cols, self.slots)
+        batch = int(saved.get(BATCHES, 0))
+        meta[BATCHES] = batch + 1
+        written = None
+        if cols["seq"]:
+            written = self.writer.write(
+                partition,
+                cols,
+                batch,
+                plan.bootstrap_servers,
+                plan.client_supplier,
+                plan.provenance,
+            )
+        self.meta.update((pickle.dumps(meta, protocol=5),))
+        return {} if written is None else {WRITTEN_SLOT: written}
 
     def close(self) -> None:
         return None

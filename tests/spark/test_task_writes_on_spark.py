@@ -1,0 +1,174 @@
+"""A stateful query whose outputs nothing in the app reads writes them from its tasks.
+
+No write-slot stage: each task writes its rows of a batch in a transaction of its own
+transactional id, marked with the task's count of batches (`kstream.spark.sink.TaskWriter`).
+Checked here on real Spark and Apache Kafka, everything read back with a plain read_committed
+consumer (`support.committed_reader`): the outputs are the test driver's, once each; the task
+markers are committed and the slot markers are not; a batch Spark replays (its commit log entry
+gone) is not written twice; a checkpoint whose batches went through write slots keeps them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_helpers import create_topics, driver_outputs, produce_raw
+from support.committed_reader import read_committed
+
+from kstream.dsl import StreamBuilder
+from kstream.dsl.windowed import time_windowed_serde
+from kstream.dsl.windows import TimeWindows
+from kstream.topology.topology import Topology
+
+pytest.importorskip("pyspark")
+
+Names = Callable[[str], str]
+WINDOW_MS = 1_000
+BATCH = 40
+
+
+def windowed_count(inp: str, out: str) -> Topology:
+    b = StreamBuilder()
+    (
+        b.stream(inp, key_serde="string", value_serde="json")
+        .group_by_key()
+        .windowed_by(TimeWindows.of(WINDOW_MS, grace=3_600_000))
+        .count()
+        .to_stream()
+        .to(out, key_serde=time_windowed_serde("string", WINDOW_MS), value_serde="long")
+    )
+    return b.build()
+
+
+def records(n: int) -> list[tuple[bytes, bytes, int, list[Any]]]:
+    t0 = 1_700_000_000_000
+    return [
+        (f"k{i % 7}".encode(), json.dumps({"n": i}).encode(), t0 + (i * 97) % 5_000, [])
+        for i in range(n)
+    ]
+
+
+def expected(inp: str, out: str, rows: list[tuple[bytes, bytes, int, Any]]) -> Counter[Any]:
+    """The test driver's outputs, each input partition's records in order (the count's key
+    is the input's, so a key's records are all in one partition, in produce order)."""
+    good = [(k.decode(), json.loads(v), ts) for k, v, ts, _h in rows]
+    ref = driver_outputs(
+        windowed_count(inp, out),
+        {inp: ("string", "json", good)},
+        {out: (time_windowed_serde("string", WINDOW_MS), "long")},
+    )
+    return Counter(ref[out])
+
+
+def outputs(bootstrap: str, out: str) -> Counter[Any]:
+    keys = time_windowed_serde("string", WINDOW_MS)
+    return Counter(
+        (keys.from_bytes(r.key), int.from_bytes(r.value or b"", "big", signed=True))
+        for r in read_committed(bootstrap, out)
+    )
+
+
+def run(spark: Any, app: str, bs: str, tmp: Path, inp: str, out: str) -> None:
+    from kstream.spark import run as spark_run
+
+    spark_run(
+        windowed_count(inp, out),
+        app,
+        bs,
+        str(tmp / app / "checkpoint"),
+        spark=spark,
+        config={"state_dir": str(tmp / app / "state")},
+        max_records_per_batch=BATCH,
+    )
+
+
+def markers(bs: str, app: str, group_of: Callable[[str], str]) -> dict[int, int]:
+    """The committed marker offsets of the count's query for the group `group_of(query)`,
+    per marker partition (absent: none committed)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from kstream.spark.plan import build_task_plan
+    from kstream.spark.slot_writer import marker_topic
+
+    (sid,) = build_task_plan(windowed_count("i", "o"), app).order
+    query = f"{app}-subtopology-{sid}"
+    c = Consumer({"bootstrap.servers": bs, "group.id": group_of(query)})
+    try:
+        topic = marker_topic(query)
+        parts = c.list_topics(topic, timeout=10).topics[topic].partitions
+        got = c.committed([TopicPartition(topic, p) for p in parts], timeout=10)
+    finally:
+        c.close()
+    return {tp.partition: tp.offset for tp in got if tp.offset >= 0}
+
+
+def test_tasks_write_their_outputs_once_and_a_replayed_batch_is_skipped(
+    spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Path
+) -> None:
+    from kstream.spark.slot_writer import sink_group, task_sink_group
+
+    bs = bootstrap_servers
+    inp, out = unique_name("in"), unique_name("out")
+    create_topics(bs, {inp: 2, out: 2})
+    rows = records(400)
+    produce_raw(bs, inp, rows)
+    app = unique_name("tasks")
+    run(spark, app, bs, tmp_path, inp, out)
+    want = expected(inp, out, rows)
+    assert sum(want.values()) == 400
+    assert outputs(bs, out) == want
+    # each task marked its batches (400 records, 40 a batch over both partitions: several)
+    task_marks = markers(bs, app, task_sink_group)
+    assert set(task_marks) == {0, 1} and min(task_marks.values()) >= 3
+    assert markers(bs, app, sink_group) == {}
+
+    # Spark replays the last batch when its commit log entry is missing: the same records
+    # over the state before it, so the same batch counts, and the tasks skip their writes;
+    # the batches after it (new input) have the next counts, and are written
+    (commits,) = (tmp_path / app / "checkpoint").glob("*/commits")
+    last = max(commits.iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1)
+    last.unlink()
+    (commits / f".{last.name}.crc").unlink(missing_ok=True)  # Hadoop's checksum of it
+    more = records(520)[400:]
+    produce_raw(bs, inp, more)
+    run(spark, app, bs, tmp_path, inp, out)
+    assert (commits / last.name).exists()  # the batch ran again
+    assert outputs(bs, out) == expected(inp, out, rows + more)
+    after = markers(bs, app, task_sink_group)
+    assert all(after[p] > task_marks[p] for p in (0, 1))
+
+
+def test_a_checkpoint_written_through_write_slots_keeps_them(
+    spark: Any,
+    bootstrap_servers: str,
+    unique_name: Names,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A checkpoint whose batches the write slots wrote (as a kstream before task writes did:
+    `tasks_write` finding nothing) goes on through them, since their markers are what says
+    which of its batches reached Kafka; a new app writes from its tasks."""
+    from kstream.spark import plan as spark_plan
+    from kstream.spark.slot_writer import sink_group, task_sink_group
+
+    bs = bootstrap_servers
+    inp, out = unique_name("in"), unique_name("out")
+    create_topics(bs, {inp: 2, out: 2})
+    rows = records(300)
+    produce_raw(bs, inp, rows[:150])
+    app = unique_name("slots")
+    with monkeypatch.context() as m:
+        m.setattr(spark_plan, "tasks_write", lambda plan, sid: False)
+        run(spark, app, bs, tmp_path, inp, out)
+    slot_marks = markers(bs, app, sink_group)
+    assert slot_marks
+    produce_raw(bs, inp, rows[150:])
+    run(spark, app, bs, tmp_path, inp, out)
+    assert outputs(bs, out) == expected(inp, out, rows)
+    assert markers(bs, app, task_sink_group) == {}
+    assert max(markers(bs, app, sink_group).values()) > max(slot_marks.values())
