@@ -13,7 +13,8 @@ engines from the same input topic to an output topic of its own, under exactly-o
 Spark run first, then every native run:
 
 - Spark: `kstream.spark.start` with `availableNow` and a per-batch record limit. The SparkSession
-  is started beforehand; the query's first batch pays for starting Python workers.
+  is started beforehand, with the checkpoint file manager a session kstream starts itself
+  uses for local checkpoints; the query's first batch pays for starting Python workers.
 - native: `kstream.runtime.App` (processing_guarantee="exactly_once", default settings), in this
   process. Done when the app's committed offsets cover every record of its source topics.
 
@@ -762,13 +763,23 @@ def start_spark(stack: contextlib.ExitStack, cluster: bool, ui: bool = False) ->
     if ui:
         conf["spark.ui.enabled"] = "true"
     if not cluster:
-        return "local[2]", spark_session(conf=conf)
+        return "local[2]", local_checkpoints(spark_session(conf=conf))
     from kstream.spark.local_cluster import LocalCluster
 
     env = {"PYTHONPATH": os.pathsep.join([ROOT, *sys.path[1:]])}
     nodes = stack.enter_context(LocalCluster(workers=2, cores=1, memory="1g", env=env))
     conf.update({"spark.driver.host": "127.0.0.1", "spark.executor.memory": "768m"})
-    return nodes.url, spark_session(master=nodes.url, conf=conf)
+    return nodes.url, local_checkpoints(spark_session(master=nodes.url, conf=conf))
+
+
+def local_checkpoints(session: Any) -> Any:
+    """`session` with the checkpoint file manager a session kstream starts itself gets for a
+    checkpoint on the local disk (`kstream.spark.run` without a session), as the bench's
+    checkpoints are, where the bench passes a session of its own."""
+    from kstream.spark.checkpoint import use_file_system_manager
+
+    use_file_system_manager(session, ROOT)
+    return session
 
 
 def master_kind(master: str) -> str:

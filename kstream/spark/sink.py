@@ -414,14 +414,16 @@ def committed_batches(
     app_id: str,
     kafka: Mapping[str, Any] | None = None,
     client_supplier: ClientSupplier | None = None,
+    by_tasks: bool = False,
 ) -> int:
-    """The highest batch count any slot of `app_id`'s sink has committed."""
+    """The highest batch count any slot of `app_id`'s sink has committed; with `by_tasks`, any
+    of its tasks writing their own outputs (a task's count of the batches it ran, at most the
+    query's)."""
     from confluent_kafka import TopicPartition
 
     supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
-    c = supplier.consumer(
-        ClientConfig(bootstrap_servers, dict(kafka or {}), group_id=sink_group(app_id))
-    )
+    group = task_sink_group(app_id) if by_tasks else sink_group(app_id)
+    c = supplier.consumer(ClientConfig(bootstrap_servers, dict(kafka or {}), group_id=group))
     try:
         parts = c.partitions_for(marker_topic(app_id))
         tps = c.committed([TopicPartition(marker_topic(app_id), p) for p in parts])

@@ -23,9 +23,14 @@ def finish(proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 300.0) -
 
 
 def committed_batches(bootstrap: str, app_id: str) -> int:
+    """How far query `app_id` has written: its write slots' furthest marker, or its tasks'
+    where they write their own outputs (`kstream.spark.sink.TaskWriter`)."""
     from kstream.spark.sink import committed_batches
 
-    return committed_batches(bootstrap, app_id)
+    return max(
+        committed_batches(bootstrap, app_id),
+        committed_batches(bootstrap, app_id, by_tasks=True),
+    )
 
 
 def submit_master(log: str) -> str:

@@ -7,8 +7,9 @@ count once and in order.
 Both examples run in one job (three queries: the word count's two sub-topologies and the
 windowed count). The first submission starts a driver and two executor JVMs, the restart a
 driver and one executor: JVM start-ups are the bulk of this test's time. Records are written by
-the executors (one transaction per write slot and batch), so this is also a test of the sink's
-writes from more than one process.
+the executors (one transaction per task and batch: no topic of either example is read back by
+the app, `kstream.spark.sink.TaskWriter`), so this is also a test of writes from more than one
+process.
 """
 
 from __future__ import annotations
