@@ -250,8 +250,13 @@ class TaskWriter:
         bootstrap_servers: str,
         client_supplier: ClientSupplier | None,
         provenance: bool,
-    ) -> bytes:
-        """Write task `partition`'s rows of its `batch`-th batch once; `written_row`."""
+        last_owner: str | None = None,
+    ) -> tuple[bytes, str | None]:
+        """Write task `partition`'s rows of its `batch`-th batch once: `written_row`, and the
+        token of the producer that wrote them (`SlotWriter.owner`). `last_owner`: the token of
+        the one that wrote the task's last batch; when that was another worker's (Spark gives
+        a task any idle Python worker), this worker's producer of the task has been fenced
+        since, and is renewed before the write rather than after a failed one."""
         writer = cached_writer(
             self.run,
             self.app_id,
@@ -264,12 +269,14 @@ class TaskWriter:
             by_task=True,
         )
         rows = {**cols, "h": cols.get("h") or [None] * len(cols["seq"])}
+        if last_owner is not None and writer.owner not in (None, last_owner):
+            writer.renew_producer()
         try:
             n = writer.write(rows, batch)
         except BaseException:
             drop_writer(writer)
             raise
-        return written_row(n, writer.timings)
+        return written_row(n, writer.timings), writer.owner
 
 
 class TransactionalSink:

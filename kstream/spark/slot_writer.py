@@ -16,6 +16,7 @@ so the two kinds of marker never mix.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -148,6 +149,8 @@ class SlotWriter:
         self.transactional = guarantee == "exactly_once"
         self._producer: Any = None
         self._consumer: Any = None
+        # a token of the current producer (`owner`)
+        self._owner: str | None = None
         # the marker this writer's producer committed last (None: not known, read it)
         self._last: int | None = None
         # the last write's own timers, in ms: clients and marker, produce, commit
@@ -155,8 +158,34 @@ class SlotWriter:
         # writes that needed a second attempt (most often: the producer was fenced)
         self.retries = 0
 
+    @property
+    def owner(self) -> str | None:
+        """A token of this writer's current producer (None: none started yet). A task that
+        writes its own outputs keeps the token of the producer that wrote its last batch: when
+        that is another worker's, this one's producer has been fenced since (`renew_producer`)."""
+        return self._owner
+
+    def renew_producer(self) -> None:
+        """Let the producer go, fenced or known to be, keeping the consumer (it only reads the
+        marker and gives the group's metadata): the next write starts a new producer, which
+        fences every other of the transactional id, and reads the marker. Starting only a
+        producer saves the consumer's start and its coordinator lookup."""
+        self._last = None
+        self._owner = None
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            try:
+                producer.close(timeout=1.0)
+            except Exception:
+                pass
+
+    def _fenced(self) -> bool:
+        check = getattr(self._producer, "fenced", None)
+        return bool(check()) if callable(check) else False
+
     def _clients(self) -> tuple[Any, Any]:
         if self._producer is None:
+            self._owner = uuid.uuid4().hex
             self._producer = self.supplier.producer(
                 ClientConfig(
                     self.bootstrap_servers,
@@ -196,7 +225,10 @@ class SlotWriter:
         try:
             return self._attempt(rows, batch_id)
         except Exception:
-            self.close(abort=True)
+            if self._fenced():
+                self.renew_producer()  # another writer of the slot started since
+            else:
+                self.close(abort=True)
             self.retries += 1
             failed_ms = (time.perf_counter() - t0) * 1e3
             n = self._attempt(rows, batch_id)
@@ -257,6 +289,7 @@ class SlotWriter:
 
     def close(self, abort: bool = False) -> None:
         self._last = None
+        self._owner = None
         producer, self._producer = self._producer, None
         consumer, self._consumer = self._consumer, None
         for client in (producer, consumer):

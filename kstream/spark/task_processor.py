@@ -48,6 +48,8 @@ BATCHES = "batches"
 """The metadata's count of the batches a task that writes its own outputs has run: the marker
 of its next write. Counted whether or not a batch had outputs, so a replay that has outputs
 where the first run had none (a wall-clock punctuation) still writes them."""
+WRITER = "writer"
+"""The metadata's token of the producer that wrote the task's last batch (`TaskWriter.write`)."""
 
 
 def store_state_name(store: str) -> str:
@@ -169,15 +171,17 @@ class TaskProcessor(StatefulProcessor):
             return pack_by_slot(cols, self.slots)
         batch = int(saved.get(BATCHES, 0))
         meta[BATCHES] = batch + 1
+        meta[WRITER] = saved.get(WRITER)
         written = None
         if cols["seq"]:
-            written = self.writer.write(
+            written, meta[WRITER] = self.writer.write(
                 partition,
                 cols,
                 batch,
                 plan.bootstrap_servers,
                 plan.client_supplier,
                 plan.provenance,
+                saved.get(WRITER),
             )
         self.meta.update((pickle.dumps(meta, protocol=5),))
         return {} if written is None else {WRITTEN_SLOT: written}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -203,3 +204,69 @@ def test_a_kept_slot_writer_fenced_by_another_worker_writes_each_batch_once(
         a.close()
         b.close()
     assert _plain_read_committed(bootstrap_servers, out, 5) == [b"0", b"1", b"2", b"3", b"4"]
+
+
+def test_a_task_writer_renews_a_producer_another_worker_fenced_and_keeps_its_consumer(
+    bootstrap_servers: str, unique_name: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task that writes its own outputs (`TaskWriter`) keeps the token of the producer that
+    wrote its last batch. Spark gives the task any idle Python worker: when the token is
+    another worker's, this worker's producer has been fenced since, and it starts a new one
+    before writing (no failed attempt: `retries` stays 0); a fenced producer found by a failed
+    attempt is replaced too. Either way the writer keeps its consumer (only the producer is
+    new). Two workers are two writer caches here. A plain read_committed consumer reads each
+    batch's record once."""
+    from kstream.kafka.admin import Admin
+    from kstream.spark import slot_writer
+    from kstream.spark.sink import TaskWriter, ensure_marker_topic
+
+    app, out = unique_name("task"), unique_name("task-out")
+    create_topics(bootstrap_servers, {out: 1})
+    with Admin(bootstrap_servers) as admin:
+        ensure_marker_topic(admin, app, 1)
+
+    def rows(i: int) -> dict[str, list[Any]]:
+        return {
+            "ptopic": ["in"],
+            "ppart": [0],
+            "poff": [i],
+            "seq": [0],
+            "k": [b"k"],
+            "topic": [out],
+            "v": [str(i).encode()],
+            "ts": [100 + i],
+            "part": [0],
+        }
+
+    task = TaskWriter(app, "exactly_once", {})
+    caches: dict[str, dict[Any, Any]] = {"a": {}, "b": {}}
+
+    def write(worker: str, i: int, last: str | None) -> tuple[int, str | None]:
+        with monkeypatch.context() as m:
+            m.setattr(slot_writer, "_WRITERS", caches[worker])
+            got, owner = task.write(0, rows(i), i, bootstrap_servers, None, False, last)
+        return int(json.loads(got)["written"]), owner
+
+    def writer(worker: str) -> Any:
+        ((_, w),) = caches[worker].values()
+        return w
+
+    try:
+        n, owner_a = write("a", 0, None)
+        assert n == 1 and owner_a is not None
+        consumer_a = writer("a")._consumer
+        n, owner_b = write("b", 1, owner_a)  # b's first producer fences a's
+        assert n == 1 and owner_b not in (None, owner_a)
+        n, renewed = write("a", 2, owner_b)  # known to be fenced: renewed before the write
+        assert n == 1 and renewed not in (None, owner_a)
+        assert writer("a").retries == 0
+        assert writer("a")._consumer is consumer_a
+        n, _ = write("b", 3, owner_b)  # b trusts a stale token: its attempt fails, retried
+        assert n == 1 and writer("b").retries == 1
+        n, _ = write("b", 3, None)  # a replay of batch 3: skipped by the marker
+        assert n == -1
+    finally:
+        for cache in caches.values():
+            for _, w in cache.values():
+                w.close()
+    assert _plain_read_committed(bootstrap_servers, out, 4) == [b"0", b"1", b"2", b"3"]
