@@ -36,3 +36,20 @@ def test_known_partitions() -> None:
 def test_partition_count_must_be_positive() -> None:
     with pytest.raises(ValueError, match="num_partitions must be positive, got 0"):
         default_partition(b"k", 0)
+
+
+def test_remembered_hashes_place_keys_as_the_hash_does() -> None:
+    """`default_partition` keeps the hashes of the keys it placed last (bounded): a key seen
+    before, one after the memory was cleared, and an unhashable buffer all land where the
+    hash itself puts them."""
+    from kstream.kafka import partitioner
+
+    keys = [f"user-{i}".encode() for i in range(partitioner._HASHES_MAX + 10)]
+    for _ in range(2):
+        for k in keys[:100] + keys[-100:]:
+            assert default_partition(k, 7) == (murmur2(k) & 0x7FFFFFFF) % 7
+    for k in keys:
+        default_partition(k, 3)
+    assert len(partitioner._HASHES) <= partitioner._HASHES_MAX
+    assert default_partition(bytearray(b"foobar"), 12) == 6
+    assert default_partition(b"foobar", 12) == 6
