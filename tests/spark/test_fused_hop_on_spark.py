@@ -9,71 +9,41 @@ read back with a plain read_committed consumer (`support.committed_reader`).
 
 from __future__ import annotations
 
-import json
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import create_topics, driver_outputs, produce_raw
+from spark_helpers import create_topics, produce_raw
 from support.committed_reader import read_committed
 from support.dead_letter_topic import bad_input, check_dead_letter_topic
+from windowed_counts import expected as driver_expected
+from windowed_counts import json_records, run_on_spark, spark_outputs, windowed_count
 
-from kstream.dsl import StreamBuilder
-from kstream.dsl.windowed import time_windowed_serde
-from kstream.dsl.windows import TimeWindows
 from kstream.topology.topology import Topology
 
 pytest.importorskip("pyspark")
 
 Names = Callable[[str], str]
-WINDOW_MS = 1_000
+
+
+def by_n_mod_3() -> Callable[[str, Any], str]:
+    """The re-keying function: a lambda, so Spark's workers get it by value (cloudpickle)."""
+    return lambda _key, value: f"g{value['n'] % 3}"
 
 
 def regrouped_windowed_count(inp: str, out: str) -> Topology:
     """`inp` (JSON values) re-keyed by `n % 3`, counted per 1-second window to `out`."""
-    b = StreamBuilder()
-    (
-        b.stream(inp, key_serde="string", value_serde="json")
-        .group_by(lambda _k, v: f"g{v['n'] % 3}", key_serde="string")
-        .windowed_by(TimeWindows.of(WINDOW_MS, grace=3_600_000))
-        .count()
-        .to_stream()
-        .to(out, key_serde=time_windowed_serde("string", WINDOW_MS), value_serde="long")
-    )
-    return b.build()
+    return windowed_count(inp, out, by_n_mod_3())
 
 
 def good_input(n: int) -> list[tuple[bytes, bytes, int, list[Any]]]:
-    t0 = 1_700_000_000_000
-    return [
-        (f"k{i}".encode(), json.dumps({"n": i}).encode(), t0 + (i * 97) % 5_000, [])
-        for i in range(n)
-    ]
+    return json_records(n)
 
 
-def expected(inp: str, out: str, records: list[tuple[bytes, bytes, int, Any]]) -> Counter[Any]:
+def expected(inp: str, out: str, records: list[tuple[bytes, bytes, int, Any]]) -> Any:
     """The test driver's outputs for the good records."""
-    good = [
-        (k.decode(), json.loads(v), ts)
-        for k, v, ts, _h in records
-        if v.startswith(b"{") and v.endswith(b"}")
-    ]
-    ref = driver_outputs(
-        regrouped_windowed_count(inp, out),
-        {inp: ("string", "json", good)},
-        {out: (time_windowed_serde("string", WINDOW_MS), "long")},
-    )
-    return Counter(ref[out])
-
-
-def spark_outputs(bootstrap: str, out: str) -> Counter[Any]:
-    keys = time_windowed_serde("string", WINDOW_MS)
-    return Counter(
-        (keys.from_bytes(r.key), int.from_bytes(r.value or b"", "big", signed=True))
-        for r in read_committed(bootstrap, out)
-    )
+    return driver_expected(inp, out, records, by_n_mod_3())
 
 
 def hop_topic(app: str, inp: str, out: str) -> str:
@@ -84,17 +54,7 @@ def hop_topic(app: str, inp: str, out: str) -> str:
 
 
 def run(spark: Any, app: str, bs: str, tmp: Path, inp: str, out: str, **config: Any) -> None:
-    from kstream.spark import run as spark_run
-
-    spark_run(
-        regrouped_windowed_count(inp, out),
-        app,
-        bs,
-        str(tmp / app / "checkpoint"),
-        spark=spark,
-        config={"state_dir": str(tmp / app / "state"), **config},
-        max_records_per_batch=40,
-    )
+    run_on_spark(spark, regrouped_windowed_count(inp, out), app, bs, tmp, 40, **config)
 
 
 def test_the_hop_is_spark_s_shuffle_and_a_dead_letter_passes_through(

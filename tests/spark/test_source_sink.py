@@ -156,6 +156,22 @@ def _plain_read_committed(bootstrap: str, topic: str, expected: int) -> list[byt
         c.close()
 
 
+def one_row(out: str, i: int) -> dict[str, list[Any]]:
+    """One row for `out` as a slot or task writer takes them (columns): value `i`."""
+    return {
+        "ptopic": ["in"],
+        "ppart": [0],
+        "poff": [i],
+        "seq": [0],
+        "k": [b"k"],
+        "topic": [out],
+        "v": [str(i).encode()],
+        "ts": [100 + i],
+        "part": [0],
+        "h": [None],
+    }
+
+
 def test_a_kept_slot_writer_fenced_by_another_worker_writes_each_batch_once(
     bootstrap_servers: str, unique_name: Callable[[str], str]
 ) -> None:
@@ -174,18 +190,7 @@ def test_a_kept_slot_writer_fenced_by_another_worker_writes_each_batch_once(
         ensure_marker_topic(admin, app, 1)
 
     def batch(i: int) -> dict[str, list[Any]]:
-        return {
-            "ptopic": ["in"],
-            "ppart": [0],
-            "poff": [i],
-            "seq": [0],
-            "k": [b"k"],
-            "topic": [out],
-            "v": [str(i).encode()],
-            "ts": [100 + i],
-            "part": [0],
-            "h": [None],
-        }
+        return one_row(out, i)
 
     a = SlotWriter(app, bootstrap_servers, {}, 0)
     b = SlotWriter(app, bootstrap_servers, {}, 0)
@@ -226,17 +231,7 @@ def test_a_task_writer_renews_a_producer_another_worker_fenced_and_keeps_its_con
         ensure_marker_topic(admin, app, 1)
 
     def rows(i: int) -> dict[str, list[Any]]:
-        return {
-            "ptopic": ["in"],
-            "ppart": [0],
-            "poff": [i],
-            "seq": [0],
-            "k": [b"k"],
-            "topic": [out],
-            "v": [str(i).encode()],
-            "ts": [100 + i],
-            "part": [0],
-        }
+        return {name: col for name, col in one_row(out, i).items() if name != "h"}
 
     task = TaskWriter(app, "exactly_once", {})
     caches: dict[str, dict[Any, Any]] = {"a": {}, "b": {}}

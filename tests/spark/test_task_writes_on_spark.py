@@ -10,81 +10,32 @@ gone) is not written twice; a checkpoint whose batches went through write slots 
 
 from __future__ import annotations
 
-import json
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import create_topics, driver_outputs, produce_raw
-from support.committed_reader import read_committed
-
-from kstream.dsl import StreamBuilder
-from kstream.dsl.windowed import time_windowed_serde
-from kstream.dsl.windows import TimeWindows
-from kstream.topology.topology import Topology
+from spark_helpers import create_topics, produce_raw
+from windowed_counts import expected, json_records, run_on_spark, spark_outputs, windowed_count
 
 pytest.importorskip("pyspark")
 
 Names = Callable[[str], str]
-WINDOW_MS = 1_000
 BATCH = 40
 
 
-def windowed_count(inp: str, out: str) -> Topology:
-    b = StreamBuilder()
-    (
-        b.stream(inp, key_serde="string", value_serde="json")
-        .group_by_key()
-        .windowed_by(TimeWindows.of(WINDOW_MS, grace=3_600_000))
-        .count()
-        .to_stream()
-        .to(out, key_serde=time_windowed_serde("string", WINDOW_MS), value_serde="long")
-    )
-    return b.build()
+def records(n: int, start: int = 0) -> list[tuple[bytes, bytes, int, list[Any]]]:
+    """Seven keys: the count's key is the input's, so a key's records are all in one
+    partition, in produce order, as the test driver takes them."""
+    return json_records(n, keys=7, start=start)
 
 
-def records(n: int) -> list[tuple[bytes, bytes, int, list[Any]]]:
-    t0 = 1_700_000_000_000
-    return [
-        (f"k{i % 7}".encode(), json.dumps({"n": i}).encode(), t0 + (i * 97) % 5_000, [])
-        for i in range(n)
-    ]
-
-
-def expected(inp: str, out: str, rows: list[tuple[bytes, bytes, int, Any]]) -> Counter[Any]:
-    """The test driver's outputs, each input partition's records in order (the count's key
-    is the input's, so a key's records are all in one partition, in produce order)."""
-    good = [(k.decode(), json.loads(v), ts) for k, v, ts, _h in rows]
-    ref = driver_outputs(
-        windowed_count(inp, out),
-        {inp: ("string", "json", good)},
-        {out: (time_windowed_serde("string", WINDOW_MS), "long")},
-    )
-    return Counter(ref[out])
-
-
-def outputs(bootstrap: str, out: str) -> Counter[Any]:
-    keys = time_windowed_serde("string", WINDOW_MS)
-    return Counter(
-        (keys.from_bytes(r.key), int.from_bytes(r.value or b"", "big", signed=True))
-        for r in read_committed(bootstrap, out)
-    )
+def outputs(bootstrap: str, out: str) -> Any:
+    return spark_outputs(bootstrap, out)
 
 
 def run(spark: Any, app: str, bs: str, tmp: Path, inp: str, out: str) -> None:
-    from kstream.spark import run as spark_run
-
-    spark_run(
-        windowed_count(inp, out),
-        app,
-        bs,
-        str(tmp / app / "checkpoint"),
-        spark=spark,
-        config={"state_dir": str(tmp / app / "state")},
-        max_records_per_batch=BATCH,
-    )
+    run_on_spark(spark, windowed_count(inp, out), app, bs, tmp, BATCH)
 
 
 def markers(bs: str, app: str, group_of: Callable[[str], str]) -> dict[int, int]:
@@ -134,7 +85,7 @@ def test_tasks_write_their_outputs_once_and_a_replayed_batch_is_skipped(
     last = max(commits.iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1)
     last.unlink()
     (commits / f".{last.name}.crc").unlink(missing_ok=True)  # Hadoop's checksum of it
-    more = records(520)[400:]
+    more = records(520, start=400)
     produce_raw(bs, inp, more)
     run(spark, app, bs, tmp_path, inp, out)
     assert (commits / last.name).exists()  # the batch ran again
