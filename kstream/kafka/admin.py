@@ -306,6 +306,25 @@ class Admin:
                 e, f"setting group configs {dict(configs)!r} of group {group!r}"
             ) from None
 
+    def delete_groups(self, groups: Iterable[str]) -> list[str]:
+        """Delete the consumer groups `groups`, and with them their committed offsets; the
+        ones that existed (a group that does not is not an error)."""
+        names = list(groups)
+        if not names:
+            return []
+        futures = self._admin.delete_consumer_groups(names, request_timeout=self._request_timeout)
+        deleted = []
+        for name, f in futures.items():
+            try:
+                f.result(self._request_timeout)
+            except KafkaException as e:
+                err = e.args[0] if e.args else None
+                if isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
+                    continue
+                raise map_error(e, f"deleting group {name!r}") from None
+            deleted.append(name)
+        return deleted
+
     def close(self) -> None:
         """Nothing to release explicitly (AdminClient has no close); kept for symmetry."""
 

@@ -329,11 +329,22 @@ class _SubTopologyQueries:
 
     def start(self, sid: int) -> tuple[Any, Any]:
         """Start sub-topology `sid`'s query; the query and its sink."""
-        from kstream.spark.sink import TaskWriter, TransactionalSink
+        from kstream.spark.sink import TaskWriter, TransactionalSink, forget_markers
 
         plan, cfg = self.plan, self.cfg
         query_app = _query_app(plan.app_id, sid)
         location = _location(self.checkpoint_dir, sid)
+        if not has_logged_batch(self.spark, location):
+            forgotten = forget_markers(
+                plan.bootstrap_servers, query_app, cfg.kafka, self.client_supplier
+            )
+            if forgotten:
+                log.warning(
+                    "query %s starts from a new checkpoint: deleted the marker groups %s an "
+                    "earlier checkpoint left, so that its batches are written again",
+                    query_app,
+                    forgotten,
+                )
         writer = None
         if self._tasks_write(sid, location):
             writer = TaskWriter(query_app, self.guarantee, cfg.kafka)

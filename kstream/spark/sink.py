@@ -76,6 +76,7 @@ __all__ = [
     "committed_batches",
     "destination",
     "ensure_marker_topic",
+    "forget_markers",
     "marker_topic",
     "ranks",
     "sink_group",
@@ -414,6 +415,25 @@ class TransactionalSink:
         for w in self._local.values():
             w.close()
         self._local.clear()
+
+
+def forget_markers(
+    bootstrap_servers: str,
+    app_id: str,
+    kafka: Mapping[str, Any] | None = None,
+    client_supplier: ClientSupplier | None = None,
+) -> list[str]:
+    """Delete the marker groups of `app_id`'s sink (its write slots' and its tasks'); those
+    that existed. For a query starting from a checkpoint that never logged a batch: its batch
+    ids and its tasks' counts start again at 0, and markers an earlier checkpoint left would
+    have its batches skipped as written, up to where that one had come."""
+    supplier = client_supplier if client_supplier is not None else KafkaClientSupplier()
+    admin = supplier.admin(ClientConfig(bootstrap_servers, dict(kafka or {})))
+    try:
+        deleted: list[str] = admin.delete_groups([sink_group(app_id), task_sink_group(app_id)])
+        return deleted
+    finally:
+        admin.close()
 
 
 def committed_batches(

@@ -166,25 +166,38 @@ class TaskProcessor(StatefulProcessor):
             task.close()
         if passing is not None and passing["seq"]:
             cols = {name: passing[name] + cols[name] for name in cols}
-        if self.writer is None:
-            self.meta.update((pickle.dumps(meta, protocol=5),))
-            return pack_by_slot(cols, self.slots)
+        out = pack_by_slot(cols, self.slots) if self.writer is None else None
+        if out is None:
+            out = self._write(plan, partition, cols, saved, meta)
+        self.meta.update((pickle.dumps(meta, protocol=5),))
+        return out
+
+    def _write(
+        self,
+        plan: TaskPlan,
+        partition: int,
+        cols: dict[str, list[Any]],
+        saved: dict[str, Any],
+        meta: dict[str, Any],
+    ) -> dict[int, bytes]:
+        """Write the batch's outputs from the task (`writer`), its count of batches and the
+        writing producer's token kept in `meta`; the row saying what it wrote, if anything."""
+        assert self.writer is not None
         batch = int(saved.get(BATCHES, 0))
         meta[BATCHES] = batch + 1
         meta[WRITER] = saved.get(WRITER)
-        written = None
-        if cols["seq"]:
-            written, meta[WRITER] = self.writer.write(
-                partition,
-                cols,
-                batch,
-                plan.bootstrap_servers,
-                plan.client_supplier,
-                plan.provenance,
-                saved.get(WRITER),
-            )
-        self.meta.update((pickle.dumps(meta, protocol=5),))
-        return {} if written is None else {WRITTEN_SLOT: written}
+        if not cols["seq"]:
+            return {}
+        written, meta[WRITER] = self.writer.write(
+            partition,
+            cols,
+            batch,
+            plan.bootstrap_servers,
+            plan.client_supplier,
+            plan.provenance,
+            saved.get(WRITER),
+        )
+        return {WRITTEN_SLOT: written}
 
     def close(self) -> None:
         return None

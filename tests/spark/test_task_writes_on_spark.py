@@ -123,3 +123,27 @@ def test_a_checkpoint_written_through_write_slots_keeps_them(
     assert outputs(bs, out) == expected(inp, out, rows)
     assert markers(bs, app, task_sink_group) == {}
     assert max(markers(bs, app, sink_group).values()) > max(slot_marks.values())
+
+
+def test_a_new_checkpoint_writes_its_batches_again(
+    spark: Any, bootstrap_servers: str, unique_name: Names, tmp_path: Path
+) -> None:
+    """An app run again from a new checkpoint (the old one deleted) reads its input from the
+    start and writes every output again: its batch ids and its tasks' counts start at 0, and
+    the markers the earlier checkpoint left are deleted before its first batch (`forget_markers`;
+    before, they had every batch up to where the earlier run came skipped as written, and the
+    second run wrote nothing). A plain read_committed reader counts each output twice."""
+    import shutil
+
+    bs = bootstrap_servers
+    inp, out = unique_name("in"), unique_name("out")
+    create_topics(bs, {inp: 2, out: 2})
+    rows = records(200)
+    produce_raw(bs, inp, rows)
+    app = unique_name("anew")
+    run(spark, app, bs, tmp_path, inp, out)
+    once = expected(inp, out, rows)
+    assert outputs(bs, out) == once
+    shutil.rmtree(tmp_path / app)
+    run(spark, app, bs, tmp_path, inp, out)
+    assert outputs(bs, out) == once + once
