@@ -7,7 +7,7 @@ is skipped. A Python worker keeps its writers from batch to batch of a query's r
 (`cached_writer`).
 
 The same writer serves a stateful task that writes its own outputs (`by_task`: no topic it
-writes is read back by the app, `kstream.spark.sink.tasks_write`): then the "slot" is the
+writes is read back by the app, `kstream.spark.plan.tasks_write`): then the "slot" is the
 task's partition, the batch id the task's own count of batches (kept in its state), and the
 transactional id and marker group are the task's (`task_transactional_id`, `task_sink_group`),
 so the two kinds of marker never mix.
