@@ -135,10 +135,7 @@ class TaskQueries:
         while True:
             for q in list(self.queries):
                 log.poll(q)
-                exc = q.exception()
-                if exc is not None:
-                    self.stop()
-                    raise_failure(exc)
+            self._raise_failure()
             if self._waiting and self._start_ready():
                 continue
             active = [q for q in self.queries if q.isActive]
@@ -149,8 +146,19 @@ class TaskQueries:
                     self.stop()
                     raise_failure(e)
                 continue
+            # a query may have failed since the check above, and stopped: its failure is
+            # final now that none runs, and ends the run rather than pass for its end
+            self._raise_failure()
             if not (self._waiting and self._start_ready()):
                 return
+
+    def _raise_failure(self) -> None:
+        """Stop every query and raise the first failure a query has, if any."""
+        for q in list(self.queries):
+            exc = q.exception()
+            if exc is not None:
+                self.stop()
+                raise_failure(exc)
 
     def stop(self) -> None:
         with self._lock:

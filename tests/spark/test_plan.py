@@ -192,6 +192,49 @@ def test_available_now_starts_a_query_once_its_upstream_finished_and_others_side
     assert sorted(started) == sorted(plan.order)  # processingTime: all at once
 
 
+class FailingQuery(FakeQuery):
+    """A query that fails, and stops, right after its first check for a failure."""
+
+    def __init__(self, sid: int, started: list[int]) -> None:
+        super().__init__(sid, started)
+        self.checks = 0
+
+    def exception(self) -> Any:
+        self.checks += 1
+        if self.checks == 1:
+            return None
+        return RuntimeError("the batch failed")
+
+    @property  # type: ignore[override]
+    def isActive(self) -> bool:
+        return self.checks == 0
+
+    @isActive.setter
+    def isActive(self, value: bool) -> None:
+        pass
+
+    def stop(self) -> None:
+        return None
+
+
+def test_a_query_failing_between_the_checks_fails_the_run() -> None:
+    """A query that fails after `wait` asked it for a failure and before it asked whether it
+    still runs ends the run with its failure; before, `wait` returned as if it had finished
+    (tests/spark/test_error_policies.py saw a run that failed on a record return)."""
+    from kstream.spark.runner import TaskQueries
+    from kstream.spark.tasks import build_task_plan
+
+    builder = StreamBuilder()
+    builder.stream("clicks").group_by_key().count(store="clicks").to_stream().to("cpm")
+    plan = build_task_plan(builder.build(), "app")
+    (sid,) = plan.order
+    tq = TaskQueries(
+        plan, {sid: lambda: (FailingQuery(sid, []), None)}, sequential=True, settled=settled
+    )
+    with pytest.raises(RuntimeError, match="the batch failed"):
+        tq.wait()
+
+
 class FakeSink:
     """What a turn of a loop wrote, as `TransactionalSink` counts it."""
 
