@@ -31,6 +31,17 @@ __all__ = ["Admin", "TopicDescription", "TopicSpec"]
 
 TP = tuple[str, int]
 
+COORDINATOR_NOT_READY = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+    }
+)
+"""A group request's answers that a later request gets past: the group's coordinator is being
+created, loaded or moved."""
+COORDINATOR_RETRY_S = 0.1
+
 
 @dataclass(frozen=True)
 class TopicSpec:
@@ -308,21 +319,35 @@ class Admin:
 
     def delete_groups(self, groups: Iterable[str]) -> list[str]:
         """Delete the consumer groups `groups`, and with them their committed offsets; the
-        ones that existed (a group that does not is not an error)."""
-        names = list(groups)
-        if not names:
-            return []
-        futures = self._admin.delete_consumer_groups(names, request_timeout=self._request_timeout)
-        deleted = []
-        for name, f in futures.items():
-            try:
-                f.result(self._request_timeout)
-            except KafkaException as e:
-                err = e.args[0] if e.args else None
-                if isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
-                    continue
-                raise map_error(e, f"deleting group {name!r}") from None
-            deleted.append(name)
+        ones that existed (a group that does not is not an error).
+
+        A group whose coordinator is not ready (a broker that has just created or is still
+        loading `__consumer_offsets`, or a coordinator that moved) is asked again until the
+        request timeout, as Kafka's own admin client does: librdkafka hands those answers
+        back rather than retrying them."""
+        pending = list(groups)
+        deadline = time.monotonic() + self._request_timeout
+        deleted: list[str] = []
+        while pending:
+            futures = self._admin.delete_consumer_groups(
+                pending, request_timeout=self._request_timeout
+            )
+            pending = []
+            for name, f in futures.items():
+                try:
+                    f.result(self._request_timeout)
+                except KafkaException as e:
+                    err = e.args[0] if e.args else None
+                    code = err.code() if isinstance(err, KafkaError) else None
+                    if code == KafkaError.GROUP_ID_NOT_FOUND:
+                        continue
+                    if code in COORDINATOR_NOT_READY and time.monotonic() < deadline:
+                        pending.append(name)
+                        continue
+                    raise map_error(e, f"deleting group {name!r}") from None
+                deleted.append(name)
+            if pending:
+                time.sleep(COORDINATOR_RETRY_S)
         return deleted
 
     def close(self) -> None:
