@@ -78,7 +78,7 @@ from brokers import TOPIC_CONFIG, BenchBroker, start_broker  # noqa: E402
 from confluent_kafka import Consumer, KafkaError, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from fair_latency import PAIRS, latency_pairs, latency_table  # noqa: E402
-from kstream_pipe import stat_cpu_s  # noqa: E402
+from kstream_pipe import JIT_QUIET, jit_threads_cpu, stat_cpu_s  # noqa: E402
 from run_all import (  # noqa: E402
     PARTITIONS,
     SPAN_MS,
@@ -93,7 +93,6 @@ COMMIT_INTERVAL_MS = 100
 # P3's tumbling window: the input's first event time is a multiple of it, as run_all's is
 P3_WINDOW_MS = 10_000
 WINDOW = (0.2, 0.8)  # the steady state: between these fractions of a run's outputs
-JIT_QUIET = 0.05  # Kafka Streams' warm-up ends at the first pass whose JIT share is below this
 WARMUP_PASSES = 8
 RUN_TIMEOUT_S = 900.0
 # no committed progress for this long once the run has committed anything: stuck, not slow
@@ -170,20 +169,7 @@ def process_tree(pid: int) -> list[int]:
 
 def jit_cpu_s(pid: int) -> float:
     """CPU seconds of a JVM's live JIT compiler threads ("C1/C2 CompilerThread")."""
-    total = 0.0
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return 0.0
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                if "Compiler" not in f.read():
-                    continue
-        except OSError:
-            continue
-        total += stat_cpu_s(f"/proc/{pid}/task/{tid}/stat") or 0.0
-    return total
+    return sum(jit_threads_cpu(pid).values())
 
 
 class Sampler(threading.Thread):

@@ -87,6 +87,33 @@ def stat_cpu_s(path: str) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
+JIT_QUIET = 0.05
+"""A JVM is warm once a warm-up pass spends under this share of its CPU in the JIT compiler
+(Kafka Streams in bench/fair.py, Spark in bench/spark.py)."""
+
+
+def jit_threads_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds of each live JIT compiler thread ("C1/C2 CompilerThread<n>") of JVM `pid`,
+    by thread id: a JVM starts and ends compiler threads as its queue grows and shrinks, so a
+    caller sampling them keeps each thread's last figure."""
+    out: dict[int, float] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if "Compiler" not in f.read():
+                    continue
+        except OSError:
+            continue
+        secs = stat_cpu_s(f"/proc/{pid}/task/{tid}/stat")
+        if secs is not None:
+            out[int(tid)] = secs
+    return out
+
+
 def thread_cpu() -> dict[str, float]:
     """CPU seconds of this process's live threads: librdkafka's own (`rdk:*`, the client
     library's C threads) and the Python threads (`python`; Linux only, else empty)."""

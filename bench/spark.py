@@ -43,9 +43,12 @@ engine this process alone. `cores_used` = `cpu_s` / `seconds`; `records_per_core
 `cpu_s_by_kind` splits a Spark run's `cpu_s` into its JVMs' and its Python processes'.
 `--stages` turns Spark's UI on and adds `stages_p50_ms` to each Spark row: per query, each
 stage of its batch jobs (wall ms, the tasks' summed run and CPU ms; bench/spark_stages.py).
-Before the measured runs each workload runs once on both engines over `--warmup` records
-(by default two batches of the largest `--batch`), unmeasured: otherwise the first Spark run
-alone pays for starting the executors' Python workers and for the JVM compiling its hot code.
+Before the measured runs each workload runs on both engines over `--warmup` records (by default
+four batches of the largest `--batch`), unmeasured: on Spark in passes until a pass spends under
+5% of its CPU in the JVMs' JIT compilers (at most `SPARK_WARMUP_PASSES`; each pass's share is in
+the results' `warmup`), as Kafka Streams is warmed in bench/fair.py; the native engine once.
+Otherwise the measured Spark runs pay for starting the executors' Python workers and for the
+JVMs compiling their hot code (`jit_share`: the part of a run's CPU spent compiling).
 Both engines must write the same final results; the run fails otherwise. Prints a table, writes
 bench/results/spark.json (`runs`: one entry per master, with its configuration).
 
@@ -94,10 +97,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from brokers import add_broker_argument, default_compat, read_output, start_broker  # noqa: E402
+from kstream_pipe import JIT_QUIET  # noqa: E402
 from spark_cpu import TreeCpu, per_core  # noqa: E402
 from spark_stages import fetch, summarize  # noqa: E402
 
 PARTITIONS = 2
+SPARK_WARMUP_PASSES = 20
 USERS = 1000
 
 
@@ -308,6 +313,8 @@ def run_spark(
         "jvm_rss_growth_mb": round(rss.jvm_mb - rss.jvm_start_mb),
         **per_core(rows, cpu.cpu_s, elapsed),
         "cpu_s_by_kind": cpu.by_kind,
+        "jit_cpu_s": round(cpu.jit_s, 2),
+        "jit_share": round(cpu.jit_s / cpu.cpu_s, 3) if cpu.cpu_s > 0 else None,
         "_digest": digest,
     }
 
@@ -567,7 +574,8 @@ def main() -> None:
         type=int,
         default=None,
         help="records each workload first runs on both engines, not measured, in batches of "
-        "the largest --batch (default: two such batches; 0: none)",
+        "the largest --batch (default: four such batches; 0: none); on Spark in passes until its "
+        "JIT compilers are quiet",
     )
     ap.add_argument(
         "--cluster",
@@ -598,8 +606,8 @@ def main() -> None:
         tmp = stack.enter_context(tempfile.TemporaryDirectory())
         bs = broker.bootstrap_servers
         warm_batch = max(batches)
-        warm_records = 2 * warm_batch if args.warmup is None else args.warmup
-        warm = warm_up(spark, bs, chosen, warm_records, warm_batch, tmp, broker.pid)
+        warm_records = 4 * warm_batch if args.warmup is None else args.warmup
+        warm, warm_shares = warm_up(spark, bs, chosen, warm_records, warm_batch, tmp, broker.pid)
         sources, spark_rows = {}, {}
         for name, k in runs:
             slug = f"{name.replace(' ', '-')}-{k}"
@@ -685,6 +693,7 @@ def main() -> None:
         "cores_used",
         "records_per_core_s",
         "per_core_spark_vs_native",
+        "jit_share",
     ]
     width = {c: max(len(c), 9) for c in cols}
     print(f"Spark on {master}")
@@ -704,6 +713,13 @@ def main() -> None:
         "broker": broker.name,
         "broker_compat": os.environ["KSTREAM_BROKER_COMPAT"],
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "warmup": {
+            "records": warm_records,
+            "max_records_per_batch": warm_batch,
+            "quiet_jit_share": JIT_QUIET,
+            "max_passes": SPARK_WARMUP_PASSES,
+            "spark_passes_jit_share": warm_shares,
+        },
     }
     runs_meta = [r for r in previous.get("runs", []) if r.get("master_kind") != master_kind(master)]
     runs_meta.append({"master": master, "master_kind": master_kind(master), **meta})
@@ -735,23 +751,43 @@ def warm_up(
     batch: int,
     tmp: str,
     broker_pid: int | None = None,
-) -> dict[str, str]:
-    """Run each workload once on Spark over `records` records in batches of `batch`, unmeasured,
-    so the first measured run does not pay alone for starting the executors' Python workers and
-    compiling the JVM's hot code (the native engine warms up likewise before its runs). The
-    batches are as large as the measured ones: the code a batch runs once (planning, the write
-    slots) gets as hot as the code it runs per record. Returns the input topics."""
+) -> tuple[dict[str, str], dict[str, list[float | None]]]:
+    """Run each workload on Spark over `records` records in batches of `batch`, unmeasured, in
+    passes until one spends under `JIT_QUIET` of its CPU in the JVMs' JIT compilers (at most
+    `SPARK_WARMUP_PASSES`), as Kafka Streams is warmed in bench/fair.py. Spark compiles for
+    minutes: its per-batch code (planning, task serialization, closure cleaning, the state
+    server's set-up) runs a few times a batch and reaches the compiler's thresholds only after
+    hundreds of batches, so two warm batches left 40-50% of the measured JVM CPU in the
+    compiler. The first pass also starts the executors' Python workers. The batches are as
+    large as the measured ones: the code a batch runs once gets as hot as the code it runs per
+    record. Returns the input topics and each workload's passes' JIT shares."""
     if records <= 0:
-        return {}
-    sources = {}
+        return {}, {}
+    sources: dict[str, str] = {}
+    shares: dict[str, list[float | None]] = {}
     for name in chosen:
         slug = f"warm-{name.replace(' ', '-')}"
         src = sources[name] = f"bench-{slug}-in"
         with Admin(bs) as admin:
             admin.create_topic(src, PARTITIONS)
         produce(bs, src, records, 100)
-        run_spark(spark, bs, name, src, batch, os.path.join(tmp, "warm"), slug, broker_pid)
-    return sources
+        passes = shares[name] = []
+        while len(passes) < SPARK_WARMUP_PASSES:
+            row = run_spark(
+                spark,
+                bs,
+                name,
+                src,
+                batch,
+                os.path.join(tmp, "warm"),
+                f"{slug}-{len(passes)}",
+                broker_pid,
+            )
+            passes.append(row["jit_share"])
+            print(f"warm-up {name} pass {len(passes)}: JIT {row['jit_share']}", file=sys.stderr)
+            if row["jit_share"] is not None and row["jit_share"] < JIT_QUIET:
+                break
+    return sources, shares
 
 
 def start_spark(stack: contextlib.ExitStack, cluster: bool, ui: bool = False) -> tuple[str, Any]:

@@ -19,11 +19,12 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
-from kstream_pipe import stat_cpu_s
+from kstream_pipe import jit_threads_cpu, stat_cpu_s
 
 SAMPLE_S = 0.2
+K = TypeVar("K")
 
 
 def descendants(root: int, children: Callable[[int], Iterable[int]], skip: set[int]) -> list[int]:
@@ -38,10 +39,10 @@ def descendants(root: int, children: Callable[[int], Iterable[int]], skip: set[i
     return out
 
 
-def cpu_in_window(start: Mapping[int, float], last: Mapping[int, float]) -> float:
-    """CPU seconds used between the window's start and each process's last sample: a process
-    known at the start counts its growth, one started after counts everything it used. A
-    process missing from `last` (ended before any sample in the window) counts nothing."""
+def cpu_in_window(start: Mapping[K, float], last: Mapping[K, float]) -> float:
+    """CPU seconds used between the window's start and each process's (or thread's) last
+    sample: one known at the start counts its growth, one started after counts everything it
+    used. One missing from `last` (ended before any sample in the window) counts nothing."""
     return sum(max(0.0, cpu - start.get(pid, 0.0)) for pid, cpu in last.items())
 
 
@@ -95,13 +96,18 @@ class TreeCpu:
     """Samples the CPU of this process and its descendants (the broker's tree left out) every
     `SAMPLE_S` while the block lasts; `cpu_s` is what they used in it. `descend=False` counts
     this process alone: the native engine runs in it, while the Spark JVM (stopped, yet alive
-    for the Py4J gateway) and a standalone cluster's idle daemons are still its children."""
+    for the Py4J gateway) and a standalone cluster's idle daemons are still its children.
+    `jit_s` is the part of `cpu_s` the JVMs' JIT compiler threads used (each thread counted to
+    its last sample, as a JVM ends compiler threads it no longer needs)."""
 
     def __init__(self, skip: Iterable[int | None] = (), descend: bool = True) -> None:
         self._skip = {p for p in skip if p}
         self._descend = descend
         self.kinds: dict[int, str] = {}
+        self.jit_start: dict[tuple[int, int], float] = {}
+        self.jit_last: dict[tuple[int, int], float] = {}
         self.start = self._read()
+        self.jit_start = dict(self.jit_last)
         self.last = dict(self.start)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -116,6 +122,9 @@ class TreeCpu:
                 # read each time: a process forked by a JVM thread carries the thread's name
                 # until it execs
                 self.kinds[p] = kind_of(comm(p))
+                if self.kinds[p] == "jvm":
+                    for tid, secs in jit_threads_cpu(p).items():
+                        self.jit_last[(p, tid)] = secs
         return out
 
     def _run(self) -> None:
@@ -134,6 +143,10 @@ class TreeCpu:
     @property
     def cpu_s(self) -> float:
         return cpu_in_window(self.start, self.last)
+
+    @property
+    def jit_s(self) -> float:
+        return cpu_in_window(self.jit_start, self.jit_last)
 
     @property
     def by_kind(self) -> dict[str, float]:

@@ -6,8 +6,13 @@ this process's own /proc."""
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 import time
+from pathlib import Path
+
+import pytest
 
 BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "..", "bench")
 sys.path.insert(0, os.path.abspath(BENCH))
@@ -80,3 +85,30 @@ def test_kind_of_comm_names() -> None:
         "python",
         "bash",
     ]
+
+
+def test_jit_counts_compiler_threads_up_to_their_last_sample() -> None:
+    # (jvm pid, compiler thread id): thread 11 grew by 1 s, thread 12 started in the window
+    # and ended after its last sample of 0.5 s
+    start = {(2, 11): 3.0}
+    last = {(2, 11): 4.0, (2, 12): 0.5}
+    assert cpu_in_window(start, last) == 1.5
+
+
+def test_tree_cpu_counts_a_child_jvms_compiler(tmp_path: Path) -> None:
+    """A JVM started under this process compiles its program's hot loop: its compiler threads'
+    CPU is in `jit_s`, and a part of `cpu_s`."""
+    java = shutil.which("java")
+    if java is None:
+        pytest.skip("no java on PATH")
+    source = tmp_path / "Busy.java"
+    source.write_text(
+        "public class Busy { public static void main(String[] a) { long s = 0;"
+        " long end = System.nanoTime() + 1_500_000_000L;"
+        " while (System.nanoTime() < end) { for (int i = 0; i < 1000; i++) s += i * 31 % 7; }"
+        " System.out.println(s); } }"
+    )
+    with TreeCpu() as cpu:
+        subprocess.run([java, str(source)], check=True, capture_output=True, timeout=60)
+    assert cpu.jit_s > 0
+    assert cpu.jit_s < cpu.cpu_s
