@@ -92,16 +92,20 @@ JIT_QUIET = 0.05
 (Kafka Streams in bench/fair.py, Spark in bench/spark.py)."""
 
 
+def thread_ids(pid: int) -> list[str]:
+    """The ids of process `pid`'s threads, from /proc; none if it is gone."""
+    try:
+        return os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+
+
 def jit_threads_cpu(pid: int) -> dict[int, float]:
     """CPU seconds of each live JIT compiler thread ("C1/C2 CompilerThread<n>") of JVM `pid`,
     by thread id: a JVM starts and ends compiler threads as its queue grows and shrinks, so a
     caller sampling them keeps each thread's last figure."""
     out: dict[int, float] = {}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
+    for tid in thread_ids(pid):
         try:
             with open(f"/proc/{pid}/task/{tid}/comm") as f:
                 if "Compiler" not in f.read():

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from kstream_pipe import jit_threads_cpu, stat_cpu_s
+from kstream_pipe import jit_threads_cpu, stat_cpu_s, thread_ids
 
 SAMPLE_S = 0.2
 K = TypeVar("K")
@@ -79,11 +79,7 @@ def per_core(records: int, cpu_s: float, seconds: float) -> dict[str, float | No
 def proc_children(pid: int) -> list[int]:
     """The children of `pid` (every thread's), from /proc; none if it is gone."""
     out: list[int] = []
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
+    for tid in thread_ids(pid):
         try:
             with open(f"/proc/{pid}/task/{tid}/children") as f:
                 out += [int(c) for c in f.read().split()]
