@@ -112,3 +112,22 @@ def test_tree_cpu_counts_a_child_jvms_compiler(tmp_path: Path) -> None:
         subprocess.run([java, str(source)], check=True, capture_output=True, timeout=60)
     assert cpu.jit_s > 0
     assert cpu.jit_s < cpu.cpu_s
+
+
+def test_the_meters_own_cpu_is_not_the_engines() -> None:
+    """The sampling threads run in this process: their CPU (`own_s`, and another meter's
+    `discount`ed) is taken out of the engine's total and of this process's kind."""
+    me = os.getpid()
+    cpu = TreeCpu(descend=False)
+    cpu.start, cpu.last = {me: 10.0}, {me: 12.0, 99: 3.0}
+    cpu.kinds = {me: "python", 99: "jvm"}
+    cpu.own_s = 0.25
+    cpu.discount(0.25)
+    assert cpu.cpu_s == 4.5
+    assert cpu.by_kind == {"jvm": 3.0, "python": 1.5}
+
+
+def test_sampling_records_its_own_cpu() -> None:
+    with TreeCpu() as cpu:
+        time.sleep(0.5)
+    assert cpu.own_s > 0
