@@ -24,23 +24,12 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined,unused-ignore]
 from kstream.duration import DurationLike
 from kstream.errors import ConfigError, TopicError
 from kstream.kafka.client import ErrorLog, build_config, check_connected, connect_timeout_s
-from kstream.kafka.errors import map_error
+from kstream.kafka.errors import COORDINATOR_RETRY_S, coordinator_not_ready, map_error
 from kstream.kafka.roles import client_config
 
 __all__ = ["Admin", "TopicDescription", "TopicSpec"]
 
 TP = tuple[str, int]
-
-COORDINATOR_NOT_READY = frozenset(
-    {
-        KafkaError.NOT_COORDINATOR,
-        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-        KafkaError.COORDINATOR_NOT_AVAILABLE,
-    }
-)
-"""A group request's answers that a later request gets past: the group's coordinator is being
-created, loaded or moved."""
-COORDINATOR_RETRY_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -338,10 +327,9 @@ class Admin:
                     f.result(self._request_timeout)
                 except KafkaException as e:
                     err = e.args[0] if e.args else None
-                    code = err.code() if isinstance(err, KafkaError) else None
-                    if code == KafkaError.GROUP_ID_NOT_FOUND:
+                    if isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
                         continue
-                    if code in COORDINATOR_NOT_READY and time.monotonic() < deadline:
+                    if coordinator_not_ready(e) and time.monotonic() < deadline:
                         pending.append(name)
                         continue
                     raise map_error(e, f"deleting group {name!r}") from None

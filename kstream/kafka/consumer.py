@@ -10,6 +10,7 @@ and the fetch high watermark is what the consumer will actually reach.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -20,7 +21,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from kstream.duration import DurationLike
 from kstream.errors import ConfigError, KafkaClientError
 from kstream.kafka.client import ErrorLog, build_config, check_connected, connect_timeout_s
-from kstream.kafka.errors import map_error
+from kstream.kafka.errors import COORDINATOR_RETRY_S, coordinator_not_ready, map_error
 from kstream.kafka.roles import client_config
 
 __all__ = [
@@ -296,14 +297,23 @@ class Consumer:
     def committed(
         self, partitions: Iterable[TopicPartition | TP], timeout: float | None = None
     ) -> list[TopicPartition]:
-        """Committed offsets (`OFFSET_INVALID` where none) of the group."""
+        """Committed offsets (`OFFSET_INVALID` where none) of the group.
+
+        While the group's coordinator is not ready (`COORDINATOR_NOT_READY`: a broker that has
+        just created `__consumer_offsets` or is loading it answers NOT_COORDINATOR, then
+        COORDINATOR_LOAD_IN_PROGRESS) the offsets are asked for again until the timeout, as
+        Kafka's consumer does; librdkafka hands those answers back."""
         tps = [_tp(p) for p in partitions]
-        try:
-            return list(
-                self._c.committed(tps, timeout=self._timeout if timeout is None else timeout)
-            )
-        except KafkaException as e:
-            raise map_error(e, f"reading committed offsets of {_names(tps)}") from None
+        deadline = time.monotonic() + (self._timeout if timeout is None else timeout)
+        while True:
+            try:
+                left = max(deadline - time.monotonic(), COORDINATOR_RETRY_S)
+                return list(self._c.committed(tps, timeout=left))
+            except KafkaException as e:
+                if coordinator_not_ready(e) and time.monotonic() < deadline:
+                    time.sleep(COORDINATOR_RETRY_S)
+                    continue
+                raise map_error(e, f"reading committed offsets of {_names(tps)}") from None
 
     def commit(
         self,

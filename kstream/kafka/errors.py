@@ -19,6 +19,8 @@ from kstream.errors import (
 )
 
 __all__ = [
+    "COORDINATOR_NOT_READY",
+    "COORDINATOR_RETRY_S",
     "AuthenticationError",
     "BrokerStartError",
     "BrokerUnreachableError",
@@ -31,8 +33,28 @@ __all__ = [
     "TopicError",
     "TransactionAbortableError",
     "TransactionError",
+    "coordinator_not_ready",
     "map_error",
 ]
+
+COORDINATOR_NOT_READY = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+    }
+)
+"""A group request's answers that a later request gets past: the group's coordinator is being
+created, loaded or moved (a broker that has just created `__consumer_offsets`, or is still
+loading it). Kafka's Java clients ask again until their timeout; librdkafka hands these back to
+the caller for group-offset reads and admin calls, so kstream asks again itself."""
+COORDINATOR_RETRY_S = 0.1
+
+
+def coordinator_not_ready(e: BaseException) -> bool:
+    """Whether `e` is a confluent-kafka error in `COORDINATOR_NOT_READY`."""
+    err = e.args[0] if isinstance(e, KafkaException) and e.args else None
+    return isinstance(err, KafkaError) and err.code() in COORDINATOR_NOT_READY
 
 
 class AuthenticationError(KafkaClientError):
