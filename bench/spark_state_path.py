@@ -47,7 +47,7 @@ from kstream.spark.plan import TaskPlan, build_task_plan
 from kstream.spark.task_processor import TaskProcessor
 from kstream.spark.task_state import DictMap
 from kstream.spark.tasks import TaskRun
-from kstream.spark.wire import SOURCE_ARROW_SCHEMA
+from kstream.spark.wire import SOURCE_ARROW_SCHEMA, ArrowChunk
 from kstream.topology.topology import Topology
 from store_backends.memory import MemoryBackend
 
@@ -92,7 +92,7 @@ def batches(plan: TaskPlan, sub: int, keys: int, records: int, count: int) -> li
             "headers": [None] * records,
         }
         batch = pa.RecordBatch.from_pydict(cols, schema=SOURCE_ARROW_SCHEMA)
-        out.append([r.column("rows")[0].as_py() for r in pack_input([batch])])
+        out.append([r.column("rows")[0].as_py() for r in pack_input([ArrowChunk(batch)])])
     return out
 
 

@@ -27,6 +27,7 @@ from kstream.spark.sink import slot_of
 from kstream.spark.wire import (
     ROW_ARROW_SCHEMA,
     SOURCE_ARROW_SCHEMA,
+    SourceChunk,
     input_records,
     pack,
     unpack,
@@ -51,9 +52,10 @@ OUTPUT_SCHEMA = "slot int, rows binary"
 INPUT_ARROW_SCHEMA = pa.schema([("partition", pa.int32()), ("rows", pa.binary())])
 
 
-def pack_input(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """A read task's transform: each source batch (one Kafka partition's) as one row."""
-    for b in batches:
+def pack_input(chunks: Iterable[SourceChunk]) -> Iterator[pa.RecordBatch]:
+    """A read task's transform: each chunk it read (one Kafka partition's) as one row."""
+    for c in chunks:
+        b = c.arrow()
         if b.num_rows:
             yield pa.RecordBatch.from_arrays(
                 [

@@ -30,15 +30,24 @@ from pyspark.sql.types import StructType
 
 from kstream.errors import KafkaClientError, TopologyError
 from kstream.kafka.supplier import ClientConfig, ClientSupplier
+from kstream.records import Record
 from kstream.spark.clients import pack_supplier, unpack_supplier
 from kstream.spark.wire import SOURCE_ARROW_SCHEMA as ARROW_SCHEMA
 from kstream.spark.wire import SOURCE_SCHEMA as SCHEMA
-from kstream.spark.wire import decode_headers, dumps, encode_headers, loads
+from kstream.spark.wire import SourceChunk, decode_headers, dumps, encode_headers, loads
 
-__all__ = ["ARROW_SCHEMA", "NAME", "SCHEMA", "decode_headers", "encode_headers", "options"]
+__all__ = [
+    "ARROW_SCHEMA",
+    "NAME",
+    "SCHEMA",
+    "MessageChunk",
+    "decode_headers",
+    "encode_headers",
+    "options",
+]
 
 NAME = "kstream_kafka"
-_ARROW_BATCH = 20_000  # rows per Arrow batch handed to Spark
+_CHUNK = 20_000  # records per chunk (per Arrow batch handed to Spark)
 _FETCH = 10_000  # messages per consume call
 _POLL_S = 0.05  # a consume call returns when it has _FETCH messages or after this
 _EOF_WAIT_S = 15.0
@@ -47,7 +56,7 @@ _STALL_S = 60.0  # a range read that gets nothing for this long fails the task
 Offsets = dict[str, dict[str, int]]
 
 
-Transform = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+Transform = Callable[[Iterator[SourceChunk]], Iterator[pa.RecordBatch]]
 
 
 def options(
@@ -68,10 +77,10 @@ def options(
     `client_supplier`: where the planner and the readers get their consumers (None: Kafka's;
     it must pickle, see `kstream.spark.clients`).
 
-    `transform` = `(function, schema)`: the read task passes its Arrow batches (of `SCHEMA`)
-    through `function`, whose output (of `schema`, a DDL string) is what the source returns:
-    a `mapInArrow` step run inside the read, which spares Spark a hop through the JVM and a
-    second Python worker for every record.
+    `transform` = `(function, schema)`: the read task passes what it read (`SourceChunk`s,
+    each as Arrow of `SCHEMA` or as records) through `function`, whose output (of `schema`, a
+    DDL string) is what the source returns: a `mapInArrow` step run inside the read, which
+    spares Spark a hop through the JVM and a second Python worker for every record.
     """
     out = {
         "bootstrap_servers": bootstrap_servers,
@@ -102,6 +111,11 @@ class KafkaSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KafkaStreamReader(dict(self.options))
+
+
+def _chunk(r: OffsetRange, fetched: list[list[Any]]) -> MessageChunk:
+    msgs = fetched[0] if len(fetched) == 1 else [m for f in fetched for m in f]
+    return MessageChunk(r.topic, r.partition, msgs)
 
 
 class OffsetRange(InputPartition):
@@ -199,11 +213,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRange)
-        batches = read_range(self.bootstrap_servers, self.kafka, partition, self.supplier)
+        chunks = read_range(self.bootstrap_servers, self.kafka, partition, self.supplier)
         if self.transform is None:
-            yield from batches
+            yield from (c.arrow() for c in chunks)
         else:
-            yield from _transform(self.transform)(batches)
+            yield from _transform(self.transform)(chunks)
 
 
 def partition_bounds(
@@ -257,8 +271,8 @@ def partition_bounds(
 
 def read_range(
     bootstrap_servers: str, kafka: Mapping[str, Any], r: OffsetRange, supplier: str = ""
-) -> Iterator[pa.RecordBatch]:
-    """The records of `r` as Arrow batches (offsets skipped by transactions simply absent).
+) -> Iterator[MessageChunk]:
+    """The records of `r` in chunks (offsets skipped by transactions simply absent).
 
     The consumer (from the `supplier` of `kstream.spark.clients.pack_supplier`) is kept for
     the next range this Python worker reads (Spark reuses workers), so a batch pays for no
@@ -286,8 +300,8 @@ def read_range(
                 if batch.messages:
                     chunks.append(batch.messages)
                     rows += len(batch.messages)
-                if rows >= _ARROW_BATCH:
-                    yield _to_arrow(r.topic, r.partition, chunks)
+                if rows >= _CHUNK:
+                    yield _chunk(r, chunks)
                     chunks, rows = [], 0
         except ReadToEndTimeout as e:
             raise KafkaClientError(
@@ -295,7 +309,7 @@ def read_range(
                 f"nothing after offset {e.positions.get(tp, r.start) - 1} for {_STALL_S:.0f}s"
             ) from e
         if rows:
-            yield _to_arrow(r.topic, r.partition, chunks)
+            yield _chunk(r, chunks)
         ok = True
     finally:
         if ok:
@@ -304,24 +318,43 @@ def read_range(
             _drop_reader(key)
 
 
-def _to_arrow(topic: str, partition: int, chunks: list[list[Any]]) -> pa.RecordBatch:
-    msgs = chunks[0] if len(chunks) == 1 else [m for ch in chunks for m in ch]
-    n = len(msgs)
-    headers = [m.headers() for m in msgs]
-    if any(headers):
-        headers = [None if h is None else encode_headers(h) for h in headers]
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array([topic] * n, pa.string()),
-            pa.array([partition] * n, pa.int32()),
-            pa.array([m.offset() for m in msgs], pa.int64()),
-            pa.array([m.timestamp()[1] for m in msgs], pa.int64()),
-            pa.array([m.key() for m in msgs], pa.binary()),
-            pa.array([m.value() for m in msgs], pa.binary()),
-            pa.array(headers, pa.binary()),
-        ],
-        schema=ARROW_SCHEMA,
-    )
+class MessageChunk:
+    """Consecutive messages of one partition as a read task consumed them (a `SourceChunk`):
+    Arrow for Spark, or records straight from the messages for a sub-topology run inside the
+    read (`Transform`), which so pays for no Arrow batch it would only take apart again."""
+
+    def __init__(self, topic: str, partition: int, messages: list[Any]) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.messages = messages
+
+    def arrow(self) -> pa.RecordBatch:
+        msgs = self.messages
+        n = len(msgs)
+        headers = [m.headers() for m in msgs]
+        if any(headers):
+            headers = [None if h is None else encode_headers(h) for h in headers]
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array([self.topic] * n, pa.string()),
+                pa.array([self.partition] * n, pa.int32()),
+                pa.array([m.offset() for m in msgs], pa.int64()),
+                pa.array([m.timestamp()[1] for m in msgs], pa.int64()),
+                pa.array([m.key() for m in msgs], pa.binary()),
+                pa.array([m.value() for m in msgs], pa.binary()),
+                pa.array(headers, pa.binary()),
+            ],
+            schema=ARROW_SCHEMA,
+        )
+
+    def records(self) -> list[Record]:
+        """The records `wire.input_records` makes of `arrow()`'s batch (the timestamp's type
+        not kept, as the Arrow batch has no column for it)."""
+        topic, part = self.topic, self.partition
+        return [
+            Record(m.key(), m.value(), m.timestamp()[1], m.headers() or (), topic, part, m.offset())
+            for m in self.messages
+        ]
 
 
 _READERS: dict[tuple[str, str, str], Any] = {}

@@ -69,7 +69,7 @@ from kstream.spark.plan import TaskPlan, build_task_plan, plan_of
 from kstream.spark.policy import RecordPolicy
 from kstream.spark.task_rows import TaskRows, chosen_topic_partitions
 from kstream.spark.task_state import gc_paused
-from kstream.spark.wire import ROW_SCHEMA, input_records
+from kstream.spark.wire import ROW_SCHEMA, SourceChunk
 from kstream.state.caching import RecordCache
 from kstream.state.provenance import header_value
 from kstream.topology.processor import PunctuationType
@@ -319,7 +319,7 @@ class TaskRun:
 
 def stateless_function(
     blob: bytes, sub: int, slots: int
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+) -> Callable[[Iterator[SourceChunk]], Iterator[pa.RecordBatch]]:
     """Function of a sub-topology without state, run inside the read: a task per partition.
 
     Its outputs leave packed per write slot (`kstream.spark.packing.OUTPUT_SCHEMA`).
@@ -333,30 +333,28 @@ def read_task_function(
     blob: bytes,
     sub: int,
     hand_over: Callable[[TaskPlan, int, dict[str, list[Any]]], pa.RecordBatch],
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+) -> Callable[[Iterator[SourceChunk]], Iterator[pa.RecordBatch]]:
     """Sub-topology `sub` (without state) run inside the source's read tasks, a task per
     partition; `hand_over(plan, partition, outputs)` makes the rows each batch of a partition
     leaves as (for the sink's slots, or a fused query's tasks: `kstream.spark.fusion`)."""
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def run(chunks: Iterator[SourceChunk]) -> Iterator[pa.RecordBatch]:
         plan = plan_of(blob)
         tasks: dict[int, TaskRun] = {}
         try:
             with in_worker():
-                for batch in batches:
-                    by_part: dict[int, list[Record]] = {}
-                    for r in input_records(batch):
-                        by_part.setdefault(r.partition or 0, []).append(r)
-                    for part, records in by_part.items():
-                        task = tasks.get(part)
-                        if task is None:
-                            task = tasks[part] = TaskRun(plan, sub, part, {})
-                        # the collector paused for the batch, as in a stateful task
-                        with gc_paused(plan.gc_pause):
-                            cols = task.run(records)
-                            out = hand_over(plan, part, cols) if cols["seq"] else None
-                        if out is not None:
-                            yield out
+                for chunk in chunks:
+                    part = chunk.partition
+                    task = tasks.get(part)
+                    if task is None:
+                        task = tasks[part] = TaskRun(plan, sub, part, {})
+                    # the collector paused for the batch, as in a stateful task
+                    with gc_paused(plan.gc_pause):
+                        records = chunk.records()
+                        cols = task.run(records) if records else None
+                        out = hand_over(plan, part, cols) if cols and cols["seq"] else None
+                    if out is not None:
+                        yield out
         finally:
             for task in tasks.values():
                 task.close()

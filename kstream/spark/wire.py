@@ -5,7 +5,9 @@ packing and the sink all depend on it and none on another for these definitions:
 has no import cycle.
 
 - `SOURCE_SCHEMA` / `SOURCE_ARROW_SCHEMA`: a record as the `kstream_kafka` source reads it,
-  key and value still bytes; `input_records` turns a batch of them into `Record`s.
+  key and value still bytes; `input_records` turns a batch of them into `Record`s. A read
+  task holds what it read as `SourceChunk`s, which give either form (`ArrowChunk`: a batch
+  already in Arrow).
 - `ROW_SCHEMA` / `ROW_ARROW_SCHEMA`: a record a task sends to a topic, key and value
   serialized, with the provenance (`ptopic`, `ppart`, `poff`, `seq`) of the input record that
   caused it, from which the sink derives deterministic provenance ids.
@@ -20,7 +22,7 @@ import io
 import pickle
 import struct
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -98,6 +100,37 @@ def input_records(batch: pa.RecordBatch) -> list[Record]:
             strict=True,
         )
     ]
+
+
+class SourceChunk(Protocol):
+    """Consecutive records of one Kafka partition, as a read task of the source holds them.
+
+    Spark takes them as Arrow (`arrow`, of `SOURCE_ARROW_SCHEMA`); a sub-topology run inside
+    the read takes them as records (`records`, key and value still bytes), which a chunk of
+    consumed messages makes without an Arrow batch between (`source.MessageChunk`).
+    """
+
+    topic: str
+    partition: int
+
+    def arrow(self) -> pa.RecordBatch: ...
+
+    def records(self) -> list[Record]: ...
+
+
+class ArrowChunk:
+    """A `SourceChunk` given as a source batch in Arrow (one partition's records)."""
+
+    def __init__(self, batch: pa.RecordBatch) -> None:
+        self.batch = batch
+        self.topic = batch.column("topic")[0].as_py() if batch.num_rows else ""
+        self.partition = batch.column("partition")[0].as_py() if batch.num_rows else 0
+
+    def arrow(self) -> pa.RecordBatch:
+        return self.batch
+
+    def records(self) -> list[Record]:
+        return input_records(self.batch)
 
 
 def pack(batch: pa.RecordBatch) -> bytes:

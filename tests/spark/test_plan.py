@@ -369,7 +369,7 @@ def test_packed_source_batches_give_the_records_read() -> None:
 
     from kstream.spark.packing import pack_input, unpack_input
     from kstream.spark.wire import SOURCE_ARROW_SCHEMA as ARROW_SCHEMA
-    from kstream.spark.wire import encode_headers, input_records
+    from kstream.spark.wire import ArrowChunk, encode_headers, input_records
 
     def batch(part: int, first: int, n: int) -> pa.RecordBatch:
         return pa.RecordBatch.from_pydict(
@@ -389,7 +389,7 @@ def test_packed_source_batches_give_the_records_read() -> None:
         )
 
     batches = [batch(2, 0, 5), batch(2, 5, 0), batch(0, 40, 3)]
-    rows = list(pack_input(batches))
+    rows = list(pack_input(ArrowChunk(b) for b in batches))
     assert [r.column("partition").to_pylist() for r in rows] == [[2], [0]]  # empty: no row
     got = unpack_input([r.column("rows")[0].as_py() for r in rows])
     want = input_records(batches[0]) + input_records(batches[2])

@@ -39,6 +39,45 @@ def test_end_offsets_come_from_fetching(bootstrap_servers: str, unique_name: Nam
         r.stop()
 
 
+def test_a_read_chunk_gives_the_same_records_with_or_without_arrow(
+    bootstrap_servers: str, unique_name: Names
+) -> None:
+    """A sub-topology run inside the read takes the chunk's records made straight from the
+    consumed messages: the same records, field by field, as its Arrow batch gives Spark."""
+    from kstream.spark.source import OffsetRange, read_range
+    from kstream.spark.wire import input_records
+
+    topic = unique_name("src")
+    create_topics(bootstrap_servers, {topic: 1})
+    with Producer(bootstrap_servers) as p:
+        for i in range(30):
+            headers = [("h", b"%d" % i), ("none", None)] if i % 3 == 0 else None
+            key = None if i % 5 == 0 else b"k%d" % i
+            p.produce(topic, b"v%d" % i, key, partition=0, timestamp=1_000 + i, headers=headers)
+        p.flush()
+    chunks = list(read_range(bootstrap_servers, {}, OffsetRange(topic, 0, 0, 30)))
+    got = [r for c in chunks for r in c.records()]
+    assert [_fields(r) for r in got] == [
+        _fields(r) for c in chunks for r in input_records(c.arrow())
+    ]
+    assert [_fields(r) for r in got] == [
+        (
+            None if i % 5 == 0 else b"k%d" % i,
+            b"v%d" % i,
+            1_000 + i,
+            [("h", b"%d" % i), ("none", None)] if i % 3 == 0 else [],
+            topic,
+            0,
+            i,
+        )
+        for i in range(30)
+    ]
+
+
+def _fields(r: Any) -> tuple[Any, ...]:
+    return (r.key, r.value, r.timestamp, list(r.headers), r.topic, r.partition, r.offset)
+
+
 def _all() -> Any:
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
