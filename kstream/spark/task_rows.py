@@ -8,15 +8,15 @@ worker (`chosen_topic_partitions`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kstream.kafka.chosen_topic import partitions_from_metadata
+from kstream.kafka.partitioner import default_partition
 from kstream.kafka.supplier import ClientConfig, KafkaClientSupplier
-from kstream.records import Headers
+from kstream.records import Headers, Record
 from kstream.spark.plan import TaskPlan
 from kstream.spark.policy import Origin
-from kstream.spark.sink import destination
 from kstream.spark.wire import ROW_ARROW_SCHEMA, encode_headers
 from kstream.state.provenance import HEADER
 
@@ -68,16 +68,11 @@ class TaskRows:
         headers: Headers,
         partition: int | None,
     ) -> None:
+        """One record, its provenance the task's current record's."""
         src = self.task.source() if self.task is not None else None
-        self._row(
-            src if src is not None else self.fallback,
-            topic,
-            key,
-            value,
-            timestamp,
-            headers,
-            partition,
-        )
+        t, part, off = src if src is not None else (None, None, None)
+        origin = Record(key, value, timestamp, headers, t, part, off)
+        self.send_many(topic, [origin], [key], [value], [partition])
 
     def dead_letter(
         self,
@@ -90,51 +85,61 @@ class TaskRows:
     ) -> None:
         """A dead-letter copy of the failed record `origin`: its provenance is that record's."""
         t, part, off = origin
-        prov = (t, part, off) if t is not None and part is not None and off is not None else None
-        self._row(prov or self.fallback, topic, key, value, timestamp, headers, None)
+        self.send_many(
+            topic, [Record(key, value, timestamp, headers, t, part, off)], [key], [value], None
+        )
 
-    def _row(
+    def send_many(
         self,
-        prov: tuple[str, int, int],
         topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        timestamp: int,
-        headers: Headers,
-        partition: int | None,
+        records: Sequence[Record],
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+        partitions: Sequence[int | None] | None,
     ) -> None:
-        src_topic, src_part, offset = prov
-        last = self.high.get((src_topic, src_part))
-        if last is None or offset > last[0]:
-            rank = 0
-        else:  # at or below an id already written for this partition: the next one after it
-            offset, rank = last[0], last[1] + 1
-        self.high[(src_topic, src_part)] = (offset, rank)
-        if partition is None:
-            placed = destination(topic, key, None, self.partitions)
-            n = self.partitions.get(topic)
-            if placed < 0 and key is None and n:
+        """A sink's serialized records as rows, in one pass (the Spark engine's innermost
+        loop: one row per output record). Each row's provenance is its record's origin (topic,
+        partition, offset; the task's own id when it has none), `partitions` each row's
+        partition or None for its key's."""
+        high, fallback = self.high, self.fallback
+        n = self.partitions.get(topic)
+        c = self.cols
+        add_topic, add_k, add_v = c["topic"].append, c["k"].append, c["v"].append
+        add_ts, add_part, add_ptopic = c["ts"].append, c["part"].append, c["ptopic"].append
+        add_ppart, add_poff, add_seq = c["ppart"].append, c["poff"].append, c["seq"].append
+        add_h = c["h"].append
+        for i, r in enumerate(records):
+            src_topic, src_part, offset = r.topic, r.partition, r.offset
+            if src_topic is None or src_part is None or offset is None:
+                src_topic, src_part, offset = fallback
+            last = high.get((src_topic, src_part))
+            if last is None or offset > last[0]:
+                rank = 0
+            else:  # at or below an id already written for this partition: the next one after it
+                offset, rank = last[0], last[1] + 1
+            high[(src_topic, src_part)] = (offset, rank)
+            key = keys[i]
+            partition = None if partitions is None else partitions[i]
+            if partition is None and n:
                 # no key (a left foreign-key join's row without a foreign key, a stream's
                 # keyless record): Kafka's producer picks any partition, so the task picks its
                 # own (modulo the count). Left to the producer, the row could land in a
                 # partition another write slot writes in the same batch, in another
                 # transaction: the ids in that partition would no longer grow in write order
-                # and a reader (`HighMarks`) would drop the later ones as repeats.
-                placed = self.fallback[1] % n
-            # a topic counted nowhere (a missing sink topic) is left to the producer's
-            # partitioner, as on the native runtime
-            partition = placed if placed >= 0 else None
-        c = self.cols
-        c["topic"].append(topic)
-        c["k"].append(key)
-        c["v"].append(value)
-        c["ts"].append(timestamp)
-        c["part"].append(partition)
-        c["ptopic"].append(src_topic)
-        c["ppart"].append(src_part)
-        c["poff"].append(offset)
-        c["seq"].append(rank)
-        c["h"].append(_outgoing_headers(headers))
+                # and a reader (`HighMarks`) would drop the later ones as repeats. A topic
+                # counted nowhere (a missing sink topic) is left to the producer's
+                # partitioner, as on the native runtime.
+                partition = fallback[1] % n if key is None else default_partition(key, n)
+            add_topic(topic)
+            add_k(key)
+            add_v(values[i])
+            add_ts(r.timestamp)
+            add_part(partition)
+            add_ptopic(src_topic)
+            add_ppart(src_part)
+            add_poff(offset)
+            add_seq(rank)
+            add_h(_outgoing_headers(r.headers))
 
     def partitions_for(self, topic: str) -> int:
         """The partition count of `topic`: counted at start-up for the topology's topics; a

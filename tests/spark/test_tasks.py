@@ -422,6 +422,16 @@ def test_repeats_of_an_aborted_transaction_are_processed_once(
     assert shown in (30, 50)
 
 
+def row(
+    collector: Any, src: tuple[str, int, int], topic: str, key: bytes | None, part: int | None
+) -> None:
+    """One sink record whose input record was `src` (topic, partition, offset), as a sink
+    hands it to the task's collector."""
+    from kstream.records import Record
+
+    collector.send_many(topic, [Record(key, b"v", 1, (), *src)], [key], [b"v"], [part])
+
+
 def test_a_tasks_provenance_ids_grow_in_the_order_it_writes() -> None:
     """A row carrying an older record's context than rows written before it (an update a
     cache or suppress buffer held back, a window closing late) takes the next id after the
@@ -433,7 +443,7 @@ def test_a_tasks_provenance_ids_grow_in_the_order_it_writes() -> None:
 
     def written(collector: TaskRows, sources: list[tuple[str, int, int]]) -> list[Any]:
         for src in sources:
-            collector._row(src, "out", b"k", b"v", 1, (), 0)
+            row(collector, src, "out", b"k", 0)
         cols = collector.take()
         return list(zip(cols["ptopic"], cols["ppart"], cols["poff"], cols["seq"], strict=True))
 
@@ -463,10 +473,10 @@ def test_a_row_without_a_key_goes_to_the_tasks_own_partition() -> None:
 
     for task in range(5):
         c = TaskRows({"subs": 2, "out": 3}, partition=task)
-        c._row(("in", task, 1), "subs", None, b"v", 1, (), None)
-        c._row(("in", task, 2), "out", None, b"v", 1, (), None)
-        c._row(("in", task, 3), "out", b"k", b"v", 1, (), None)
-        c._row(("in", task, 4), "missing", None, b"v", 1, (), None)
+        row(c, ("in", task, 1), "subs", None, None)
+        row(c, ("in", task, 2), "out", None, None)
+        row(c, ("in", task, 3), "out", b"k", None)
+        row(c, ("in", task, 4), "missing", None, None)
         assert c.take()["part"] == [
             task % 2,
             task % 3,
