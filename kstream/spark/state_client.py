@@ -41,6 +41,9 @@ def exchange(sock: Any, requests: Sequence[bytes]) -> list[bytes]:
 
     The socket is switched to non-blocking for the exchange and restored after. One request
     goes the plain way, send then read: the server reads a whole request before answering.
+    The socket is waited on with poll, not select: a Python worker Spark reuses for hours may
+    hold more than 1,024 files (Kafka clients it keeps), and select takes no descriptor past
+    that ("filedescriptor out of range in select()", a failed batch).
     """
     if len(requests) == 1:
         return [_call(sock, requests[0])]
@@ -52,16 +55,23 @@ def exchange(sock: Any, requests: Sequence[bytes]) -> list[bytes]:
     need = len(requests)
     timeout = sock.gettimeout()
     sock.setblocking(False)
+    poller = select.poll()
+    writing = True
+    poller.register(sock, select.POLLIN | select.POLLOUT)
     try:
         while len(answers) < need:
-            wants_write = [sock] if sent < len(data) else []
-            readable, writable, _ = select.select([sock], wants_write, [])
-            if writable:
+            if writing and sent >= len(data):
+                poller.modify(sock, select.POLLIN)
+                writing = False
+            ready = 0
+            for _fd, events in poller.poll():
+                ready |= events
+            if ready & select.POLLOUT:
                 try:
                     sent += sock.send(data[sent : sent + 262144])
                 except BlockingIOError:
                     pass
-            if not readable:
+            if not ready & (select.POLLIN | select.POLLHUP | select.POLLERR):
                 continue
             try:
                 got = sock.recv(1 << 20)

@@ -8,6 +8,7 @@ both sides; the real server is exercised by every Spark task-path test.
 
 from __future__ import annotations
 
+import os
 import pickle
 import socket
 import struct
@@ -129,6 +130,25 @@ def test_many_large_requests_and_answers_pass_small_buffers(server: MapServer) -
     spark_map.put(b"k1", b"x")
     spark_map.remove(b"k2")
     assert spark_map.get_many([b"k1", b"k2"]) == [b"x", None]
+
+
+def test_a_worker_holding_over_1024_files_still_exchanges() -> None:
+    """A Python worker Spark reuses keeps Kafka clients (their sockets and pipes) from query to
+    query; the oracle lane's workers came to hold more than 1,024 files, and select() refuses
+    a descriptor past that: the state socket's batch failed. The exchange waits with poll."""
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        server = MapServer()
+        try:
+            assert server.client.fileno() >= 1024
+            spark_map = SparkMap(_MapState(server.client))
+            spark_map.write_many([(b"k%d" % i, b"v%d" % i) for i in range(200)])
+            assert spark_map.get_many([b"k0", b"k199", b"absent"]) == [b"v0", b"v199", None]
+        finally:
+            server.close()
+    finally:
+        for fd in held:
+            os.close(fd)
 
 
 def test_a_refused_request_raises_and_a_closed_server_does_not_hang() -> None:
