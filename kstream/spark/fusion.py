@@ -37,7 +37,7 @@ import pyarrow as pa
 from kstream.records import Record
 from kstream.spark.packing import INPUT_ARROW_SCHEMA
 from kstream.spark.plan import TaskPlan
-from kstream.spark.slot_writer import row_tuples, write_order
+from kstream.spark.slot_writer import ROW_TUPLE_FIELDS, row_tuples, write_order
 from kstream.spark.wire import ROW_ARROW_SCHEMA, SourceChunk, decode_headers
 
 __all__ = ["FusedInput", "fused_function", "fused_input"]
@@ -130,19 +130,7 @@ def fused_input(
 
 def _pass_on(passing: dict[str, list[Any]], row: tuple[Any, ...]) -> None:
     """A row for the query's sink as it is, added to its columns."""
-    pt, pp, po, seq, k, topic, v, ts, part, h = row
-    for name, value in (
-        ("ptopic", pt),
-        ("ppart", pp),
-        ("poff", po),
-        ("seq", seq),
-        ("k", k),
-        ("topic", topic),
-        ("v", v),
-        ("ts", ts),
-        ("part", part),
-        ("h", h),
-    ):
+    for name, value in zip(ROW_TUPLE_FIELDS, row, strict=True):
         passing[name].append(value)
 
 

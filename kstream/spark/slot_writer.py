@@ -26,6 +26,7 @@ from kstream.spark.wire import decode_headers
 from kstream.state import provenance
 
 __all__ = [
+    "ROW_TUPLE_FIELDS",
     "SlotWriter",
     "cached_writer",
     "drop_writer",
@@ -65,19 +66,15 @@ def task_transactional_id(app_id: str, partition: int) -> str:
     return f"{app_id}-spark-task-{partition}"
 
 
+ROW_TUPLE_FIELDS = ("ptopic", "ppart", "poff", "seq", "k", "topic", "v", "ts", "part", "h")
+"""The columns (`wire.ROW_ARROW_SCHEMA`) of a row tuple (`row_tuples`, `write_order`), in order."""
+
+
 def row_tuples(cols: Mapping[str, Sequence[Any]]) -> Iterator[tuple[Any, ...]]:
     """Rows given as columns (`wire.ROW_ARROW_SCHEMA`) as the tuples `write_order` takes."""
     n = len(cols["seq"])
     return zip(
-        cols["ptopic"],
-        cols["ppart"],
-        cols["poff"],
-        cols["seq"],
-        cols["k"],
-        cols["topic"],
-        cols["v"],
-        cols["ts"],
-        cols["part"],
+        *(cols[name] for name in ROW_TUPLE_FIELDS[:-1]),
         cols.get("h") or [None] * n,
         strict=True,
     )
