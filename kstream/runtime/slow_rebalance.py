@@ -100,14 +100,19 @@ class RebalanceWatch:
         counted = False
         while not stop.wait(max(0.0, slow.next_due() - time.monotonic())):
             lasted = slow.due(time.monotonic())
-            if lasted is None or stop.is_set():
+            if lasted is None:
                 continue
-            if not counted:  # a slow rebalance counts once, however many warnings it takes
-                counted = True
-                self.metrics.slow_rebalance()
-            log.warning(
-                warning(self.group, lasted, self.bound_ms, self.restoring(), tansu=self.tansu)
-            )
+            text = warning(self.group, lasted, self.bound_ms, self.restoring(), tansu=self.tansu)
+            # Checked and said under the lock `state_changed` stops the watch under: once the
+            # rebalance has ended, no warning about it comes after (`restoring()` is asked
+            # outside the lock, so a stream thread that ends the rebalance never waits on it).
+            with self._lock:
+                if stop.is_set():
+                    return
+                if not counted:  # a slow rebalance counts once, however many warnings it takes
+                    counted = True
+                    self.metrics.slow_rebalance()
+                log.warning(text)
 
 
 def warning(
