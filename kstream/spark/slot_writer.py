@@ -298,7 +298,14 @@ class SlotWriter:
                         raise
 
 
-_WRITERS: dict[tuple[str, str, int, bool], tuple[str, SlotWriter]] = {}
+# A writer its worker has not used for this long is closed when the worker next asks for one.
+# A Python worker Spark reuses serves query after query (the Spark oracle lane runs hundreds of
+# apps in a session), and each writer holds a producer and a consumer with their sockets and
+# pipes: kept for good, they gathered past 1,024 files in one worker. A query's writer is used
+# every batch, so only one whose batches come more than this apart starts its clients again.
+IDLE_WRITER_S = 60.0
+
+_WRITERS: dict[tuple[str, str, int, bool], tuple[str, SlotWriter, float]] = {}
 
 
 def cached_writer(
@@ -311,15 +318,23 @@ def cached_writer(
     client_supplier: ClientSupplier | None,
     provenance: bool = False,
     by_task: bool = False,
+    now: float | None = None,
 ) -> SlotWriter:
     """This Python worker's writer of `slot` (a task's partition: `by_task`) for the sink
     `run` (one per started query): made on first use, kept across the run's batches. A writer
     of another run of the same slot is closed: a query restarted from its checkpoint (or a new
     one, the app's marker offsets reset) reads the marker again rather than trust what an
-    earlier run committed."""
+    earlier run committed. Writers idle for `IDLE_WRITER_S` are closed (`now`: the monotonic
+    clock's time, for tests)."""
+    now = time.monotonic() if now is None else now
     key = (app_id, bootstrap_servers, slot, by_task)
+    for other, (_, idle, used) in list(_WRITERS.items()):
+        if other != key and now - used > IDLE_WRITER_S:
+            del _WRITERS[other]
+            idle.close(abort=True)  # between transactions: nothing is lost, errors are moot
     got = _WRITERS.get(key)
     if got is not None and got[0] == run:
+        _WRITERS[key] = (run, got[1], now)
         return got[1]
     if got is not None:
         del _WRITERS[key]
@@ -327,13 +342,13 @@ def cached_writer(
     w = SlotWriter(
         app_id, bootstrap_servers, kafka, slot, guarantee, client_supplier, provenance, by_task
     )
-    _WRITERS[key] = (run, w)
+    _WRITERS[key] = (run, w, now)
     return w
 
 
 def drop_writer(writer: SlotWriter) -> None:
     """Close `writer` and forget it (after a failure its clients are not trusted again)."""
-    for key, (_, w) in list(_WRITERS.items()):
+    for key, (_, w, _) in list(_WRITERS.items()):
         if w is writer:
             del _WRITERS[key]
     writer.close(abort=True)

@@ -282,7 +282,7 @@ def test_a_task_writer_renews_a_producer_another_worker_fenced_and_keeps_its_con
         return int(json.loads(got)["written"]), owner
 
     def writer(worker: str) -> Any:
-        ((_, w),) = caches[worker].values()
+        ((_, w, _),) = caches[worker].values()
         return w
 
     try:
@@ -301,6 +301,6 @@ def test_a_task_writer_renews_a_producer_another_worker_fenced_and_keeps_its_con
         assert n == -1
     finally:
         for cache in caches.values():
-            for _, w in cache.values():
+            for _, w, _ in cache.values():
                 w.close()
     assert _plain_read_committed(bootstrap_servers, out, 4) == [b"0", b"1", b"2", b"3"]
