@@ -35,7 +35,9 @@ of the spec, alone, must fail with too.
 Spark run: the specs of a batch are renamed apart (topics, stores, names, node ids) and built
 as one topology of independent parts, one query per sub-topology. Kafka Streams answers each
 spec alone, with the very names it has in the batch. A batch whose run fails is run again spec
-by spec, so a failure names its spec.
+by spec, so a failure names its spec; a batch that failed while none of its specs fails alone
+failed for a reason no spec accounts for (once: a worker past 1,024 files, `select()` refusing
+its socket), and the lane reports it and fails.
 
 Timestamps are moved `SHIFT` ms later (a multiple of every window size, advance and
 punctuation interval the generator draws): a producer writes timestamp 0 as "now".
@@ -500,9 +502,11 @@ def read_outputs(bootstrap: str, topics: dict[str, str]) -> dict[str, list[Row]]
 
 def run_on_spark(
     spark: Any, bootstrap: str, specs: Sequence[Spec], app_id: str, checkpoints: Path
-) -> None:
+) -> str | None:
     """Run `specs` as one Spark run and read their outputs into `spec.got`; a failing run is
-    run again spec by spec (on topics of their own), so a failure names its spec."""
+    run again spec by spec (on topics of their own), so a failure names its spec. Returns the
+    failed batch's error when none of its specs failed alone (`unexplained`): the batch failed
+    for a reason no spec accounts for, and the lane says so rather than hide it."""
     from kstream.spark import run
 
     try:
@@ -517,17 +521,26 @@ def run_on_spark(
         if len(specs) == 1:
             specs[0].error = traceback.format_exc()
             specs[0].failure = oracle_spec.expected_failure(e)
-            return
+            return None
+        batch_error = traceback.format_exc()
         for s in specs:
             alone = _alone(s)
             create_and_fill(bootstrap, [alone])
             run_on_spark(spark, bootstrap, [alone], f"{app_id}-{s.index}", checkpoints)
             s.theirs = _renamed_answer(s.theirs, alone.case, s)
             s.error, s.failure, s.got, s.case = alone.error, alone.failure, alone.got, alone.case
-        return
+        return None if any(s.error is not None for s in specs) else batch_error
     got = read_outputs(bootstrap, {t: vt for s in specs for t, vt in s.outputs.items()})
     for s in specs:
         s.got = {t: got[t] for t in s.outputs}
+    return None
+
+
+def unexplained(app_id: str, error: str) -> str:
+    """What the report says of a batch whose run failed while each of its specs, alone, ran:
+    its app id and the error's last lines."""
+    tail = [line for line in error.strip().splitlines() if line.strip()][-3:]
+    return f"batch {app_id} failed, its specs each ran alone: " + " | ".join(tail)
 
 
 def _alone(spec: Spec) -> Spec:
@@ -642,7 +655,13 @@ def kstreams_own(spec: Spec) -> bool:
 # --- the report ---------------------------------------------------------------------------------
 
 
-def report(specs: Sequence[Spec], seconds: float, spark_seconds: float, batches: int) -> str:
+def report(
+    specs: Sequence[Spec],
+    seconds: float,
+    spark_seconds: float,
+    batches: int,
+    failed_batches: Sequence[str] = (),
+) -> str:
     compared = [s for s in specs if s.skip is None]
     equal = [s for s in compared if not s.differences]
     failing = [s for s in equal if s.expected_failure is not None]
@@ -665,6 +684,8 @@ def report(specs: Sequence[Spec], seconds: float, spark_seconds: float, batches:
             f"  of those that differ, {len(own)} are kstream's own (its test driver gives "
             f"Spark's outputs): specs {[s.index for s in own]}"
         )
+    for text in failed_batches:
+        lines.append(f"  {text}")
     skipped = Counter(s.skip for s in specs if s.skip is not None)
     for reason, n in skipped.most_common():
         lines.append(f"  not compared: {n:4d}  {reason}")

@@ -33,6 +33,7 @@ from lane import (
     prepare,
     report,
     run_on_spark,
+    unexplained,
 )
 from oracle.generate import cases
 from oracle.harness import Oracle
@@ -83,6 +84,7 @@ def test_generated_specs_on_spark_give_kafka_streams_answers(
     # a spec Kafka Streams fails on (as it may expect) fails its Spark run: alone, each
     batches += [[s] for s in specs if s.skip is None and s.expected_failure is not None]
     spark_s = 0.0
+    failed_batches: list[str] = []
     for k, batch in enumerate(batches):
         # as long as the harness's "oracle": a suppress buffer's byte bound counts the names
         # of repartition topics, which start with the application id
@@ -99,7 +101,9 @@ def test_generated_specs_on_spark_give_kafka_streams_answers(
             continue
         create_and_fill(bootstrap_servers, batch)
         t0 = time.monotonic()
-        run_on_spark(spark, bootstrap_servers, batch, app_id, tmp_path)
+        error = run_on_spark(spark, bootstrap_servers, batch, app_id, tmp_path)
+        if error is not None:
+            failed_batches.append(unexplained(app_id, error))
         spark_s += time.monotonic() - t0
         for s in batch:
             compare(s)
@@ -114,7 +118,7 @@ def test_generated_specs_on_spark_give_kafka_streams_answers(
                     s.skip = "a foreign-key join's intermediate results (timing of its answers)"
             s.kstreams_own = bool(s.differences) and kstreams_own(s)
         print(f"batch {k}: {len(batch)} specs in {time.monotonic() - t0:.1f} s", flush=True)
-    text = report(specs, time.monotonic() - started, spark_s, len(batches))
+    text = report(specs, time.monotonic() - started, spark_s, len(batches), failed_batches)
     print(text)
     if REPORT:
         Path(REPORT).write_text(text + "\n")
@@ -122,6 +126,7 @@ def test_generated_specs_on_spark_give_kafka_streams_answers(
     # (tests/oracle) to report: the lane reports it and fails on the Spark engine's only
     differing = [s for s in specs if s.skip is None and s.differences and not s.kstreams_own]
     assert not differing, "\n\n".join(_explained(s) for s in differing[:10])
+    assert not failed_batches, "\n".join(failed_batches)
 
 
 def _explained(spec: Spec) -> str:
