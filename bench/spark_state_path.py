@@ -90,6 +90,7 @@ def batches(plan: TaskPlan, sub: int, keys: int, records: int, count: int) -> li
                 for u, i in zip(users, idx, strict=True)
             ],
             "headers": [None] * records,
+            "timestamp_type": [1] * records,
         }
         batch = pa.RecordBatch.from_pydict(cols, schema=SOURCE_ARROW_SCHEMA)
         out.append([r.column("rows")[0].as_py() for r in pack_input([ArrowChunk(batch)])])

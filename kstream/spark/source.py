@@ -30,7 +30,7 @@ from pyspark.sql.types import StructType
 
 from kstream.errors import KafkaClientError, TopologyError
 from kstream.kafka.supplier import ClientConfig, ClientSupplier
-from kstream.records import Record
+from kstream.records import KAFKA_TIMESTAMP_TYPES, Record
 from kstream.spark.clients import pack_supplier, unpack_supplier
 from kstream.spark.wire import SOURCE_ARROW_SCHEMA as ARROW_SCHEMA
 from kstream.spark.wire import SOURCE_SCHEMA as SCHEMA
@@ -343,17 +343,18 @@ class MessageChunk:
                 pa.array([m.key() for m in msgs], pa.binary()),
                 pa.array([m.value() for m in msgs], pa.binary()),
                 pa.array(headers, pa.binary()),
+                pa.array([m.timestamp()[0] for m in msgs], pa.int8()),
             ],
             schema=ARROW_SCHEMA,
         )
 
     def records(self) -> list[Record]:
-        """The records `wire.input_records` makes of `arrow()`'s batch (the timestamp's type
-        not kept, as the Arrow batch has no column for it)."""
-        topic, part = self.topic, self.partition
+        """The records `wire.input_records` makes of `arrow()`'s batch."""
+        topic, part, types = self.topic, self.partition, KAFKA_TIMESTAMP_TYPES
         return [
-            Record(m.key(), m.value(), m.timestamp()[1], m.headers() or (), topic, part, m.offset())
+            Record(m.key(), m.value(), ts, m.headers() or (), topic, part, m.offset(), types[tt])
             for m in self.messages
+            for tt, ts in (m.timestamp(),)
         ]
 
 

@@ -26,13 +26,15 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from kstream.records import Record
+from kstream.records import KAFKA_TIMESTAMP_TYPES, Record
 from kstream.serde import BUILTIN, Serde
 
-# `headers`: the record's headers as `encode_headers` writes them (null when it has none)
+# `headers`: the record's headers as `encode_headers` writes them (null when it has none);
+# `timestamp_type`: the timestamp's type as confluent-kafka gives it (0 none, 1 CreateTime,
+# 2 LogAppendTime: `records.KAFKA_TIMESTAMP_TYPES`), which a record keeps as on the native engine
 SOURCE_SCHEMA = (
     "topic string, partition int, offset long, timestamp long, key binary, value binary, "
-    "headers binary"
+    "headers binary, timestamp_type byte"
 )
 SOURCE_ARROW_SCHEMA = pa.schema(
     [
@@ -43,6 +45,7 @@ SOURCE_ARROW_SCHEMA = pa.schema(
         ("key", pa.binary()),
         ("value", pa.binary()),
         ("headers", pa.binary()),
+        ("timestamp_type", pa.int8()),
     ]
 )
 ROW_ARROW_SCHEMA = pa.schema(
@@ -87,9 +90,10 @@ def input_records(batch: pa.RecordBatch) -> list[Record]:
         headers = [decode_headers(h) for h in col["headers"].to_pylist()]
     else:
         headers = [()] * batch.num_rows
+    types = KAFKA_TIMESTAMP_TYPES
     return [
-        Record(k, v, ts, h, t, p, o)
-        for t, p, o, ts, k, v, h in zip(
+        Record(k, v, ts, h, t, p, o, types[tt])
+        for t, p, o, ts, k, v, h, tt in zip(
             col["topic"].to_pylist(),
             col["partition"].to_pylist(),
             col["offset"].to_pylist(),
@@ -97,6 +101,7 @@ def input_records(batch: pa.RecordBatch) -> list[Record]:
             col["key"].to_pylist(),
             col["value"].to_pylist(),
             headers,
+            col["timestamp_type"].to_pylist(),
             strict=True,
         )
     ]

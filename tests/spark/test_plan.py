@@ -384,6 +384,7 @@ def test_packed_source_batches_give_the_records_read() -> None:
                     encode_headers([("h", b"%d" % o)]) if o % 2 else None
                     for o in range(first, first + n)
                 ],
+                "timestamp_type": [2 if o % 5 == 0 else 1 for o in range(first, first + n)],
             },
             schema=ARROW_SCHEMA,
         )
@@ -395,6 +396,7 @@ def test_packed_source_batches_give_the_records_read() -> None:
     want = input_records(batches[0]) + input_records(batches[2])
     assert got == want
     assert [(r.offset, list(r.headers)) for r in got[:2]] == [(0, []), (1, [("h", b"1")])]
+    assert [r.timestamp_type.name for r in got[:2]] == ["LOG_APPEND_TIME", "CREATE_TIME"]
 
 
 def test_a_stateless_merge_of_two_topics_runs_as_a_task() -> None:
