@@ -5,16 +5,18 @@ STAMP := $(VENV)/.installed
 EXTRAS ?= dev,redis,spark,schema-registry
 PYTEST_ARGS ?=
 # `make test` runs on pytest-xdist workers sharing one Apache Kafka broker. The suite mostly
-# waits (group joins, worker processes, the broker, Spark jobs), so more workers than cores pay:
-# the two Spark units (local sessions) hold two workers for most of the run, and the others
-# take everything else (tests/support/scheduling.py).
+# waits (group joins, worker processes, the broker), so more workers than cores pay; each
+# worker takes the longest unit left (tests/support/scheduling.py).
 TEST_WORKERS ?= 6
-# The Spark standalone-cluster tests (a master, two workers, drivers and executors: a dozen
-# JVMs, about six minutes of a worker's time) are their own lane, `make test-spark-cluster`,
-# which CI runs after `make test`: in `make test` they alone held its wall time past 6 minutes.
-SUITE_ARGS ?= --ignore=tests/spark_cluster --ignore=tests/spark_oracle
+# The Spark tests are lanes of their own, which CI runs after `make test`: `make test-spark`
+# (tests/spark, Spark local[2] against the native engine and the test driver) and `make
+# test-spark-cluster` (a master, two workers, drivers and executors: a dozen JVMs, about six
+# minutes of a worker's time). In `make test` each held its wall time past 6 minutes on 2
+# cores: the cluster tests alone, and then tests/spark's two Spark sessions (two units of about
+# 700 s of a worker's time each, the suite's critical path: 6:50-7:20, against 4:39 without).
+SUITE_ARGS ?= --ignore=tests/spark --ignore=tests/spark_cluster --ignore=tests/spark_oracle
 
-.PHONY: demo test test-tansu test-spark-cluster test-kafka-compat test-kafka-3.9 test-kafka-4.1 pytest warm lint unit integration bench bench-engines bench-full venv kafka clean codestats \
+.PHONY: demo test test-tansu test-spark test-spark-cluster test-kafka-compat test-kafka-3.9 test-kafka-4.1 pytest warm lint unit integration bench bench-engines bench-full venv kafka clean codestats \
 	oracle oracle-harness oracle-versions simulate simulate-mutants chaos
 
 # Apache Kafka, the reference broker of the tests and benchmarks: Maven resolves
@@ -108,6 +110,11 @@ test: $(STAMP)
 pytest: warm $(KAFKA_STAMP) $(ORACLE_STAMP)
 	$(RUN_PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20 $(SUITE_ARGS) \
 		$(PYTEST_ARGS)
+
+# the Spark local[2] lane: one pytest-xdist worker per Spark session (tests/support/scheduling.py
+# groups the tests that share one); CI runs it after `make test`
+test-spark: warm $(KAFKA_STAMP)
+	$(RUN_PY) -m pytest -q -n 2 --dist loadgroup --durations=10 tests/spark $(PYTEST_ARGS)
 
 # the Spark standalone-cluster lane (one cluster for its tests, one process); CI runs it
 test-spark-cluster: warm $(KAFKA_STAMP)

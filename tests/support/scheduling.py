@@ -20,14 +20,14 @@ from typing import Any
 
 import pytest
 
-# Tests that run together on one pytest-xdist worker (test id prefix -> group, first match):
-# the Spark tests share a session per worker, so a JVM per group rather than per worker; they
-# are the longest part of the suite, so they form two groups of about equal length (two JVMs in
-# parallel): the differential tests, the orders example, the foreign-key joins and the record
-# cache in one, the rest in the other. (With the foreign-key joins and suppress added to the
-# rest, it took 1,077 s of a worker and ended the run 200 s after every other worker.) The
-# standalone-cluster tests share one cluster (a cluster each would run twelve JVMs at once on
-# two cores: Python workers then miss Spark's 10 s connect-back timeout).
+# Tests that run together on one pytest-xdist worker (test id prefix -> group, first match): the
+# Spark tests share a session per worker, so a JVM per group rather than per worker; they are long
+# (`make test-spark`, a lane of their own, runs them on two workers), so they form two groups of
+# about equal length (two JVMs in parallel): the differential tests, the orders example, the
+# foreign-key joins and the record cache in one, the rest in the other. (With the foreign-key joins
+# and suppress added to the rest, it took 1,077 s of a worker and ended the run 200 s after every
+# other worker.) The standalone-cluster tests share one cluster (a cluster each would run twelve
+# JVMs at once on two cores: Python workers then miss Spark's 10 s connect-back timeout).
 XDIST_GROUPS = (
     ("tests/spark/test_differential.py", "spark-differential"),
     ("tests/spark/test_tasks.py::test_orders_enriched", "spark-differential"),
