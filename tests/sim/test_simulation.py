@@ -51,6 +51,11 @@ FOUND = [
     # a leave armed in the middle of a commit met after the faults stopped, and the closing
     # instance's own armed crash then killed the committing one: no instance was left
     (10691, "grace_join", "exactly_once_v2"),
+    # a leave armed mid-commit closed an instance whose own commit was under way further up
+    # (inside the leaving one's close), then a join took its slot: the first one's call, going
+    # on with closed clients, counted as its failure, and its clean-up closed the new
+    # instance's stores (a harness defect: a close never runs inside the stream thread's call)
+    (78754, "orders_enriched", "exactly_once"),
     # a poll whose batch held an error event among its records dropped them, the consumer's
     # position already past them (kstream.kafka.consumer.split_events; also 10, 17, 18)
     (7, "count", "exactly_once_v2"),

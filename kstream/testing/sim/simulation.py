@@ -204,6 +204,9 @@ class _Run:
         #: environments in it) is still in use until the close returns, so no instance may
         #: start there meanwhile, as a second process could not take the directory's lock
         self.closing: set[int] = set()
+        #: instances with a call under way (a turn, an open, a close), innermost last: a hook
+        #: in one may act on another, whose own hook may act again (`mid_commit`)
+        self.active: list[Instance] = []
 
     # --- the trace ---------------------------------------------------------------------------
 
@@ -275,11 +278,15 @@ class _Run:
     def guarded(self, inst: Instance, fn: Any) -> None:
         self.work.current = inst.name
         self.tail.current = inst.name
+        self.active.append(inst)
         try:
             fn()
         except BaseException as e:
-            if inst.hooks.dead and inst.slot not in self.instances:
-                return  # a client of an instance dropped inside this very call
+            if inst.hooks.dead and self.instances.get(inst.slot) is not inst:
+                # a client of an instance dropped inside this very call (its slot may hold a
+                # new instance by now: a join in the same call's hooks), as if its process
+                # had exited: what it raises on the way out is nobody's
+                return
             inst.error = e
             self.event(f"{inst.name} stopped on {type(e).__name__}: {e}")
             self.failures.append(
@@ -290,6 +297,8 @@ class _Run:
             self.envs.close_under(inst.state_dir)
             if self.instances.get(inst.slot) is inst:
                 del self.instances[inst.slot]
+        finally:
+            self.active.pop()
 
     def update_pauses(self) -> None:
         for inst in self.instances.values():
@@ -377,7 +386,12 @@ class _Run:
                     joined = self.start(open_slots[0])
                     self.guarded(joined, joined.open)
             elif target is not None and self.instances.get(target.slot) is target:
-                if kind == "leave":
+                if kind == "leave" and target in self.active:
+                    # its own call is under way further up (this commit is inside it, as in
+                    # its close's commit): a graceful close comes from outside a process's
+                    # stream thread and waits for it, never runs inside that thread's call
+                    self.event(f"mid-commit of {inst.name}: no leave of {target.name}, mid-call")
+                elif kind == "leave":
                     self.leave(target)
                 else:
                     self.crash(target)
