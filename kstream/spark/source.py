@@ -332,6 +332,7 @@ class MessageChunk:
         msgs = self.messages
         n = len(msgs)
         headers = [m.headers() for m in msgs]
+        stamps = [m.timestamp() for m in msgs]  # (type, timestamp) each
         if any(headers):
             headers = [None if h is None else encode_headers(h) for h in headers]
         return pa.RecordBatch.from_arrays(
@@ -339,11 +340,11 @@ class MessageChunk:
                 pa.array([self.topic] * n, pa.string()),
                 pa.array([self.partition] * n, pa.int32()),
                 pa.array([m.offset() for m in msgs], pa.int64()),
-                pa.array([m.timestamp()[1] for m in msgs], pa.int64()),
+                pa.array([ts for _, ts in stamps], pa.int64()),
                 pa.array([m.key() for m in msgs], pa.binary()),
                 pa.array([m.value() for m in msgs], pa.binary()),
                 pa.array(headers, pa.binary()),
-                pa.array([m.timestamp()[0] for m in msgs], pa.int8()),
+                pa.array([tt for tt, _ in stamps], pa.int8()),
             ],
             schema=ARROW_SCHEMA,
         )
